@@ -1,0 +1,54 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+// Module graph (see DESIGN.md): pure logic (LiveTopics) imports nothing of ours;
+// only Mosquitto touches the C library; the executable wires them together.
+let package = Package(
+    name: "livedata",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "livedata", targets: ["livedata"]),
+        .library(name: "LiveTopics", targets: ["LiveTopics"]),
+        .library(name: "Mosquitto", targets: ["Mosquitto"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CMosquitto",
+            pkgConfig: "libmosquitto",
+            providers: [.apt(["libmosquitto-dev"])]
+        ),
+        .target(
+            name: "Mosquitto",
+            dependencies: [
+                "CMosquitto",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .target(name: "LiveTopics"),
+        .executableTarget(
+            name: "livedata",
+            dependencies: [
+                "LiveTopics",
+                "Mosquitto",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .target(
+            name: "LiveDataTestSupport",
+            dependencies: ["Mosquitto", "LiveTopics"],
+            path: "Tests/LiveDataTestSupport"
+        ),
+        .testTarget(name: "LiveTopicsTests", dependencies: ["LiveTopics"]),
+        .testTarget(name: "MosquittoTests", dependencies: ["Mosquitto", "LiveDataTestSupport"]),
+        .testTarget(
+            name: "IntegrationTests",
+            dependencies: ["Mosquitto", "LiveTopics", "LiveDataTestSupport", "livedata"]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

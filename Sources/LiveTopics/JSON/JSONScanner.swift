@@ -1,0 +1,309 @@
+/// A strict, allocation-light JSON reader over UTF-8 bytes (RFC 8259).
+///
+/// It reads just what the live-update decoder asks for and skips (while still checking)
+/// everything else, so a typical update is decoded without building any intermediate tree.
+struct JSONScanner {
+    /// What went wrong, and at which byte (counted from 0).
+    enum Failure: Error, Equatable {
+        case unexpectedEnd
+        case unexpected(UInt8, at: Int)
+        case badEscape(at: Int)
+        case controlCharacter(at: Int)
+        case invalidUTF8(at: Int)
+        case badNumber(at: Int)
+        case tooDeep(at: Int)
+
+        var description: String {
+            switch self {
+            case .unexpectedEnd: return "it ends too early"
+            case .unexpected(let byte, let at): return "unexpected \(describe(byte)) at byte \(at)"
+            case .badEscape(let at): return "bad escape sequence at byte \(at)"
+            case .controlCharacter(let at): return "unescaped control character at byte \(at)"
+            case .invalidUTF8(let at): return "invalid UTF-8 in a string starting at byte \(at)"
+            case .badNumber(let at): return "malformed number at byte \(at)"
+            case .tooDeep(let at): return "nesting deeper than 64 levels at byte \(at)"
+            }
+        }
+
+        private func describe(_ byte: UInt8) -> String {
+            if byte >= 0x21 && byte < 0x7F { return "'\(Character(Unicode.Scalar(byte)))'" }
+            return "byte 0x" + String(byte, radix: 16, uppercase: true)
+        }
+    }
+
+    /// The kinds of JSON value, for error messages.
+    enum Kind: String {
+        case object = "an object"
+        case array = "an array"
+        case string = "a string"
+        case number = "a number"
+        case boolean = "a boolean"
+        case null = "null"
+    }
+
+    let bytes: UnsafeRawBufferPointer
+    private(set) var position = 0
+
+    init(_ bytes: UnsafeRawBufferPointer) {
+        self.bytes = bytes
+    }
+
+    var isAtEnd: Bool { position >= bytes.count }
+
+    @inline(__always)
+    mutating func skipWhitespace() {
+        while position < bytes.count {
+            switch bytes[position] {
+            case 0x20, 0x0A, 0x0D, 0x09: position += 1
+            default: return
+            }
+        }
+    }
+
+    /// The kind of the next value, after whitespace.
+    mutating func peekKind() throws(Failure) -> Kind {
+        skipWhitespace()
+        guard position < bytes.count else { throw .unexpectedEnd }
+        switch bytes[position] {
+        case UInt8(ascii: "{"): return .object
+        case UInt8(ascii: "["): return .array
+        case UInt8(ascii: "\""): return .string
+        case UInt8(ascii: "t"), UInt8(ascii: "f"): return .boolean
+        case UInt8(ascii: "n"): return .null
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return .number
+        case let byte: throw .unexpected(byte, at: position)
+        }
+    }
+
+    /// Consumes `byte` after whitespace.
+    @inline(__always)
+    mutating func expect(_ byte: UInt8) throws(Failure) {
+        skipWhitespace()
+        guard position < bytes.count else { throw .unexpectedEnd }
+        guard bytes[position] == byte else { throw .unexpected(bytes[position], at: position) }
+        position += 1
+    }
+
+    /// Consumes `byte` after whitespace if it is next.
+    @inline(__always)
+    mutating func consume(_ byte: UInt8) -> Bool {
+        skipWhitespace()
+        if position < bytes.count && bytes[position] == byte {
+            position += 1
+            return true
+        }
+        return false
+    }
+
+    /// Iterates the members of an object; `body` must consume each member's value.
+    mutating func readObject(_ body: (inout JSONScanner, UnsafeRawBufferPointer, Bool) throws(Failure) -> Void)
+        throws(Failure)
+    {
+        try expect(UInt8(ascii: "{"))
+        if consume(UInt8(ascii: "}")) { return }
+        while true {
+            skipWhitespace()
+            let (key, escaped) = try readRawString()
+            try expect(UInt8(ascii: ":"))
+            try body(&self, key, escaped)
+            if consume(UInt8(ascii: ",")) { continue }
+            try expect(UInt8(ascii: "}"))
+            return
+        }
+    }
+
+    /// Reads a string; the fast path (no escapes) validates UTF-8 and copies once.
+    mutating func readString() throws(Failure) -> String {
+        skipWhitespace()
+        let start = position
+        let (raw, escaped) = try readRawString()
+        if !escaped {
+            guard let string = String(validating: raw, as: UTF8.self) else { throw .invalidUTF8(at: start) }
+            return string
+        }
+        return try Self.unescape(raw, at: start)
+    }
+
+    /// Reads a string's raw bytes (between the quotes, escapes untouched).
+    /// - Returns: the bytes and whether they contain escapes.
+    mutating func readRawString() throws(Failure) -> (UnsafeRawBufferPointer, Bool) {
+        guard position < bytes.count else { throw .unexpectedEnd }
+        guard bytes[position] == UInt8(ascii: "\"") else { throw .unexpected(bytes[position], at: position) }
+        position += 1
+        let start = position
+        var escaped = false
+        while position < bytes.count {
+            let byte = bytes[position]
+            if byte == UInt8(ascii: "\"") {
+                let raw = UnsafeRawBufferPointer(rebasing: bytes[start..<position])
+                position += 1
+                return (raw, escaped)
+            }
+            if byte == UInt8(ascii: "\\") {
+                escaped = true
+                position += 2
+                continue
+            }
+            if byte < 0x20 { throw .controlCharacter(at: position) }
+            position += 1
+        }
+        throw .unexpectedEnd
+    }
+
+    /// Reads a number and returns its literal text, checked against JSON's grammar.
+    mutating func readNumber() throws(Failure) -> UnsafeRawBufferPointer {
+        skipWhitespace()
+        let start = position
+        func isDigit(_ index: Int) -> Bool {
+            index < bytes.count && bytes[index] >= UInt8(ascii: "0") && bytes[index] <= UInt8(ascii: "9")
+        }
+        if position < bytes.count && bytes[position] == UInt8(ascii: "-") { position += 1 }
+        guard isDigit(position) else { throw .badNumber(at: start) }
+        if bytes[position] == UInt8(ascii: "0") {
+            position += 1
+        } else {
+            while isDigit(position) { position += 1 }
+        }
+        if position < bytes.count && bytes[position] == UInt8(ascii: ".") {
+            position += 1
+            guard isDigit(position) else { throw .badNumber(at: start) }
+            while isDigit(position) { position += 1 }
+        }
+        if position < bytes.count && (bytes[position] == UInt8(ascii: "e") || bytes[position] == UInt8(ascii: "E")) {
+            position += 1
+            if position < bytes.count && (bytes[position] == UInt8(ascii: "+") || bytes[position] == UInt8(ascii: "-")) {
+                position += 1
+            }
+            guard isDigit(position) else { throw .badNumber(at: start) }
+            while isDigit(position) { position += 1 }
+        }
+        return UnsafeRawBufferPointer(rebasing: bytes[start..<position])
+    }
+
+    /// Reads `true` or `false`.
+    mutating func readBoolean() throws(Failure) -> Bool {
+        skipWhitespace()
+        if try readLiteral("true") { return true }
+        if try readLiteral("false") { return false }
+        guard position < bytes.count else { throw .unexpectedEnd }
+        throw .unexpected(bytes[position], at: position)
+    }
+
+    /// Reads `null`.
+    mutating func readNull() throws(Failure) {
+        skipWhitespace()
+        if try readLiteral("null") { return }
+        guard position < bytes.count else { throw .unexpectedEnd }
+        throw .unexpected(bytes[position], at: position)
+    }
+
+    private mutating func readLiteral(_ literal: StaticString) throws(Failure) -> Bool {
+        let count = literal.utf8CodeUnitCount
+        guard position < bytes.count, bytes[position] == literal.utf8Start.pointee else { return false }
+        for offset in 0..<count {
+            guard position + offset < bytes.count else { throw .unexpectedEnd }
+            guard bytes[position + offset] == literal.utf8Start[offset] else {
+                throw .unexpected(bytes[position + offset], at: position + offset)
+            }
+        }
+        position += count
+        return true
+    }
+
+    /// Skips one value of any kind, checking it as it goes.
+    mutating func skipValue(depth: Int = 0) throws(Failure) {
+        if depth > 64 { throw .tooDeep(at: position) }
+        switch try peekKind() {
+        case .object:
+            try readObject { (scanner: inout JSONScanner, _, _) throws(Failure) in
+                try scanner.skipValue(depth: depth + 1)
+            }
+        case .array:
+            try expect(UInt8(ascii: "["))
+            if consume(UInt8(ascii: "]")) { return }
+            while true {
+                try skipValue(depth: depth + 1)
+                if consume(UInt8(ascii: ",")) { continue }
+                try expect(UInt8(ascii: "]"))
+                return
+            }
+        case .string:
+            _ = try readString()
+        case .number:
+            _ = try readNumber()
+        case .boolean:
+            _ = try readBoolean()
+        case .null:
+            try readNull()
+        }
+    }
+
+    /// Checks that only whitespace is left.
+    mutating func expectEnd() throws(Failure) {
+        skipWhitespace()
+        if position < bytes.count { throw .unexpected(bytes[position], at: position) }
+    }
+
+    static func unescape(_ raw: UnsafeRawBufferPointer, at start: Int) throws(Failure) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity(raw.count)
+        var index = 0
+        func hex4(_ at: Int) throws(Failure) -> UInt32 {
+            guard at + 4 <= raw.count else { throw .badEscape(at: start + at) }
+            var value: UInt32 = 0
+            for offset in 0..<4 {
+                let byte = raw[at + offset]
+                let digit: UInt32
+                switch byte {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = UInt32(byte - UInt8(ascii: "0"))
+                case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = UInt32(byte - UInt8(ascii: "a") + 10)
+                case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = UInt32(byte - UInt8(ascii: "A") + 10)
+                default: throw .badEscape(at: start + at)
+                }
+                value = value << 4 | digit
+            }
+            return value
+        }
+        while index < raw.count {
+            let byte = raw[index]
+            guard byte == UInt8(ascii: "\\") else {
+                out.append(byte)
+                index += 1
+                continue
+            }
+            guard index + 1 < raw.count else { throw .badEscape(at: start + index) }
+            let escape = raw[index + 1]
+            index += 2
+            switch escape {
+            case UInt8(ascii: "\""): out.append(UInt8(ascii: "\""))
+            case UInt8(ascii: "\\"): out.append(UInt8(ascii: "\\"))
+            case UInt8(ascii: "/"): out.append(UInt8(ascii: "/"))
+            case UInt8(ascii: "b"): out.append(0x08)
+            case UInt8(ascii: "f"): out.append(0x0C)
+            case UInt8(ascii: "n"): out.append(0x0A)
+            case UInt8(ascii: "r"): out.append(0x0D)
+            case UInt8(ascii: "t"): out.append(0x09)
+            case UInt8(ascii: "u"):
+                var scalar = try hex4(index)
+                index += 4
+                if (0xD800..<0xDC00).contains(scalar) {
+                    // A high surrogate must be followed by an escaped low surrogate.
+                    guard index + 6 <= raw.count, raw[index] == UInt8(ascii: "\\"), raw[index + 1] == UInt8(ascii: "u")
+                    else { throw .badEscape(at: start + index) }
+                    let low = try hex4(index + 2)
+                    guard (0xDC00..<0xE000).contains(low) else { throw .badEscape(at: start + index) }
+                    index += 6
+                    scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+                } else if (0xDC00..<0xE000).contains(scalar) {
+                    throw .badEscape(at: start + index - 6)
+                }
+                guard let unicode = Unicode.Scalar(scalar) else { throw .badEscape(at: start + index - 6) }
+                out.append(contentsOf: UTF8.encode(unicode)!)
+            default:
+                throw .badEscape(at: start + index - 2)
+            }
+        }
+        guard let string = String(validating: out, as: UTF8.self) else { throw .invalidUTF8(at: start) }
+        return string
+    }
+}

@@ -1,0 +1,105 @@
+/// A live-data topic: `{dataset}/{venue}/{building}/{floor}/{room}/{location}/{domain}`.
+///
+/// Every level is present and non-empty and contains no `/`, `+`, `#` or NUL.
+public struct LiveTopic: Hashable, Sendable, CustomStringConvertible {
+    /// The seven components, in topic order.
+    public enum Component: String, CaseIterable, Sendable, Codable {
+        case dataset, venue, building, floor, room, location, domain
+    }
+
+    /// Also called the solution.
+    public var dataset: String
+    public var venue: String
+    public var building: String
+    /// A floor id, not an index.
+    public var floor: String
+    public var room: String
+    public var location: String
+    public var domain: String
+
+    /// Builds a topic from its components.
+    /// - Throws: ``TopicError/invalidComponent(component:value:reason:)`` when a component is
+    ///   empty or contains `/`, `+`, `#` or NUL.
+    public init(
+        dataset: String, venue: String, building: String, floor: String,
+        room: String, location: String, domain: String
+    ) throws(TopicError) {
+        for (component, value) in [
+            (Component.dataset, dataset), (.venue, venue), (.building, building), (.floor, floor),
+            (.room, room), (.location, location), (.domain, domain),
+        ] {
+            try Self.validateComponent(value, as: component)
+        }
+        self.dataset = dataset
+        self.venue = venue
+        self.building = building
+        self.floor = floor
+        self.room = room
+        self.location = location
+        self.domain = domain
+    }
+
+    /// Parses a topic name into its seven components.
+    /// - Throws: ``TopicError`` when the string is not a valid MQTT topic name, does not have
+    ///   seven levels, or has an empty level.
+    public init(parsing topic: String) throws(TopicError) {
+        try TopicName.validate(topic)
+        var parts: [String] = []
+        parts.reserveCapacity(7)
+        for part in topic.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false) {
+            parts.append(String(Substring(part)))
+        }
+        guard parts.count == 7 else { throw .wrongLevelCount(topic: topic, count: parts.count) }
+        for (index, part) in parts.enumerated() where part.isEmpty {
+            throw .emptyComponent(topic: topic, level: index + 1, component: Component.allCases[index])
+        }
+        dataset = parts[0]
+        venue = parts[1]
+        building = parts[2]
+        floor = parts[3]
+        room = parts[4]
+        location = parts[5]
+        domain = parts[6]
+    }
+
+    /// The value of one component.
+    public subscript(component: Component) -> String {
+        switch component {
+        case .dataset: dataset
+        case .venue: venue
+        case .building: building
+        case .floor: floor
+        case .room: room
+        case .location: location
+        case .domain: domain
+        }
+    }
+
+    /// The components in topic order.
+    public var components: [String] { [dataset, venue, building, floor, room, location, domain] }
+
+    /// The topic name, `dataset/venue/building/floor/room/location/domain`.
+    public var description: String { components.joined(separator: "/") }
+
+    /// The six components that name the location (everything but the domain), joined by `/`.
+    public var locationPath: String { components.dropLast().joined(separator: "/") }
+
+    /// Checks one component on its own.
+    /// - Throws: ``TopicError/invalidComponent(component:value:reason:)``.
+    public static func validateComponent(_ value: String, as component: Component) throws(TopicError) {
+        if value.isEmpty {
+            throw .invalidComponent(component: component, value: value, reason: "a component cannot be empty")
+        }
+        for byte in value.utf8 {
+            let reason: String? =
+                switch byte {
+                case UInt8(ascii: "/"): "a component cannot contain '/' (it separates levels)"
+                case UInt8(ascii: "+"): "a component cannot contain '+' (leave the component out to match any value)"
+                case UInt8(ascii: "#"): "a component cannot contain '#' (leave the component out to match any value)"
+                case 0: "a component cannot contain the NUL character"
+                default: nil
+                }
+            if let reason { throw .invalidComponent(component: component, value: value, reason: reason) }
+        }
+    }
+}

@@ -1,0 +1,71 @@
+/// The properties of a live update: names to string values, in the order received.
+///
+/// Updates carry a handful of properties, so a small array beats a dictionary for both
+/// building and lookup.
+public struct LiveProperties: Hashable, Sendable, Sequence, ExpressibleByDictionaryLiteral {
+    public struct Property: Hashable, Sendable {
+        public var name: String
+        public var value: String
+
+        public init(name: String, value: String) {
+            self.name = name
+            self.value = value
+        }
+    }
+
+    public private(set) var properties: [Property] = []
+
+    public init() {}
+
+    public init(dictionaryLiteral elements: (String, String)...) {
+        for (name, value) in elements { self[name] = value }
+    }
+
+    public var count: Int { properties.count }
+    public var isEmpty: Bool { properties.isEmpty }
+
+    /// The value of a property; setting a name that exists replaces its value in place,
+    /// setting `nil` removes it.
+    public subscript(name: String) -> String? {
+        get {
+            for property in properties where property.name == name { return property.value }
+            return nil
+        }
+        set {
+            if let index = properties.firstIndex(where: { $0.name == name }) {
+                if let newValue {
+                    properties[index].value = newValue
+                } else {
+                    properties.remove(at: index)
+                }
+            } else if let newValue {
+                properties.append(Property(name: name, value: newValue))
+            }
+        }
+    }
+
+    /// A property read as an integer: `"3"`, or a whole number such as `"3.0"`.
+    public func int(_ name: String) -> Int? {
+        guard let text = self[name] else { return nil }
+        if let value = Int(text) { return value }
+        if let value = Double(text), value.rounded() == value, abs(value) < 9e15 { return Int(value) }
+        return nil
+    }
+
+    /// A property read as a finite number.
+    public func double(_ name: String) -> Double? {
+        guard let text = self[name], let value = Double(text), value.isFinite else { return nil }
+        return value
+    }
+
+    /// A property read as a boolean: `true`/`false` (any case), `1`/`0`.
+    public func bool(_ name: String) -> Bool? {
+        switch self[name]?.lowercased() {
+        case "true", "1": true
+        case "false", "0": false
+        default: nil
+        }
+    }
+
+    public func makeIterator() -> IndexingIterator<[Property]> { properties.makeIterator() }
+}

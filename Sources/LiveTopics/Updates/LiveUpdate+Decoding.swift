@@ -1,0 +1,172 @@
+extension LiveUpdate {
+    /// The largest payload accepted by default, in bytes.
+    public static let defaultMaximumPayloadSize = 65_536
+
+    /// Decodes a payload received on a live-data topic.
+    ///
+    /// Only `properties` is required. `id` defaults to the topic's location, `timestamp`
+    /// (ISO-8601 or epoch milliseconds) to `receivedAt`. JSON numbers and booleans in
+    /// `properties` become their text; a `null` property is left out; unknown fields are
+    /// ignored. An empty payload is a removal.
+    /// - Throws: ``LiveUpdateError`` saying why the payload was refused.
+    public init(
+        topic: LiveTopic, payload: UnsafeRawBufferPointer, receivedAt: LiveTimestamp,
+        maximumPayloadSize: Int = LiveUpdate.defaultMaximumPayloadSize
+    ) throws(LiveUpdateError) {
+        if payload.isEmpty {
+            self.init(topic: topic, timestamp: receivedAt, properties: LiveProperties(), isRemoval: true)
+            return
+        }
+        if payload.count > maximumPayloadSize {
+            throw .payloadTooLarge(bytes: payload.count, limit: maximumPayloadSize)
+        }
+        var scanner = JSONScanner(payload)
+        var id: String?
+        var timestamp: LiveTimestamp?
+        var origin: String?
+        var properties: LiveProperties?
+        var fieldError: LiveUpdateError?
+        do {
+            let kind = try scanner.peekKind()
+            guard kind == .object else {
+                // Still report malformed JSON as such, before complaining about the shape.
+                try scanner.skipValue()
+                try scanner.expectEnd()
+                throw LiveUpdateError.notAnObject(found: kind.rawValue)
+            }
+            try scanner.readObject { (scanner: inout JSONScanner, key, escaped) throws(JSONScanner.Failure) in
+                switch Field(key, escaped: escaped) {
+                case .id:
+                    id = try Self.readStringField("id", &scanner, &fieldError)
+                case .originSourceId:
+                    origin = try Self.readStringField("originSourceId", &scanner, &fieldError)
+                case .timestamp:
+                    switch try scanner.peekKind() {
+                    case .string:
+                        let (raw, escaped) = try scanner.readRawString()
+                        if !escaped, let value = LiveTimestamp.parse(raw) {
+                            timestamp = value
+                        } else {
+                            fieldError = fieldError ?? .badTimestamp(String(decoding: raw, as: UTF8.self))
+                        }
+                    case .number:
+                        let raw = try scanner.readNumber()
+                        if let value = LiveTimestamp.parse(raw) {
+                            timestamp = value
+                        } else {
+                            fieldError = fieldError ?? .badTimestamp(String(decoding: raw, as: UTF8.self))
+                        }
+                    case .null:
+                        try scanner.readNull()
+                    case let kind:
+                        try scanner.skipValue()
+                        fieldError = fieldError ?? .badField(name: "timestamp", expected: "a string", found: kind.rawValue)
+                    }
+                case .properties:
+                    let kind = try scanner.peekKind()
+                    guard kind == .object else {
+                        try scanner.skipValue()
+                        fieldError = fieldError ?? .propertiesNotAnObject(found: kind.rawValue)
+                        return
+                    }
+                    var values = LiveProperties()
+                    try scanner.readObject { (scanner: inout JSONScanner, name, escaped) throws(JSONScanner.Failure) in
+                        let nameString = try Self.string(name, escaped: escaped)
+                        switch try scanner.peekKind() {
+                        case .string:
+                            values[nameString] = try scanner.readString()
+                        case .number:
+                            values[nameString] = String(decoding: try scanner.readNumber(), as: UTF8.self)
+                        case .boolean:
+                            values[nameString] = try scanner.readBoolean() ? "true" : "false"
+                        case .null:
+                            try scanner.readNull()
+                        case let kind:
+                            try scanner.skipValue()
+                            fieldError = fieldError ?? .badPropertyValue(name: nameString, found: kind.rawValue)
+                        }
+                    }
+                    properties = values
+                case .unknown:
+                    try scanner.skipValue()
+                }
+            }
+            try scanner.expectEnd()
+        } catch let failure as JSONScanner.Failure {
+            throw .notJSON(reason: failure.description)
+        } catch let error as LiveUpdateError {
+            throw error
+        } catch {
+            throw .notJSON(reason: "\(error)")
+        }
+        if let fieldError { throw fieldError }
+        guard let properties else { throw .missingProperties }
+        self.init(
+            topic: topic, id: id, timestamp: timestamp ?? receivedAt, originSourceId: origin,
+            properties: properties)
+    }
+
+    /// Decodes a payload held in an array.
+    /// - Throws: ``LiveUpdateError``.
+    public init(
+        topic: LiveTopic, payload: [UInt8], receivedAt: LiveTimestamp,
+        maximumPayloadSize: Int = LiveUpdate.defaultMaximumPayloadSize
+    ) throws(LiveUpdateError) {
+        let result: Result<LiveUpdate, LiveUpdateError> = payload.withUnsafeBytes { bytes in
+            do throws(LiveUpdateError) {
+                return .success(
+                    try LiveUpdate(
+                        topic: topic, payload: bytes, receivedAt: receivedAt, maximumPayloadSize: maximumPayloadSize))
+            } catch {
+                return .failure(error)
+            }
+        }
+        self = try result.get()
+    }
+
+    /// Decodes a payload given as text.
+    /// - Throws: ``LiveUpdateError``.
+    public init(topic: LiveTopic, payload: String, receivedAt: LiveTimestamp) throws(LiveUpdateError) {
+        try self.init(topic: topic, payload: Array(payload.utf8), receivedAt: receivedAt)
+    }
+
+    private enum Field {
+        case id, timestamp, originSourceId, properties, unknown
+
+        init(_ key: UnsafeRawBufferPointer, escaped: Bool) {
+            guard !escaped else {
+                self = .unknown
+                return
+            }
+            switch key.count {
+            case 2 where key.elementsEqual("id".utf8): self = .id
+            case 9 where key.elementsEqual("timestamp".utf8): self = .timestamp
+            case 10 where key.elementsEqual("properties".utf8): self = .properties
+            case 14 where key.elementsEqual("originSourceId".utf8): self = .originSourceId
+            default: self = .unknown
+            }
+        }
+    }
+
+    private static func string(_ raw: UnsafeRawBufferPointer, escaped: Bool) throws(JSONScanner.Failure) -> String {
+        if escaped { return try JSONScanner.unescape(raw, at: 0) }
+        guard let string = String(validating: raw, as: UTF8.self) else { throw .invalidUTF8(at: 0) }
+        return string
+    }
+
+    private static func readStringField(
+        _ name: String, _ scanner: inout JSONScanner, _ fieldError: inout LiveUpdateError?
+    ) throws(JSONScanner.Failure) -> String? {
+        switch try scanner.peekKind() {
+        case .string:
+            return try scanner.readString()
+        case .null:
+            try scanner.readNull()
+            return nil
+        case let kind:
+            try scanner.skipValue()
+            fieldError = fieldError ?? .badField(name: name, expected: "a string", found: kind.rawValue)
+            return nil
+        }
+    }
+}

@@ -1,0 +1,77 @@
+import CMosquitto
+import Logging
+
+/// The C callbacks. Each recovers the core from the user data without retaining it: the
+/// network thread, the only thread they run on, already holds a strong reference.
+extension ClientCore {
+    static func from(_ userData: UnsafeMutableRawPointer?) -> ClientCore {
+        Unmanaged<ClientCore>.fromOpaque(userData!).takeUnretainedValue()
+    }
+
+    func installCallbacks() {
+        mosquitto_connect_v5_callback_set(mosq) { _, userData, code, flags, _ in
+            ClientCore.from(userData).didConnect(code: code, flags: flags)
+        }
+        mosquitto_disconnect_v5_callback_set(mosq) { _, userData, code, _ in
+            ClientCore.from(userData).logger.debug("disconnected", metadata: ["mqtt.reason": "\(code)"])
+        }
+        mosquitto_subscribe_v5_callback_set(mosq) { _, userData, mid, count, granted, _ in
+            let codes = (0..<Int(count)).map { granted![$0] }
+            let core = ClientCore.from(userData)
+            core.report(core.state.withLock { $0.subscriptions.acknowledged(mid: mid, granted: codes) })
+        }
+        mosquitto_unsubscribe_v5_callback_set(mosq) { _, userData, mid, _ in
+            let core = ClientCore.from(userData)
+            if let waiter = core.state.withLock({ $0.unsubscribes.acknowledged(mid: mid, ack: true) }) {
+                core.eventContinuation.yield(.unsubscribed(filter: waiter.filter))
+                waiter.continuation.resume()
+            }
+        }
+        mosquitto_publish_v5_callback_set(mosq) { _, userData, mid, reason, _ in
+            let core = ClientCore.from(userData)
+            if let waiter = core.state.withLock({ $0.publishes.acknowledged(mid: mid, ack: reason) }) {
+                core.complete(waiter, reason: reason)
+            }
+        }
+        mosquitto_message_v5_callback_set(mosq) { _, userData, message, _ in
+            guard let message = message?.pointee else { return }
+            let payload =
+                message.payloadlen > 0
+                ? [UInt8](UnsafeRawBufferPointer(start: message.payload, count: Int(message.payloadlen))) : []
+            ClientCore.from(userData).messageContinuation.yield(
+                MQTTMessage(
+                    topic: String(cString: message.topic), payload: payload,
+                    qos: MQTTQoS(rawValue: message.qos) ?? .atMostOnce, retain: message.retain))
+        }
+        mosquitto_log_callback_set(mosq) { _, userData, level, text in
+            guard let text else { return }
+            let core = ClientCore.from(userData)
+            let line = String(cString: text)
+            if level == MOSQ_LOG_ERR {
+                core.state.withLock { $0.libraryError = line }
+                core.logger.debug("libmosquitto: \(line)")
+            } else {
+                core.logger.trace("libmosquitto: \(line)")
+            }
+        }
+    }
+
+    private func didConnect(code: Int32, flags: Int32) {
+        guard code == 0 else {
+            let reason = reasonText(code)
+            state.withLock { $0.refusal = "the broker refused the connection: \(reason)" }
+            return
+        }
+        let (resubscribe, firstConnect) = state.withLock { state in
+            state.attemptConnected = true
+            state.hasConnected = true
+            setConnection(&state, .connected)
+            defer { state.firstConnect = nil }
+            return (state.subscriptions.connected(), state.firstConnect)
+        }
+        logger.info(
+            "connected to the MQTT broker", metadata: ["mqtt.sessionPresent": "\(flags & 1 == 1)"])
+        firstConnect?.resume()
+        for subscription in resubscribe { send(subscription) }
+    }
+}

@@ -1,0 +1,285 @@
+import CMosquitto
+import Foundation
+import Logging
+import Synchronization
+
+/// The client's shared state and its network thread. The C callbacks reach it through
+/// the handle's user data; they run only inside `mosquitto_connect*` and `mosquitto_loop`
+/// on the network thread, which holds a strong reference for as long as it runs.
+final class ClientCore: Sendable {
+    typealias SubscribeWaiter = CheckedContinuation<MQTTQoS, any Error>
+    typealias Waiter = CheckedContinuation<Void, any Error>
+
+    struct PublishWaiter {
+        var topic: String
+        var continuation: Waiter
+    }
+
+    struct UnsubscribeWaiter {
+        var filter: String
+        var continuation: Waiter
+    }
+
+    struct State {
+        var connection: MQTTConnectionState = .closed
+        var started = false
+        var stopRequested = false
+        var finished = false
+        /// The first attempt's failure closes the client (``MQTTClient/connect()``).
+        var failFast = false
+        var hasConnected = false
+        var attemptConnected = false
+        var firstConnect: Waiter?
+        var stopWaiters: [CheckedContinuation<Void, Never>] = []
+        var subscriptions = SubscriptionBook<SubscribeWaiter>()
+        var publishes = PendingAcks<PublishWaiter, Int32>()
+        var unsubscribes = PendingAcks<UnsubscribeWaiter, Bool>()
+        /// Why the broker refused the current attempt's CONNECT, if it did.
+        var refusal: String?
+        /// The last error line libmosquitto logged (TLS failures say more there than in codes).
+        var libraryError: String?
+    }
+
+    let handle: Handle
+    let configuration: MQTTConfiguration
+    let logger: Logger
+    let eventContinuation: AsyncStream<MQTTEvent>.Continuation
+    let messageContinuation: AsyncStream<MQTTMessage>.Continuation
+    let state = Mutex(State())
+    /// Read by the network loop on every turn; cheaper than the state lock.
+    let stopFlag = Atomic<Bool>(false)
+    /// Signalled to cut a backoff sleep short when stopping.
+    let wakeup = DispatchSemaphore(value: 0)
+
+    init(
+        handle: Handle, configuration: MQTTConfiguration, logger: Logger,
+        events: AsyncStream<MQTTEvent>.Continuation, messages: AsyncStream<MQTTMessage>.Continuation
+    ) {
+        self.handle = handle
+        self.configuration = configuration
+        self.logger = logger
+        self.eventContinuation = events
+        self.messageContinuation = messages
+    }
+
+    var mosq: OpaquePointer { handle.mosq }
+
+    /// Applies the configuration to the libmosquitto handle and installs the callbacks.
+    func configure() throws(MQTTError) {
+        mosquitto_user_data_set(mosq, Unmanaged.passUnretained(self).toOpaque())
+        try check(mosquitto_threaded_set(mosq, true), "mosquitto_threaded_set")
+        let version = configuration.protocolVersion == .v5 ? MQTT_PROTOCOL_V5 : MQTT_PROTOCOL_V311
+        try check(
+            mosquitto_int_option(mosq, MOSQ_OPT_PROTOCOL_VERSION, version), "mosquitto_int_option(PROTOCOL_VERSION)")
+        try check(mosquitto_int_option(mosq, MOSQ_OPT_TCP_NODELAY, 1), "mosquitto_int_option(TCP_NODELAY)")
+        if let credentials = configuration.credentials {
+            try check(
+                mosquitto_username_pw_set(mosq, credentials.username, credentials.password?.value),
+                "mosquitto_username_pw_set")
+        }
+        if let tls = configuration.tls {
+            try check(mosquitto_tls_set(mosq, tls.caFile, nil, tls.certFile, tls.keyFile, nil), "mosquitto_tls_set")
+        }
+        if let will = configuration.will {
+            let code = will.payload.withUnsafeBytes { bytes in
+                mosquitto_will_set_v5(
+                    mosq, will.topic, Int32(bytes.count), bytes.baseAddress, will.qos.rawValue, will.retain, nil)
+            }
+            try check(code, "mosquitto_will_set_v5")
+        }
+        installCallbacks()
+    }
+
+    // MARK: - Lifecycle
+
+    /// Starts the network thread.
+    func launch() {
+        let thread = Thread { [self] in self.runNetworkLoop() }
+        thread.name = "mqtt \(configuration.address)"
+        thread.start()
+    }
+
+    /// Stops the client and calls `waiter` once the network thread has ended.
+    func stop(waiter: CheckedContinuation<Void, Never>) {
+        let finishedAlready = state.withLock { state -> Bool in
+            if state.finished { return true }
+            state.stopWaiters.append(waiter)
+            return false
+        }
+        if finishedAlready {
+            waiter.resume()
+            return
+        }
+        requestStop()
+    }
+
+    /// Asks the network thread to disconnect and end; does not wait.
+    func requestStop() {
+        let (launched, connected) = state.withLock { state -> (Bool, Bool) in
+            state.stopRequested = true
+            let connected = state.connection == .connected
+            if connected { setConnection(&state, .disconnecting) }
+            return (state.started, connected)
+        }
+        stopFlag.store(true, ordering: .releasing)
+        if connected { _ = mosquitto_disconnect_v5(mosq, 0, nil) }
+        wakeup.signal()
+        if !launched { finish() }
+    }
+
+    /// Ends the client: fails whatever still waits and finishes the streams.
+    func finish() {
+        let (stopWaiters, firstConnect, subscribers, publishers, unsubscribers) = state.withLock { state in
+            state.finished = true
+            state.started = true
+            setConnection(&state, .closed)
+            defer {
+                state.stopWaiters = []
+                state.firstConnect = nil
+            }
+            return (
+                state.stopWaiters, state.firstConnect, state.subscriptions.removeAll(), state.publishes.removeAll(),
+                state.unsubscribes.removeAll()
+            )
+        }
+        firstConnect?.resume(throwing: MQTTError.disconnected)
+        for waiter in subscribers { waiter.resume(throwing: MQTTError.disconnected) }
+        for waiter in publishers { waiter.continuation.resume(throwing: MQTTError.disconnected) }
+        for waiter in unsubscribers { waiter.continuation.resume(throwing: MQTTError.disconnected) }
+        eventContinuation.finish()
+        messageContinuation.finish()
+        for waiter in stopWaiters { waiter.resume() }
+    }
+
+    /// Records a state change and reports it; call with the state locked.
+    func setConnection(_ state: inout State, _ connection: MQTTConnectionState) {
+        guard state.connection != connection else { return }
+        state.connection = connection
+        eventContinuation.yield(.state(connection))
+        logger.debug("MQTT connection \(connection.rawValue)")
+    }
+
+    // MARK: - Operations
+
+    func subscribe(_ filter: String, qos: MQTTQoS, waiter: SubscribeWaiter) {
+        enum Next {
+            case stopped
+            case wait
+            case send(SubscriptionBook<SubscribeWaiter>.Subscription)
+        }
+        let next = state.withLock { state -> Next in
+            if state.stopRequested { return .stopped }
+            let send = state.subscriptions.request(
+                filter, qos: qos, waiter: waiter, connected: state.connection == .connected)
+            return send.map(Next.send) ?? .wait
+        }
+        switch next {
+        case .stopped: waiter.resume(throwing: MQTTError.disconnected)
+        case .wait: break
+        case .send(let subscription): send(subscription)
+        }
+    }
+
+    /// Sends one SUBSCRIBE; a result that arrived before this returns is handled here too.
+    func send(_ subscription: SubscriptionBook<SubscribeWaiter>.Subscription) {
+        var mid: Int32 = 0
+        let code = mosquitto_subscribe_v5(mosq, &mid, subscription.filter, subscription.qos.rawValue, 0, nil)
+        if code == MOSQ_ERR_NO_CONN.raw {
+            return  // The connection dropped meanwhile; it goes out again on reconnection.
+        }
+        if code != MOSQ_ERR_SUCCESS.raw {
+            let error = MQTTError.library(
+                function: "mosquitto_subscribe_v5", code: code, reason: describeResult(code, errno: errno))
+            let waiters = state.withLock { state in
+                eventContinuation.yield(.subscriptionFailed(filter: subscription.filter, error: error))
+                return state.subscriptions.sendFailed(filter: subscription.filter)
+            }
+            for waiter in waiters { waiter.resume(throwing: error) }
+            return
+        }
+        let outcomes = state.withLock { $0.subscriptions.sent(mid: mid, filters: [subscription.filter]) }
+        report(outcomes)
+    }
+
+    func report(_ outcomes: [SubscriptionBook<SubscribeWaiter>.Outcome]) {
+        for outcome in outcomes {
+            switch outcome {
+            case .granted(let filter, let qos, let waiters):
+                eventContinuation.yield(.subscribed(filter: filter, qos: qos))
+                logger.debug("subscribed", metadata: ["mqtt.filter": "\(filter)", "mqtt.qos": "\(qos.rawValue)"])
+                for waiter in waiters { waiter.resume(returning: qos) }
+            case .refused(let filter, let code, let waiters):
+                let error = MQTTError.subscriptionRefused(filter: filter, reasonCode: code, reason: reasonText(code))
+                eventContinuation.yield(.subscriptionFailed(filter: filter, error: error))
+                logger.warning("\(error)", metadata: ["mqtt.filter": "\(filter)"])
+                for waiter in waiters { waiter.resume(throwing: error) }
+            }
+        }
+    }
+
+    func unsubscribe(_ filter: String, waiter: Waiter) {
+        let (connected, pending) = state.withLock { state in
+            (state.connection == .connected, state.subscriptions.remove(filter).waiters)
+        }
+        for subscriber in pending { subscriber.resume(throwing: MQTTError.disconnected) }
+        guard connected else {
+            eventContinuation.yield(.unsubscribed(filter: filter))
+            waiter.resume()
+            return
+        }
+        var mid: Int32 = 0
+        let code = mosquitto_unsubscribe_v5(mosq, &mid, filter, nil)
+        guard code == MOSQ_ERR_SUCCESS.raw else {
+            if code == MOSQ_ERR_NO_CONN.raw {
+                eventContinuation.yield(.unsubscribed(filter: filter))
+                waiter.resume()
+            } else {
+                waiter.resume(
+                    throwing: MQTTError.library(
+                        function: "mosquitto_unsubscribe_v5", code: code, reason: describeResult(code, errno: errno)))
+            }
+            return
+        }
+        let acknowledgedAlready = state.withLock {
+            $0.unsubscribes.sent(mid: mid, waiter: UnsubscribeWaiter(filter: filter, continuation: waiter)) ?? false
+        }
+        if acknowledgedAlready {
+            eventContinuation.yield(.unsubscribed(filter: filter))
+            waiter.resume()
+        }
+    }
+
+    func publish(_ topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool, waiter: Waiter) {
+        var mid: Int32 = 0
+        let code = payload.withUnsafeBytes { bytes in
+            mosquitto_publish_v5(mosq, &mid, topic, Int32(bytes.count), bytes.baseAddress, qos.rawValue, retain, nil)
+        }
+        guard code == MOSQ_ERR_SUCCESS.raw else {
+            waiter.resume(
+                throwing: MQTTError.library(
+                    function: "mosquitto_publish_v5", code: code, reason: describeResult(code, errno: errno)))
+            return
+        }
+        let pending = PublishWaiter(topic: topic, continuation: waiter)
+        if let reason = state.withLock({ $0.publishes.sent(mid: mid, waiter: pending) }) {
+            complete(pending, reason: reason)
+        }
+    }
+
+    func complete(_ publish: PublishWaiter, reason: Int32) {
+        if reason >= 0x80 {
+            publish.continuation.resume(
+                throwing: MQTTError.publishRefused(topic: publish.topic, reasonCode: reason, reason: reasonText(reason)))
+        } else {
+            publish.continuation.resume()
+        }
+    }
+
+    /// Text for an MQTT reason code (SUBACK, PUBACK, CONNACK).
+    func reasonText(_ code: Int32) -> String {
+        if configuration.protocolVersion == .v311 {
+            return code == 0x80 ? "refused (MQTT 3.1.1 gives no reason)" : String(cString: mosquitto_connack_string(code))
+        }
+        return String(cString: mosquitto_reason_string(code))
+    }
+}

@@ -1,0 +1,38 @@
+import CMosquitto
+
+/// Owns the libmosquitto client and its CONNECT properties.
+///
+/// `@unchecked Sendable` is safe here, and only here: after `mosquitto_threaded_set(true)`
+/// libmosquitto guards publish, subscribe, unsubscribe and disconnect with its own mutexes
+/// and wakes the network thread through its socket pair; connect and the network loop run
+/// only on that one thread; and `mosquitto_destroy` runs in `deinit`, when no thread can
+/// reach the handle any more.
+final class Handle: @unchecked Sendable {
+    let mosq: OpaquePointer
+    /// MQTT 5 CONNECT properties (session expiry), sent with every connection attempt.
+    let connectProperties: OpaquePointer?
+
+    init(clientID: String?, cleanStart: Bool, sessionExpirySeconds: UInt32?) throws(MQTTError) {
+        LibMosquitto.initialized
+        guard let mosq = mosquitto_new(clientID, cleanStart, nil) else {
+            throw .library(function: "mosquitto_new", code: MOSQ_ERR_NOMEM.raw, reason: "out of memory or invalid client id")
+        }
+        self.mosq = mosq
+        var properties: OpaquePointer?
+        if let sessionExpirySeconds {
+            let code = mosquitto_property_add_int32(
+                &properties, Int32(MQTT_PROP_SESSION_EXPIRY_INTERVAL.rawValue), sessionExpirySeconds)
+            if code != MOSQ_ERR_SUCCESS.raw {
+                mosquitto_destroy(mosq)
+                throw .library(function: "mosquitto_property_add_int32", code: code, reason: describeResult(code, errno: 0))
+            }
+        }
+        connectProperties = properties
+    }
+
+    deinit {
+        var properties = connectProperties
+        if properties != nil { mosquitto_property_free_all(&properties) }
+        mosquitto_destroy(mosq)
+    }
+}

@@ -1,0 +1,146 @@
+import CMosquitto
+import Foundation
+import Logging
+import Synchronization
+
+/// An MQTT client over libmosquitto.
+///
+/// Connects on its own network thread, reconnects with backoff after a lost connection and
+/// subscribes again to everything it was subscribed to. Messages arrive on ``messages``;
+/// what happens to the connection is reported on ``events``. A client is used once: after
+/// ``disconnect()`` both streams finish.
+///
+/// ```swift
+/// let client = try MQTTClient(configuration: .init(host: "127.0.0.1"), logger: logger)
+/// try await client.connect()
+/// try await client.subscribe("ds1/+/+/+/+/+/occupancy", qos: .atLeastOnce)
+/// for await message in client.messages { … }
+/// ```
+public final class MQTTClient: Sendable {
+    public let configuration: MQTTConfiguration
+    /// State changes, subscription results and errors, in order. Keeps the newest 1,000
+    /// events when nobody reads.
+    public let events: AsyncStream<MQTTEvent>
+    /// Received messages, in order. Nothing is dropped: read it.
+    public let messages: AsyncStream<MQTTMessage>
+    let core: ClientCore
+
+    /// Creates a client; nothing is sent until ``connect()`` or ``start()``.
+    /// - Throws: ``MQTTError/invalidConfiguration(_:)`` for settings that cannot work,
+    ///   ``MQTTError/library(function:code:reason:)`` if libmosquitto refuses them.
+    public init(configuration: MQTTConfiguration, logger: Logger) throws(MQTTError) {
+        if !configuration.cleanStart && (configuration.clientID ?? "").isEmpty {
+            throw .invalidConfiguration("a persistent session (clean start off) needs a fixed client id")
+        }
+        guard (1...65_535).contains(configuration.port) else {
+            throw .invalidConfiguration("port \(configuration.port) is not between 1 and 65535")
+        }
+        try configuration.tls?.validate()
+        self.configuration = configuration
+        let (events, eventContinuation) = AsyncStream.makeStream(
+            of: MQTTEvent.self, bufferingPolicy: .bufferingNewest(1000))
+        let (messages, messageContinuation) = AsyncStream.makeStream(of: MQTTMessage.self)
+        self.events = events
+        self.messages = messages
+        var logger = logger
+        logger[metadataKey: "mqtt.broker"] = "\(configuration.address)"
+        let persistentV5 = !configuration.cleanStart && configuration.protocolVersion == .v5
+        let handle = try Handle(
+            clientID: configuration.clientID, cleanStart: configuration.cleanStart,
+            sessionExpirySeconds: persistentV5 ? UInt32(clamping: configuration.sessionExpiry.components.seconds) : nil)
+        core = ClientCore(
+            handle: handle, configuration: configuration, logger: logger, events: eventContinuation,
+            messages: messageContinuation)
+        try core.configure()
+    }
+
+    deinit {
+        core.requestStop()
+    }
+
+    /// The current connection state.
+    public var state: MQTTConnectionState { core.state.withLock { $0.connection } }
+
+    /// Connects and waits until the broker has accepted the connection.
+    ///
+    /// If this first attempt fails, the client closes and the error says why; once it has
+    /// succeeded, a lost connection is retried with backoff.
+    /// - Throws: ``MQTTError/connectFailed(address:cause:)``.
+    public func connect() async throws {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            let started = core.state.withLock { state -> Bool in
+                guard !state.started else { return false }
+                state.started = true
+                state.failFast = true
+                state.firstConnect = continuation
+                return true
+            }
+            guard started else {
+                continuation.resume(throwing: MQTTError.invalidConfiguration("connect() or start() was already called"))
+                return
+            }
+            core.launch()
+        }
+    }
+
+    /// Starts connecting in the background and keeps trying until it succeeds (a daemon's
+    /// way); watch ``events`` for `.state(.connected)`.
+    public func start() {
+        let start = core.state.withLock { state -> Bool in
+            guard !state.started else { return false }
+            state.started = true
+            return true
+        }
+        if start { core.launch() }
+    }
+
+    /// Subscribes to a filter and waits for the broker's answer. The subscription is sent
+    /// again after every reconnection. When not connected yet, it goes out on connection.
+    /// - Returns: the QoS the broker granted.
+    /// - Throws: ``MQTTError/subscriptionRefused(filter:reasonCode:reason:)`` when the broker
+    ///   refuses it (it is then forgotten, not retried), ``MQTTError/disconnected`` when the
+    ///   client closes first.
+    @discardableResult
+    public func subscribe(_ filter: String, qos: MQTTQoS = .atLeastOnce) async throws -> MQTTQoS {
+        try await withCheckedThrowingContinuation { continuation in
+            core.subscribe(filter, qos: qos, waiter: continuation)
+        }
+    }
+
+    /// Removes a subscription and waits for the broker's acknowledgement (when connected).
+    /// - Throws: ``MQTTError`` when the library refuses the call.
+    public func unsubscribe(_ filter: String) async throws {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            core.unsubscribe(filter, waiter: continuation)
+        }
+    }
+
+    /// Publishes a message and waits until it is done: written (QoS 0), acknowledged
+    /// (QoS 1) or completed (QoS 2).
+    /// - Throws: ``MQTTError/library(function:code:reason:)`` (not connected, invalid topic,
+    ///   payload too large), ``MQTTError/publishRefused(topic:reasonCode:reason:)`` when an
+    ///   MQTT 5 broker refuses it.
+    public func publish(_ topic: String, payload: [UInt8], qos: MQTTQoS = .atMostOnce, retain: Bool = false)
+        async throws
+    {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            core.publish(topic, payload: payload, qos: qos, retain: retain, waiter: continuation)
+        }
+    }
+
+    /// Publishes text; see ``publish(_:payload:qos:retain:)``.
+    public func publish(_ topic: String, text: String, qos: MQTTQoS = .atMostOnce, retain: Bool = false)
+        async throws
+    {
+        try await publish(topic, payload: Array(text.utf8), qos: qos, retain: retain)
+    }
+
+    /// Disconnects cleanly (the broker does not publish the will), stops reconnecting and
+    /// waits for the network thread to end. Pending operations fail with
+    /// ``MQTTError/disconnected``; ``messages`` and ``events`` finish.
+    public func disconnect() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            core.stop(waiter: continuation)
+        }
+    }
+}

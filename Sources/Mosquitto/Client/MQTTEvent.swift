@@ -1,0 +1,54 @@
+/// The state of the connection to the broker.
+public enum MQTTConnectionState: String, Sendable, Equatable {
+    /// Not connected and not trying to be (before start, after disconnect).
+    case closed
+    /// Trying to connect, or waiting to try again.
+    case connecting
+    /// Connected; the broker accepted the session.
+    case connected
+    /// Closing at our request.
+    case disconnecting
+}
+
+/// What happens to the client, in order.
+public enum MQTTEvent: Sendable, Equatable, CustomStringConvertible {
+    /// The connection state changed.
+    case state(MQTTConnectionState)
+    /// The broker accepted a subscription with this QoS (again after each reconnect).
+    case subscribed(filter: String, qos: MQTTQoS)
+    /// A subscription was removed.
+    case unsubscribed(filter: String)
+    /// The broker refused a subscription; it will not be retried.
+    case subscriptionFailed(filter: String, error: MQTTError)
+    /// Something went wrong that the client handles by itself (a failed attempt, a lost connection).
+    case error(MQTTError)
+
+    public var description: String {
+        switch self {
+        case .state(let state): "state \(state.rawValue)"
+        case .subscribed(let filter, let qos): "subscribed to \"\(filter)\" with QoS \(qos.rawValue)"
+        case .unsubscribed(let filter): "unsubscribed from \"\(filter)\""
+        case .subscriptionFailed(_, let error): "\(error)"
+        case .error(let error): "\(error)"
+        }
+    }
+}
+
+/// A message received from the broker.
+public struct MQTTMessage: Sendable, Equatable {
+    public var topic: String
+    public var payload: [UInt8]
+    public var qos: MQTTQoS
+    /// Sent by the broker from its retained store, not live.
+    public var retain: Bool
+
+    public init(topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool) {
+        self.topic = topic
+        self.payload = payload
+        self.qos = qos
+        self.retain = retain
+    }
+
+    /// The payload as UTF-8 text (invalid sequences replaced).
+    public var payloadString: String { String(decoding: payload, as: UTF8.self) }
+}

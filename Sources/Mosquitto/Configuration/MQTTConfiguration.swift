@@ -1,0 +1,137 @@
+/// How to reach and talk to one broker.
+public struct MQTTConfiguration: Sendable {
+    /// Broker host name or address. Default `127.0.0.1`.
+    public var host: String
+    /// Broker port. Default 1883 (8883 is usual with TLS).
+    public var port: Int
+    /// Client identifier; `nil` lets the library pick a random one (clean sessions only).
+    public var clientID: String?
+    /// MQTT 5 by default; 3.1.1 for older brokers.
+    public var protocolVersion: MQTTProtocolVersion
+    /// Start a new session on every connect. `false` keeps the broker-side session
+    /// (subscriptions and queued QoS 1/2 messages) across disconnects; it needs a fixed `clientID`.
+    public var cleanStart: Bool
+    /// With `cleanStart == false` on MQTT 5: how long the broker keeps the session after a
+    /// disconnect. Default: one day.
+    public var sessionExpiry: Duration
+    /// Interval of MQTT keepalive pings. Default 30 s.
+    public var keepalive: Duration
+    /// Username and password, if the broker needs them.
+    public var credentials: MQTTCredentials?
+    /// TLS settings; `nil` for plain TCP.
+    public var tls: MQTTTLSConfiguration?
+    /// A message the broker publishes for us if we vanish without disconnecting.
+    public var will: MQTTWill?
+    /// Delays between reconnection attempts.
+    public var reconnect: MQTTBackoff
+
+    public init(
+        host: String = "127.0.0.1", port: Int = 1883, clientID: String? = nil,
+        protocolVersion: MQTTProtocolVersion = .v5, cleanStart: Bool = true,
+        sessionExpiry: Duration = .seconds(86_400), keepalive: Duration = .seconds(30),
+        credentials: MQTTCredentials? = nil, tls: MQTTTLSConfiguration? = nil, will: MQTTWill? = nil,
+        reconnect: MQTTBackoff = MQTTBackoff()
+    ) {
+        self.host = host
+        self.port = port
+        self.clientID = clientID
+        self.protocolVersion = protocolVersion
+        self.cleanStart = cleanStart
+        self.sessionExpiry = sessionExpiry
+        self.keepalive = keepalive
+        self.credentials = credentials
+        self.tls = tls
+        self.will = will
+        self.reconnect = reconnect
+    }
+
+    /// `host:port`, as error messages name the broker.
+    public var address: String {
+        host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+    }
+}
+
+/// The protocol version spoken to the broker.
+public enum MQTTProtocolVersion: String, Sendable, CaseIterable {
+    case v5 = "mqtt5"
+    case v311 = "mqtt311"
+}
+
+/// Quality of service of a subscription or a message.
+public enum MQTTQoS: Int32, Sendable, Comparable, CaseIterable {
+    case atMostOnce = 0
+    case atLeastOnce = 1
+    case exactlyOnce = 2
+
+    public static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
+}
+
+/// A username and its password.
+public struct MQTTCredentials: Sendable {
+    public var username: String
+    public var password: MQTTSecret?
+
+    public init(username: String, password: MQTTSecret?) {
+        self.username = username
+        self.password = password
+    }
+}
+
+/// A secret that never prints itself: `description` and string interpolation show `<redacted>`.
+public struct MQTTSecret: Sendable, CustomStringConvertible, CustomDebugStringConvertible {
+    /// The secret itself; read it only to hand it to the library.
+    public let value: String
+
+    public init(_ value: String) {
+        self.value = value
+    }
+
+    public var description: String { "<redacted>" }
+    public var debugDescription: String { "<redacted>" }
+}
+
+/// TLS settings. File paths are PEM files.
+public struct MQTTTLSConfiguration: Sendable {
+    /// CA certificate(s) that signed the broker's certificate; `nil` uses the system's.
+    public var caFile: String?
+    /// Client certificate, for brokers that require one.
+    public var certFile: String?
+    /// The client certificate's private key.
+    public var keyFile: String?
+
+    public init(caFile: String? = nil, certFile: String? = nil, keyFile: String? = nil) {
+        self.caFile = caFile
+        self.certFile = certFile
+        self.keyFile = keyFile
+    }
+}
+
+/// The last-will message.
+public struct MQTTWill: Sendable {
+    public var topic: String
+    public var payload: [UInt8]
+    public var qos: MQTTQoS
+    public var retain: Bool
+
+    public init(topic: String, payload: [UInt8], qos: MQTTQoS = .atLeastOnce, retain: Bool = true) {
+        self.topic = topic
+        self.payload = payload
+        self.qos = qos
+        self.retain = retain
+    }
+}
+
+/// Exponential backoff between reconnection attempts: the delay starts at `initial`,
+/// doubles after every failed attempt up to `maximum`, and resets once connected.
+public struct MQTTBackoff: Sendable, Equatable {
+    public var initial: Duration
+    public var maximum: Duration
+    /// Fraction of each delay that is randomised, so that many clients do not reconnect in step.
+    public var jitter: Double
+
+    public init(initial: Duration = .milliseconds(500), maximum: Duration = .seconds(30), jitter: Double = 0.2) {
+        self.initial = initial
+        self.maximum = maximum
+        self.jitter = jitter
+    }
+}
