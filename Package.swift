@@ -44,7 +44,7 @@ let package = Package(
             path: "Tests/LiveDataTestSupport"
         ),
         .testTarget(name: "LiveTopicsTests", dependencies: ["LiveTopics"]),
-        .testTarget(name: "MosquittoTests", dependencies: ["Mosquitto", "LiveDataTestSupport"]),
+        .testTarget(name: "MosquittoTests", dependencies: ["Mosquitto", "LiveTopics"]),
         .testTarget(
             name: "IntegrationTests",
             dependencies: ["Mosquitto", "LiveTopics", "LiveDataTestSupport", "livedata"]

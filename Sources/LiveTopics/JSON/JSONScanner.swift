@@ -121,7 +121,8 @@ struct JSONScanner {
             guard let string = String(validating: raw, as: UTF8.self) else { throw .invalidUTF8(at: start) }
             return string
         }
-        return try Self.unescape(raw, at: start)
+        // Offsets inside the string count from its first byte after the quote.
+        return try Self.unescape(raw, at: start + 1)
     }
 
     /// Reads a string's raw bytes (between the quotes, escapes untouched).
@@ -303,7 +304,7 @@ struct JSONScanner {
                 throw .badEscape(at: start + index - 2)
             }
         }
-        guard let string = String(validating: out, as: UTF8.self) else { throw .invalidUTF8(at: start) }
+        guard let string = String(validating: out, as: UTF8.self) else { throw .invalidUTF8(at: start - 1) }
         return string
     }
 }

@@ -21,11 +21,20 @@ public enum KnownDomain: String, CaseIterable, Sendable {
 public struct Occupancy: Hashable, Sendable {
     public var nrOfPeople: Int?
     public var capacity: Int?
+
+    public init(nrOfPeople: Int? = nil, capacity: Int? = nil) {
+        self.nrOfPeople = nrOfPeople
+        self.capacity = capacity
+    }
 }
 
 /// Whether a desk or room can be booked.
 public struct Availability: Hashable, Sendable {
     public var available: Bool?
+
+    public init(available: Bool? = nil) {
+        self.available = available
+    }
 }
 
 /// Where an asset is.
@@ -33,26 +42,48 @@ public struct Position: Hashable, Sendable {
     public var latitude: Double?
     public var longitude: Double?
     public var floorIndex: Int?
+
+    public init(latitude: Double? = nil, longitude: Double? = nil, floorIndex: Int? = nil) {
+        self.latitude = latitude
+        self.longitude = longitude
+        self.floorIndex = floorIndex
+    }
 }
 
 /// A temperature in °C.
 public struct Temperature: Hashable, Sendable {
     public var celsius: Double?
+
+    public init(celsius: Double? = nil) {
+        self.celsius = celsius
+    }
 }
 
 /// A CO2 level in ppm.
 public struct CO2: Hashable, Sendable {
     public var ppm: Double?
+
+    public init(ppm: Double? = nil) {
+        self.ppm = ppm
+    }
 }
 
 /// Relative humidity in %.
 public struct Humidity: Hashable, Sendable {
     public var percent: Double?
+
+    public init(percent: Double? = nil) {
+        self.percent = percent
+    }
 }
 
 /// A counter.
 public struct Count: Hashable, Sendable {
     public var count: Int?
+
+    public init(count: Int? = nil) {
+        self.count = count
+    }
 }
 
 extension LiveUpdate {

@@ -1,0 +1,253 @@
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A real mosquitto broker on a free loopback port, started for one test and killed after.
+///
+/// When mosquitto is not installed this fails (never skips) and says how to install it.
+public final class MosquittoBroker: Sendable {
+    /// Broker settings beyond the listener.
+    public struct Options: Sendable {
+        /// Users and passwords; when set, anonymous clients are refused.
+        public var users: [String: String] = [:]
+        /// The ACL file's text (mosquitto's `acl_file` format).
+        public var acl: String?
+        /// Serve TLS with this material instead of plain TCP.
+        public var tls: TLSMaterial?
+        /// Ask clients for a certificate signed by the test CA.
+        public var requireClientCertificate = false
+        /// Extra configuration lines.
+        public var extra: [String] = []
+
+        public init(
+            users: [String: String] = [:], acl: String? = nil, tls: TLSMaterial? = nil,
+            requireClientCertificate: Bool = false, extra: [String] = []
+        ) {
+            self.users = users
+            self.acl = acl
+            self.tls = tls
+            self.requireClientCertificate = requireClientCertificate
+            self.extra = extra
+        }
+    }
+
+    public enum Failure: Error, CustomStringConvertible {
+        case notInstalled
+        case didNotStart(port: Int, log: String)
+        case toolFailed(String)
+
+        public var description: String {
+            switch self {
+            case .notInstalled:
+                return "mosquitto is not installed; install it with `apt-get install mosquitto mosquitto-clients` "
+                    + "(scripts/test does this), or set MOSQUITTO to the broker binary"
+            case .didNotStart(let port, let log):
+                return "mosquitto did not start listening on 127.0.0.1:\(port); its log:\n\(log)"
+            case .toolFailed(let message):
+                return message
+            }
+        }
+    }
+
+    public let port: Int
+    public let directory: URL
+    public let options: Options
+    private let process = Mutex<Process?>(nil)
+
+    /// Starts a broker and waits until it accepts connections.
+    public static func start(_ options: Options = Options()) async throws -> MosquittoBroker {
+        let directory = try TestDirectory.make(prefix: "mosquitto")
+        var lastError: (any Error)?
+        // A free port can be taken between probing and binding; try a few.
+        for _ in 0..<5 {
+            let broker = MosquittoBroker(port: try freeLoopbackPort(), directory: directory, options: options)
+            do {
+                try broker.writeConfiguration()
+                try await broker.launch()
+                return broker
+            } catch let error as Failure {
+                if case .notInstalled = error { throw error }
+                lastError = error
+            }
+        }
+        throw lastError!
+    }
+
+    private init(port: Int, directory: URL, options: Options) {
+        self.port = port
+        self.directory = directory
+        self.options = options
+    }
+
+    deinit {
+        stop()
+    }
+
+    /// The mosquitto binary: `$MOSQUITTO`, or where Debian installs it, or on `PATH`.
+    public static func executable() throws -> String {
+        if let path = ProcessInfo.processInfo.environment["MOSQUITTO"] { return path }
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? ""
+        for directory in ["/usr/sbin", "/usr/local/sbin"] + path.split(separator: ":").map(String.init) {
+            let candidate = directory + "/mosquitto"
+            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+        }
+        throw Failure.notInstalled
+    }
+
+    /// Kills the broker (SIGKILL: a child started through Foundation inherits a blocked
+    /// signal mask and would ignore SIGTERM).
+    public func stop() {
+        let running = process.withLock { process in
+            defer { process = nil }
+            return process
+        }
+        guard let running, running.isRunning else { return }
+        kill(running.processIdentifier, SIGKILL)
+        running.waitUntilExit()
+    }
+
+    /// Kills the broker and starts it again on the same port.
+    public func restart(after delay: Duration = .zero) async throws {
+        stop()
+        if delay > .zero { try await Task.sleep(for: delay) }
+        try await launch()
+    }
+
+    /// The broker's log so far.
+    public var log: String {
+        (try? String(contentsOf: directory.appendingPathComponent("mosquitto.log"), encoding: .utf8)) ?? ""
+    }
+
+    private func writeConfiguration() throws {
+        var lines = [
+            "listener \(port) 127.0.0.1",
+            "persistence false",
+            "log_dest file \(directory.path)/mosquitto.log",
+            "log_type all",
+            "max_queued_messages 100000",
+        ]
+        if options.users.isEmpty {
+            lines.append("allow_anonymous true")
+        } else {
+            let passwords = directory.appendingPathComponent("passwords")
+            try "".write(to: passwords, atomically: true, encoding: .utf8)
+            for (user, password) in options.users.sorted(by: { $0.key < $1.key }) {
+                try run("/usr/bin/mosquitto_passwd", ["-b", passwords.path, user, password])
+            }
+            try makeReadable(passwords)
+            lines += ["allow_anonymous false", "password_file \(passwords.path)"]
+        }
+        if let acl = options.acl {
+            let file = directory.appendingPathComponent("acl")
+            try acl.write(to: file, atomically: true, encoding: .utf8)
+            try makeReadable(file)
+            lines.append("acl_file \(file.path)")
+        }
+        if let tls = options.tls {
+            lines += ["cafile \(tls.caCertificate)", "certfile \(tls.serverCertificate)", "keyfile \(tls.serverKey)"]
+            if options.requireClientCertificate { lines.append("require_certificate true") }
+        }
+        lines += options.extra
+        let file = directory.appendingPathComponent("mosquitto.conf")
+        try (lines.joined(separator: "\n") + "\n").write(to: file, atomically: true, encoding: .utf8)
+        try makeReadable(file)
+    }
+
+    private func launch() async throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try Self.executable())
+        process.arguments = ["-c", directory.appendingPathComponent("mosquitto.conf").path]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        self.process.withLock { $0 = process }
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline {
+            if !process.isRunning { break }
+            if canConnect(port: port) { return }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        stop()
+        throw Failure.didNotStart(port: port, log: log)
+    }
+}
+
+/// Runs a helper tool and fails with its output if it fails.
+@discardableResult
+func run(_ tool: String, _ arguments: [String], in directory: URL? = nil) throws -> String {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: tool)
+    process.arguments = arguments
+    if let directory { process.currentDirectoryURL = directory }
+    let output = Pipe()
+    process.standardOutput = output
+    process.standardError = output
+    do {
+        try process.run()
+    } catch {
+        throw MosquittoBroker.Failure.toolFailed(
+            "cannot run \(tool): \(error); install it (scripts/test installs mosquitto-clients and openssl)")
+    }
+    let data = output.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    let text = String(decoding: data, as: UTF8.self)
+    guard process.terminationStatus == 0 else {
+        throw MosquittoBroker.Failure.toolFailed("\(tool) \(arguments.joined(separator: " ")) failed:\n\(text)")
+    }
+    return text
+}
+
+/// mosquitto drops to its own user before reading its files, so they must be world-readable.
+func makeReadable(_ url: URL) throws {
+    try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: url.path)
+}
+
+/// Temporary directories that the broker's user can read.
+public enum TestDirectory {
+    public static func make(prefix: String) throws -> URL {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "livedata-\(prefix)-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(
+            at: url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        return url
+    }
+}
+
+/// A loopback port that nothing listens on right now.
+public func freeLoopbackPort() throws -> Int {
+    let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard socket >= 0 else { throw MosquittoBroker.Failure.toolFailed("socket() failed") }
+    defer { close(socket) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = 0
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let bound = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    guard bound == 0 else { throw MosquittoBroker.Failure.toolFailed("bind() failed") }
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    _ = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(socket, $0, &length) }
+    }
+    return Int(UInt16(bigEndian: address.sin_port))
+}
+
+/// Whether something accepts TCP connections on a loopback port.
+public func canConnect(port: Int) -> Bool {
+    let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard socket >= 0 else { return false }
+    defer { close(socket) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = UInt16(port).bigEndian
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    return withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+        }
+    }
+}

@@ -1,0 +1,86 @@
+import LiveTopics
+import Testing
+
+@Suite("Seven-part topics and criteria")
+struct LiveTopicTests {
+    @Test("a seven-part topic parses into its components and formats back")
+    func parseAndFormat() throws {
+        let topic = try LiveTopic(parsing: "ds1/hq/B/F3/R7/room-7/occupancy")
+        #expect(topic.dataset == "ds1")
+        #expect(topic.venue == "hq")
+        #expect(topic.building == "B")
+        #expect(topic.floor == "F3")
+        #expect(topic.room == "R7")
+        #expect(topic.location == "room-7")
+        #expect(topic.domain == "occupancy")
+        #expect(topic[.floor] == "F3")
+        #expect(topic.description == "ds1/hq/B/F3/R7/room-7/occupancy")
+        #expect(topic.locationPath == "ds1/hq/B/F3/R7/room-7")
+        let built = try LiveTopic(
+            dataset: "ds1", venue: "hq", building: "B", floor: "F3", room: "R7", location: "room-7", domain: "occupancy")
+        #expect(built == topic)
+    }
+
+    @Test(
+        "bad live topics say what is wrong and where",
+        arguments: [
+            ("a/b/c", "\"a/b/c\" has 3 levels; a live-data topic has 7: dataset/venue/building/floor/room/location/domain"),
+            ("a/b/c/d/e/f/g/h", "\"a/b/c/d/e/f/g/h\" has 8 levels; a live-data topic has 7: dataset/venue/building/floor/room/location/domain"),
+            ("a/b/c/d//f/g", "level 5 (room) of \"a/b/c/d//f/g\" is empty"),
+            ("a/b/c/d/e/f/", "level 7 (domain) of \"a/b/c/d/e/f/\" is empty"),
+            ("a/b/+/d/e/f/g", "level 3 of \"a/b/+/d/e/f/g\": a topic name cannot contain '+' (wildcards belong in filters)"),
+        ])
+    func badTopics(topic: String, message: String) {
+        #expect {
+            try LiveTopic(parsing: topic)
+        } throws: { error in
+            (error as? TopicError)?.description == message
+        }
+    }
+
+    @Test(
+        "components cannot contain separators or wildcards",
+        arguments: [
+            ("B/1", "building \"B/1\": a component cannot contain '/' (it separates levels)"),
+            ("B+", "building \"B+\": a component cannot contain '+' (leave the component out to match any value)"),
+            ("#", "building \"#\": a component cannot contain '#' (leave the component out to match any value)"),
+            ("", "building \"\": a component cannot be empty"),
+        ])
+    func badComponents(value: String, message: String) {
+        #expect {
+            try TopicCriteria(building: value)
+        } throws: { error in
+            (error as? TopicError)?.description == message
+        }
+    }
+
+    @Test(
+        "criteria become MQTT filters with '+' for what is left out",
+        arguments: [
+            (try! TopicCriteria(dataset: "ds1", building: "B", domain: "occupancy"), "ds1/+/B/+/+/+/occupancy"),
+            (try! TopicCriteria(), "+/+/+/+/+/+/+"),
+            (try! TopicCriteria(domain: "co2"), "+/+/+/+/+/+/co2"),
+            (
+                try! TopicCriteria(
+                    dataset: "d", venue: "v", building: "b", floor: "f", room: "r", location: "l", domain: "x"),
+                "d/v/b/f/r/l/x"
+            ),
+            (TopicCriteria(filter: try! TopicFilter("ds1/#")), "ds1/#"),
+        ])
+    func criteriaFilters(criteria: TopicCriteria, filter: String) {
+        #expect(criteria.filter.string == filter)
+    }
+
+    @Test("criteria match topics component by component, like their filter does")
+    func criteriaMatch() throws {
+        let criteria = try TopicCriteria(dataset: "ds1", building: "B", domain: "occupancy")
+        let yes = try LiveTopic(parsing: "ds1/hq/B/F3/R7/room-7/occupancy")
+        let no = try LiveTopic(parsing: "ds1/hq/C/F3/R7/room-7/occupancy")
+        #expect(criteria.matches(yes))
+        #expect(!criteria.matches(no))
+        #expect(criteria.filter.matches(yes.description))
+        #expect(!criteria.filter.matches(no.description))
+        #expect(criteria[.building] == "B")
+        #expect(criteria[.floor] == nil)
+    }
+}
