@@ -9,7 +9,7 @@ struct Livedata: AsyncParsableCommand {
         commandName: "livedata",
         abstract: "Live data for indoor maps: subscribe to, publish and inspect seven-part MQTT topics.",
         discussion: """
-            Topics have seven levels: dataset/venue/building/floor/room/location/domain,
+            Topics have seven levels: dataset/venue/building/floor/room/location/domain, \
             for example ds1/hq/B/F3/R7/room-7/occupancy.
 
             Examples:

@@ -19,13 +19,17 @@ public final class MosquittoBroker: Sendable {
         public var tls: TLSMaterial?
         /// Ask clients for a certificate signed by the test CA.
         public var requireClientCertificate = false
+        /// Per-client subscribe and publish rules through mosquitto's dynamic security plugin,
+        /// which (unlike `acl_file` in mosquitto 2.0) refuses a SUBSCRIBE in its SUBACK.
+        public var dynamicSecurity: DynamicSecurity?
         /// Extra configuration lines.
         public var extra: [String] = []
 
         public init(
             users: [String: String] = [:], acl: String? = nil, tls: TLSMaterial? = nil,
-            requireClientCertificate: Bool = false, extra: [String] = []
+            requireClientCertificate: Bool = false, dynamicSecurity: DynamicSecurity? = nil, extra: [String] = []
         ) {
+            self.dynamicSecurity = dynamicSecurity
             self.users = users
             self.acl = acl
             self.tls = tls
@@ -60,6 +64,8 @@ public final class MosquittoBroker: Sendable {
     /// Starts a broker and waits until it accepts connections.
     public static func start(_ options: Options = Options()) async throws -> MosquittoBroker {
         let directory = try TestDirectory.make(prefix: "mosquitto")
+        // mosquitto drops to its own user and must still write its log here.
+        try FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: directory.path)
         var lastError: (any Error)?
         // A free port can be taken between probing and binding; try a few.
         for _ in 0..<5 {
@@ -149,6 +155,14 @@ public final class MosquittoBroker: Sendable {
         if let tls = options.tls {
             lines += ["cafile \(tls.caCertificate)", "certfile \(tls.serverCertificate)", "keyfile \(tls.serverKey)"]
             if options.requireClientCertificate { lines.append("require_certificate true") }
+        }
+        if let security = options.dynamicSecurity {
+            let file = directory.appendingPathComponent("dynamic-security.json")
+            try security.write(to: file)
+            lines += [
+                "plugin \(try DynamicSecurity.pluginPath())",
+                "plugin_opt_config_file \(file.path)",
+            ]
         }
         lines += options.extra
         let file = directory.appendingPathComponent("mosquitto.conf")
@@ -249,5 +263,52 @@ public func canConnect(port: Int) -> Bool {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
             connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
         }
+    }
+}
+
+/// One user whose subscriptions and publishes are limited to patterns; everything else is
+/// refused (the plugin's default).
+public struct DynamicSecurity: Sendable {
+    public var username: String
+    public var password: String
+    public var subscribeAllowed: [String]
+    public var publishAllowed: [String]
+
+    public init(username: String, password: String, subscribeAllowed: [String], publishAllowed: [String] = []) {
+        self.username = username
+        self.password = password
+        self.subscribeAllowed = subscribeAllowed
+        self.publishAllowed = publishAllowed
+    }
+
+    static func pluginPath() throws -> String {
+        let candidates = [
+            "/usr/lib/x86_64-linux-gnu/mosquitto_dynamic_security.so",
+            "/usr/lib/aarch64-linux-gnu/mosquitto_dynamic_security.so",
+            "/usr/lib/mosquitto_dynamic_security.so",
+        ]
+        guard let path = candidates.first(where: { FileManager.default.fileExists(atPath: $0) }) else {
+            throw MosquittoBroker.Failure.toolFailed(
+                "mosquitto's dynamic security plugin is missing; install it with `apt-get install mosquitto`")
+        }
+        return path
+    }
+
+    func write(to file: URL) throws {
+        // mosquitto_ctrl hashes the password; the roles are then rewritten to ours.
+        try run("/usr/bin/mosquitto_ctrl", ["dynsec", "init", file.path, username, password])
+        let data = try Data(contentsOf: file)
+        guard var root = try JSONSerialization.jsonObject(with: data) as? [String: Any],
+            var roles = root["roles"] as? [[String: Any]], !roles.isEmpty
+        else {
+            throw MosquittoBroker.Failure.toolFailed("unexpected dynamic security file from mosquitto_ctrl")
+        }
+        let acls =
+            subscribeAllowed.map { ["acltype": "subscribePattern", "topic": $0, "allow": true] as [String: Any] }
+            + publishAllowed.map { ["acltype": "publishClientSend", "topic": $0, "allow": true] as [String: Any] }
+        roles[0]["acls"] = acls
+        root["roles"] = roles
+        try JSONSerialization.data(withJSONObject: root).write(to: file)
+        try makeReadable(file)
     }
 }

@@ -107,6 +107,15 @@ extension ClientCore {
     }
 }
 
+extension ClientCore {
+    /// Cuts the TCP connection under libmosquitto, as a network failure would: no DISCONNECT
+    /// is sent, so the broker publishes the will. For tests of reconnection.
+    func dropConnectionForTesting() {
+        let socket = mosquitto_socket(mosq)
+        if socket >= 0 { shutdown(socket, Int32(SHUT_RDWR)) }
+    }
+}
+
 extension Duration {
     /// `0.5 s`, `30 s`.
     var formattedSeconds: String {

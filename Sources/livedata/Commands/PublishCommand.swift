@@ -7,9 +7,9 @@ struct PublishCommand: AsyncParsableCommand {
         commandName: "publish",
         abstract: "Publish one live update.",
         discussion: """
-            Names the topic with all seven component flags (or --topic) and the values as
-            name=value arguments; builds the payload with the current time. --payload sends
-            a payload exactly as given (useful to test how bad input is handled), --clear
+            Names the topic with all seven component flags (or --topic) and the values as \
+            name=value arguments; builds the payload with the current time. --payload sends \
+            a payload exactly as given (useful to test how bad input is handled), --clear \
             sends an empty one, which removes the domain's value for the location.
 
             Examples:

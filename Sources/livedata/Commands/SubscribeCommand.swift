@@ -8,9 +8,9 @@ struct SubscribeCommand: AsyncParsableCommand {
         commandName: "subscribe",
         abstract: "Print live updates as they arrive.",
         discussion: """
-            Subscribes to the topics that match the criteria (a left-out component matches any
-            value) and prints one line per update. Updates whose payload cannot be read print
-            one warning line on standard error and the stream goes on. A lost connection is
+            Subscribes to the topics that match the criteria (a left-out component matches any \
+            value) and prints one line per update. Updates whose payload cannot be read print \
+            one warning line on standard error and the stream goes on. A lost connection is \
             retried; if the first connection fails, the command exits with status 1.
 
             Examples:

@@ -18,9 +18,9 @@ struct TopicCommand: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Tell whether an MQTT filter matches a topic.",
             discussion: """
-                Prints "match" (exit 0) or "no match" (exit 1), with MQTT's rules: '+' matches one
-                level, '#' the rest (including the parent: 'a/#' matches 'a'), empty levels are
-                levels, and a wildcard at the first level never matches a topic starting with '$'.
+                Prints "match" (exit 0) or "no match" (exit 1), with MQTT's rules: '+' matches one \
+                level, '#' the rest (including the parent: 'a/#' matches 'a'), empty levels are \
+                levels, and a wildcard at the first level never matches a topic starting with '$'. \
                 An invalid filter or topic exits with status 2 and says why.
 
                 Examples:

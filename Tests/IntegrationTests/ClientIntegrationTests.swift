@@ -1,0 +1,263 @@
+import LiveDataTestSupport
+import LiveTopics
+import Logging
+import Testing
+
+@testable import Mosquitto
+
+/// The libmosquitto wrapper against a real mosquitto on a free loopback port.
+@Suite("MQTT client against a real broker", .timeLimit(.minutes(2)))
+struct ClientIntegrationTests {
+    let logger = Logger(label: "test")
+
+    func connectedClient(
+        _ broker: MosquittoBroker, configure: (inout MQTTConfiguration) -> Void = { _ in }
+    ) async throws -> MQTTClient {
+        var configuration = MQTTConfiguration.test(port: broker.port)
+        configure(&configuration)
+        let client = try MQTTClient(configuration: configuration, logger: logger)
+        try await client.connect()
+        return client
+    }
+
+    @Test("updates are received by criteria, and only those")
+    func publishAndReceiveWithCriteria() async throws {
+        let broker = try await MosquittoBroker.start()
+        let subscriber = try await connectedClient(broker)
+        let publisher = try await connectedClient(broker)
+        let inbox = await Inbox.collecting(subscriber.messages)
+        let criteria = try TopicCriteria(dataset: "ds1", building: "B", domain: "occupancy")
+        try await subscriber.subscribe(criteria.filter.string)
+
+        let payload = #"{"properties": {"nrOfPeople": "3", "capacity": "8"}}"#
+        for topic in [
+            "ds1/hq/B/F3/R7/room-7/occupancy",  // match
+            "ds1/hq/C/F3/R7/room-7/occupancy",  // other building
+            "ds1/hq/B/F3/R7/room-7/co2",  // other domain
+            "ds2/hq/B/F3/R7/room-7/occupancy",  // other dataset
+            "ds1/annex/B/F1/R1/desk-1/occupancy",  // match
+        ] {
+            try await publisher.publish(topic, text: payload, qos: .atLeastOnce)
+        }
+        // A marker after everything else: once it is in, nothing else is still on its way.
+        try await subscriber.subscribe("marker")
+        try await publisher.publish("marker", text: "end", qos: .atLeastOnce)
+        let messages = await inbox.wait(timeout: .seconds(10)) { $0.contains { $0.topic == "marker" } }
+        #expect(messages)
+        let topics = await inbox.items.map(\.topic).filter { $0 != "marker" }
+        #expect(topics == ["ds1/hq/B/F3/R7/room-7/occupancy", "ds1/annex/B/F1/R1/desk-1/occupancy"])
+        let first = try #require(await inbox.items.first)
+        let update = try LiveUpdate(
+            topic: try LiveTopic(parsing: first.topic), payload: first.payload, receivedAt: .now)
+        #expect(update.occupancy == Occupancy(nrOfPeople: 3, capacity: 8))
+        await subscriber.disconnect()
+        await publisher.disconnect()
+    }
+
+    @Test("QoS 1 is granted and delivered as QoS 1; QoS 2 publishes complete")
+    func qualityOfService() async throws {
+        let broker = try await MosquittoBroker.start()
+        let subscriber = try await connectedClient(broker)
+        let publisher = try await connectedClient(broker)
+        let inbox = await Inbox.collecting(subscriber.messages)
+        #expect(try await subscriber.subscribe("q/#", qos: .atLeastOnce) == .atLeastOnce)
+        try await publisher.publish("q/1", text: "one", qos: .atLeastOnce)
+        try await publisher.publish("q/2", text: "two", qos: .exactlyOnce)
+        let messages = await inbox.wait(forCount: 2)
+        #expect(messages.map(\.topic) == ["q/1", "q/2"])
+        #expect(messages.map(\.qos) == [.atLeastOnce, .atLeastOnce])  // capped at the subscription's QoS
+        #expect(messages.map(\.payloadString) == ["one", "two"])
+        await subscriber.disconnect()
+        await publisher.disconnect()
+    }
+
+    @Test("a retained update reaches a later subscriber at once, and an empty payload clears it")
+    func retained() async throws {
+        let broker = try await MosquittoBroker.start()
+        let publisher = try await connectedClient(broker)
+        try await publisher.publish("ds1/hq/B/F3/R7/room-7/occupancy", text: #"{"properties": {}}"#, qos: .atLeastOnce, retain: true)
+
+        let late = try await connectedClient(broker)
+        let inbox = await Inbox.collecting(late.messages)
+        try await late.subscribe("ds1/#")
+        let messages = await inbox.wait(forCount: 1)
+        #expect(messages.first?.retain == true)
+        #expect(messages.first?.topic == "ds1/hq/B/F3/R7/room-7/occupancy")
+
+        try await publisher.publish("ds1/hq/B/F3/R7/room-7/occupancy", payload: [], qos: .atLeastOnce, retain: true)
+        let later = try await connectedClient(broker)
+        let laterInbox = await Inbox.collecting(later.messages)
+        try await later.subscribe("ds1/#")
+        try await later.subscribe("marker")
+        try await publisher.publish("marker", text: "end", qos: .atLeastOnce)
+        await laterInbox.wait { $0.contains { $0.topic == "marker" } }
+        #expect(await laterInbox.items.map(\.topic) == ["marker"])
+        for client in [publisher, late, later] { await client.disconnect() }
+    }
+
+    @Test("after the broker restarts, the client reconnects and subscribes again")
+    func reconnectAndResubscribe() async throws {
+        let broker = try await MosquittoBroker.start()
+        let subscriber = try await connectedClient(broker)
+        let events = await Inbox.collecting(subscriber.events)
+        let inbox = await Inbox.collecting(subscriber.messages)
+        try await subscriber.subscribe("r/#")
+
+        try await broker.restart(after: .milliseconds(300))
+        let resubscribed = await events.wait(timeout: .seconds(15)) { events in
+            guard let lost = events.firstIndex(where: {
+                if case .error(.connectionLost) = $0 { return true }
+                return false
+            }) else { return false }
+            return events[lost...].contains(.subscribed(filter: "r/#", qos: .atLeastOnce))
+        }
+        let seen = await events.items
+        #expect(resubscribed, "events: \(seen)")
+        #expect(await events.items.contains(.state(.connecting)))
+        #expect(subscriber.state == .connected)
+
+        let publisher = try await connectedClient(broker)
+        try await publisher.publish("r/after", text: "back", qos: .atLeastOnce)
+        #expect(await inbox.wait(forCount: 1).map(\.topic) == ["r/after"])
+        await subscriber.disconnect()
+        await publisher.disconnect()
+        #expect(await events.wait { $0.last == .state(.closed) })
+    }
+
+    @Test("a subscription the broker refuses is reported and not retried")
+    func refusedSubscription() async throws {
+        let security = DynamicSecurity(username: "reader", password: "secret", subscribeAllowed: ["ds1/#"])
+        let broker = try await MosquittoBroker.start(.init(dynamicSecurity: security))
+        let client = try await connectedClient(broker) {
+            $0.credentials = MQTTCredentials(username: "reader", password: MQTTSecret("secret"))
+        }
+        let events = await Inbox.collecting(client.events)
+        try await client.subscribe("ds1/#")
+        await #expect {
+            try await client.subscribe("ds2/#")
+        } throws: { error in
+            guard case .subscriptionRefused(let filter, let code, let reason) = error as? MQTTError else { return false }
+            return filter == "ds2/#" && code == 0x87 && reason == "Not authorized"
+        }
+        // After a reconnection only the allowed subscription goes out again.
+        try await broker.restart(after: .milliseconds(200))
+        let lostIndex = await events.wait(timeout: .seconds(15)) { events in
+            events.filter { $0 == .subscribed(filter: "ds1/#", qos: .atLeastOnce) }.count >= 2
+        }
+        #expect(lostIndex)
+        try await Task.sleep(for: .milliseconds(300))
+        let failures = await events.items.filter {
+            if case .subscriptionFailed = $0 { return true }
+            return false
+        }
+        #expect(failures.count == 1)
+        // The broker logged the one refused SUBSCRIBE and the two for ds1/#, and nothing more.
+        let log = broker.log
+        #expect(log.components(separatedBy: "\tds2/# (QoS 1)").count - 1 == 1, "ds2/# was sent once only:\n\(log)")
+        #expect(log.components(separatedBy: "\tds1/# (QoS 1)").count - 1 == 2)
+        await client.disconnect()
+    }
+
+    @Test("TLS with a CA and a password; a wrong password or an unknown CA fails with the cause")
+    func tlsAndPassword() async throws {
+        let tls = try TLSMaterial.generate()
+        let broker = try await MosquittoBroker.start(.init(users: ["map": "s3cret"], tls: tls))
+        func configure(password: String, ca: String?) -> (inout MQTTConfiguration) -> Void {
+            { configuration in
+                configuration.credentials = MQTTCredentials(username: "map", password: MQTTSecret(password))
+                configuration.tls = MQTTTLSConfiguration(caFile: ca)
+            }
+        }
+        let client = try await connectedClient(broker, configure: configure(password: "s3cret", ca: tls.caCertificate))
+        let inbox = await Inbox.collecting(client.messages)
+        try await client.subscribe("secure/#")
+        try await client.publish("secure/x", text: "over TLS", qos: .atLeastOnce)
+        #expect(await inbox.wait(forCount: 1).map(\.payloadString) == ["over TLS"])
+        await client.disconnect()
+
+        await #expect {
+            _ = try await connectedClient(broker, configure: configure(password: "wrong", ca: tls.caCertificate))
+        } throws: { error in
+            guard case .connectFailed(let address, let cause) = error as? MQTTError else { return false }
+            return address == "127.0.0.1:\(broker.port)" && cause.contains("refused the connection")
+                && !cause.contains("wrong")
+        }
+        await #expect {
+            // The server certificate is signed by the test CA, not one the system trusts.
+            _ = try await connectedClient(broker, configure: configure(password: "s3cret", ca: tls.clientCertificate))
+        } throws: { error in
+            guard case .connectFailed(_, let cause) = error as? MQTTError else { return false }
+            return cause.localizedLowercase.contains("certificate")
+        }
+    }
+
+    @Test("a client certificate is presented when the broker requires one")
+    func clientCertificate() async throws {
+        let tls = try TLSMaterial.generate()
+        let broker = try await MosquittoBroker.start(.init(tls: tls, requireClientCertificate: true))
+        let client = try await connectedClient(broker) {
+            $0.tls = MQTTTLSConfiguration(caFile: tls.caCertificate, certFile: tls.clientCertificate, keyFile: tls.clientKey)
+        }
+        #expect(client.state == .connected)
+        await client.disconnect()
+        await #expect(throws: MQTTError.self) {
+            _ = try await connectedClient(broker) { $0.tls = MQTTTLSConfiguration(caFile: tls.caCertificate) }
+        }
+    }
+
+    @Test("MQTT 3.1.1 works as an option")
+    func mqtt311() async throws {
+        let broker = try await MosquittoBroker.start()
+        let client = try await connectedClient(broker) { $0.protocolVersion = .v311 }
+        let inbox = await Inbox.collecting(client.messages)
+        #expect(try await client.subscribe("v3/#", qos: .atLeastOnce) == .atLeastOnce)
+        try await client.publish("v3/a", text: "old", qos: .atLeastOnce)
+        #expect(await inbox.wait(forCount: 1).map(\.topic) == ["v3/a"])
+        // mosquitto logs its protocol enum: p2 is MQTT 3.1.1 (p5 would be MQTT 5).
+        #expect(broker.log.contains("(p2, c1"), "the broker saw an MQTT 3.1.1 client")
+        await client.disconnect()
+    }
+
+    @Test("a broker that is not there fails the first connection with the address and the cause")
+    func nothingListening() async throws {
+        let port = try freeLoopbackPort()
+        let client = try MQTTClient(configuration: .test(port: port), logger: logger)
+        await #expect(throws: MQTTError.connectFailed(address: "127.0.0.1:\(port)", cause: "Connection refused")) {
+            try await client.connect()
+        }
+        #expect(client.state == .closed)
+    }
+
+    @Test("start() keeps trying until a broker appears")
+    func brokerComesLater() async throws {
+        let broker = try await MosquittoBroker.start()
+        broker.stop()
+        let client = try MQTTClient(configuration: .test(port: broker.port), logger: logger)
+        let events = await Inbox.collecting(client.events)
+        client.start()
+        let subscribed = Task { try await client.subscribe("late/#") }
+        #expect(await events.wait { $0.contains { if case .error(.connectFailed) = $0 { true } else { false } } })
+        try await broker.restart()
+        #expect(try await subscribed.value == .atLeastOnce)
+        #expect(client.state == .connected)
+        await client.disconnect()
+    }
+
+    @Test("the will is published when the connection drops without a DISCONNECT, and the client comes back")
+    func willOnConnectionLoss() async throws {
+        let broker = try await MosquittoBroker.start()
+        let watcher = try await connectedClient(broker)
+        let inbox = await Inbox.collecting(watcher.messages)
+        try await watcher.subscribe("status/#")
+        let client = try await connectedClient(broker) {
+            $0.will = MQTTWill(topic: "status/daemon", payload: Array("offline".utf8), qos: .atLeastOnce, retain: true)
+        }
+        let events = await Inbox.collecting(client.events)
+        client.core.dropConnectionForTesting()
+        let will = await inbox.wait(forCount: 1)
+        #expect(will.map(\.payloadString) == ["offline"])
+        #expect(await events.wait { $0.last == .state(.connected) })
+        await client.disconnect()
+        await watcher.disconnect()
+    }
+}
