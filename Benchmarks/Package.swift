@@ -1,0 +1,42 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+// A package of its own so that the main build never pulls in the benchmark harness.
+// Run from this directory: swift package benchmark
+let package = Package(
+    name: "livedata-benchmarks",
+    platforms: [.macOS(.v15)],
+    dependencies: [
+        // Named, because a path dependency is otherwise known by its folder name.
+        .package(name: "livedata", path: ".."),
+        .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
+    ],
+    targets: [
+        .target(
+            name: "BenchmarkFixtures",
+            dependencies: [.product(name: "LiveTopics", package: "livedata")],
+            path: "Benchmarks/BenchmarkFixtures"
+        ),
+        .executableTarget(
+            name: "TopicIndexBenchmarks",
+            dependencies: [
+                "BenchmarkFixtures",
+                .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "LiveTopics", package: "livedata"),
+                .product(name: "Mosquitto", package: "livedata"),
+            ],
+            path: "Benchmarks/TopicIndexBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+        .executableTarget(
+            name: "PayloadDecodingBenchmarks",
+            dependencies: [
+                .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "LiveTopics", package: "livedata"),
+            ],
+            path: "Benchmarks/PayloadDecodingBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)
