@@ -19,6 +19,10 @@ final class TopicTrie {
         var multi: Int32 = -1
         /// How many exact edges leave this node.
         var exactChildren: Int32 = 0
+        /// One bit per exact child, chosen by the top bits of its level hash: a level whose
+        /// bit is clear has no edge here, and the table is not touched. Bits of removed
+        /// children stay set (costing at most a wasted lookup) until the node has none.
+        var childBits: UInt64 = 0
     }
 
     /// One hash-table slot: 64 bytes, one cache line.
@@ -32,21 +36,21 @@ final class TopicTrie {
         var keyLength: Int32 = 0
         /// Where a key longer than `inlineKeyCapacity` starts in `longKeys`.
         var keyOffset: Int32 = 0
-        var inlineKey: (UInt64, UInt64, UInt64) = (0, 0, 0)
+        var inlineKey: (UInt64, UInt64) = (0, 0)
     }
 
-    static let inlineKeyCapacity = 24
+    static let inlineKeyCapacity = 16
     static let inlineKeyOffset = MemoryLayout<Edge>.offset(of: \Edge.inlineKey)!
 
-    private var nodes: [Node] = [Node()]
+    private var nodes = FlatBuffer<Node>()
     private var freeNodes: [Int32] = []
     private var edges: UnsafeMutablePointer<Edge>
     private var capacity: Int
     private var edgeCount = 0
-    private var longKeys: [UInt8] = []
+    private var longKeys = FlatBuffer<UInt8>()
     /// Bytes of `longKeys` that removed edges no longer use; compacted when they dominate.
     private var unusedKeyBytes = 0
-    private var entryNext: [Int32] = []
+    private var entryNext = FlatBuffer<Int32>()
     /// Per-index random seed: the level hash is not predictable from outside.
     private let seed: UInt64
 
@@ -56,24 +60,28 @@ final class TopicTrie {
         seed = generator.next() | 1
         capacity = 16
         edges = Self.allocate(capacity)
+        nodes.append(Node())
     }
 
     private init(copying other: TopicTrie) {
-        nodes = other.nodes
+        nodes = other.nodes.copy()
         freeNodes = other.freeNodes
         capacity = other.capacity
         edges = Self.allocate(capacity)
         edges.update(from: other.edges, count: capacity)
         edgeCount = other.edgeCount
-        longKeys = other.longKeys
+        longKeys = other.longKeys.copy()
         unusedKeyBytes = other.unusedKeyBytes
-        entryNext = other.entryNext
+        entryNext = other.entryNext.copy()
         seed = other.seed
     }
 
     deinit {
         edges.deinitialize(count: capacity)
         edges.deallocate()
+        nodes.free()
+        longKeys.free()
+        entryNext.free()
     }
 
     @usableFromInline
@@ -96,9 +104,7 @@ final class TopicTrie {
     /// Adds entry `entry` under `filter`.
     @usableFromInline
     func insert(_ filter: TopicFilter, entry: Int32) {
-        if Int(entry) >= entryNext.count {
-            entryNext.append(contentsOf: repeatElement(-1, count: Int(entry) + 1 - entryNext.count))
-        }
+        while Int(entry) >= entryNext.count { entryNext.append(-1) }
         var node: Int32 = 0
         var via: Via = nil
         for level in filter.levels {
@@ -173,6 +179,7 @@ final class TopicTrie {
     }
 
     private func unlink(_ entry: Int32, from head: inout Int32) -> Bool {
+        let entryNext = entryNext
         if head == entry {
             head = entryNext[Int(entry)]
             return true
@@ -211,11 +218,9 @@ final class TopicTrie {
         var text = text
         return text.withUTF8 { bytes in
             let raw = UnsafeRawBufferPointer(bytes)
-            return longKeys.withUnsafeBufferPointer { longKeys in
-                Self.find(
-                    edges: edges, mask: capacity - 1, longKeys: longKeys, parent: parent, key: raw,
-                    hash: Self.levelHash(seed: seed, parent: parent, raw))
-            }
+            return Self.find(
+                edges: edges, mask: capacity - 1, longKeys: longKeys.base, parent: parent, key: raw,
+                hash: Self.levelHash(seed: seed, parent: parent, raw))
         }
     }
 
@@ -237,13 +242,14 @@ final class TopicTrie {
                 longKeys.append(contentsOf: raw)
             }
             insertEdge(edge)
+            nodes[Int(parent)].childBits |= Self.childBit(edge.hash)
         }
         nodes[Int(parent)].exactChildren += 1
         return child
     }
 
     private func insertEdge(_ edge: Edge) {
-        if (edgeCount + 1) * 2 > capacity { growEdges() }
+        if (edgeCount + 1) * 3 > capacity { growEdges() }
         let mask = capacity - 1
         var slot = Int(truncatingIfNeeded: edge.hash) & mask
         while edges[slot].hash != 0 { slot = (slot + 1) & mask }
@@ -256,6 +262,7 @@ final class TopicTrie {
         guard slot >= 0 else { return }
         if Int(edges[slot].keyLength) > Self.inlineKeyCapacity { unusedKeyBytes += Int(edges[slot].keyLength) }
         nodes[Int(parent)].exactChildren -= 1
+        if nodes[Int(parent)].exactChildren == 0 { nodes[Int(parent)].childBits = 0 }
         // Backward-shift deletion keeps every probe sequence intact without tombstones.
         let mask = capacity - 1
         var hole = slot
@@ -285,14 +292,14 @@ final class TopicTrie {
     }
 
     private func compactKeys() {
-        var compacted: [UInt8] = []
-        compacted.reserveCapacity(longKeys.count - unusedKeyBytes)
+        var compacted = FlatBuffer<UInt8>(capacity: longKeys.count - unusedKeyBytes)
         for slot in 0..<capacity where edges[slot].hash != 0 && Int(edges[slot].keyLength) > Self.inlineKeyCapacity {
             let start = Int(edges[slot].keyOffset)
-            let end = start + Int(edges[slot].keyLength)
             edges[slot].keyOffset = Int32(compacted.count)
-            compacted.append(contentsOf: longKeys[start..<end])
+            compacted.append(
+                contentsOf: UnsafeRawBufferPointer(start: longKeys.base + start, count: Int(edges[slot].keyLength)))
         }
+        longKeys.free()
         longKeys = compacted
         unusedKeyBytes = 0
     }
@@ -300,7 +307,7 @@ final class TopicTrie {
     /// The slot of the edge (parent, key), or -1.
     @inline(__always)
     private static func find(
-        edges: UnsafeMutablePointer<Edge>, mask: Int, longKeys: UnsafeBufferPointer<UInt8>, parent: Int32,
+        edges: UnsafeMutablePointer<Edge>, mask: Int, longKeys: UnsafeMutablePointer<UInt8>, parent: Int32,
         key: UnsafeRawBufferPointer, hash: UInt64
     ) -> Int {
         var slot = Int(truncatingIfNeeded: hash) & mask
@@ -312,12 +319,15 @@ final class TopicTrie {
                 let bytes =
                     key.count <= inlineKeyCapacity
                     ? UnsafeRawPointer(edge) + inlineKeyOffset
-                    : UnsafeRawPointer(longKeys.baseAddress! + Int(edge.pointee.keyOffset))
+                    : UnsafeRawPointer(longKeys + Int(edge.pointee.keyOffset))
                 if bytesEqual(bytes, key.baseAddress, key.count) { return slot }
             }
             slot = (slot + 1) & mask
         }
     }
+
+    @inline(__always)
+    static func childBit(_ hash: UInt64) -> UInt64 { 1 &<< (hash >> 58) }
 
     /// A fast keyed hash of (parent, level bytes), never 0: multiply-fold mixing of 8-byte words.
     @inline(__always)
@@ -369,18 +379,12 @@ final class TopicTrie {
                     starts[level] = position + 1
                 }
                 starts[levels] = count + 1
-                return nodes.withUnsafeBufferPointer { nodes in
-                    longKeys.withUnsafeBufferPointer { longKeys in
-                        entryNext.withUnsafeBufferPointer { entryNext in
-                            let matcher = Matcher(
-                                seed: seed, topic: UnsafeRawBufferPointer(bytes), starts: UnsafeBufferPointer(starts),
-                                levels: levels, nodes: nodes, edges: edges, mask: capacity - 1, longKeys: longKeys,
-                                entryNext: entryNext)
-                            matcher.matchRoot(dollar: bytes[0] == UInt8(ascii: "$"), body)
-                            return nil
-                        }
-                    }
-                }
+                let matcher = Matcher(
+                    seed: seed, topic: UnsafeRawBufferPointer(bytes), starts: UnsafeBufferPointer(starts),
+                    levels: levels, nodes: nodes.base, edges: edges, mask: capacity - 1, longKeys: longKeys.base,
+                    entryNext: entryNext.base)
+                matcher.matchRoot(dollar: bytes[0] == UInt8(ascii: "$"), body)
+                return nil
             }
         }
         if let failure { throw failure }
@@ -400,11 +404,11 @@ final class TopicTrie {
         let topic: UnsafeRawBufferPointer
         let starts: UnsafeBufferPointer<Int>
         let levels: Int
-        let nodes: UnsafeBufferPointer<Node>
+        let nodes: UnsafeMutablePointer<Node>
         let edges: UnsafeMutablePointer<Edge>
         let mask: Int
-        let longKeys: UnsafeBufferPointer<UInt8>
-        let entryNext: UnsafeBufferPointer<Int32>
+        let longKeys: UnsafeMutablePointer<UInt8>
+        let entryNext: UnsafeMutablePointer<Int32>
 
         func matchRoot(dollar: Bool, _ body: (Int32) -> Void) {
             let root = nodes[0]
@@ -424,22 +428,51 @@ final class TopicTrie {
                 emit(record.terminal, body)
                 return
             }
+            // Start loading the exact child's slot before walking the `+` subtree, so that
+            // the two memory accesses overlap instead of queueing.
+            var pending = PendingLookup(slot: -1, firstHash: 0, hash: 0)
+            if record.exactChildren > 0 { pending = startLookup(node, record, level: level) }
             if record.single >= 0 { visit(record.single, nodes[Int(record.single)], level: level + 1, body) }
-            descend(node, record, level: level, body)
+            if pending.slot >= 0 { finishLookup(node, pending, level: level, body) }
+        }
+
+        struct PendingLookup {
+            var slot: Int
+            var firstHash: UInt64
+            var hash: UInt64
+        }
+
+        @inline(__always)
+        func startLookup(_ node: Int32, _ record: Node, level: Int) -> PendingLookup {
+            let key = levelKey(level)
+            let hash = TopicTrie.levelHash(seed: seed, parent: node, key)
+            guard record.childBits & TopicTrie.childBit(hash) != 0 else { return PendingLookup(slot: -1, firstHash: 0, hash: 0) }
+            let slot = Int(truncatingIfNeeded: hash) & mask
+            return PendingLookup(slot: slot, firstHash: edges[slot].hash, hash: hash)
+        }
+
+        @inline(__always)
+        func finishLookup(_ node: Int32, _ pending: PendingLookup, level: Int, _ body: (Int32) -> Void) {
+            // An empty first slot means no such edge, whatever the rest of the probe would say.
+            if pending.firstHash == 0 { return }
+            let found = TopicTrie.find(
+                edges: edges, mask: mask, longKeys: longKeys, parent: node, key: levelKey(level), hash: pending.hash)
+            if found >= 0 {
+                let edge = edges[found]
+                visit(edge.child, edge.record, level: level + 1, body)
+            }
+        }
+
+        @inline(__always)
+        func levelKey(_ level: Int) -> UnsafeRawBufferPointer {
+            UnsafeRawBufferPointer(rebasing: topic[starts[level]..<(starts[level + 1] - 1)])
         }
 
         @inline(__always)
         func descend(_ node: Int32, _ record: Node, level: Int, _ body: (Int32) -> Void) {
             guard record.exactChildren > 0 else { return }
-            let start = starts[level]
-            let key = UnsafeRawBufferPointer(rebasing: topic[start..<(starts[level + 1] - 1)])
-            let slot = TopicTrie.find(
-                edges: edges, mask: mask, longKeys: longKeys, parent: node, key: key,
-                hash: TopicTrie.levelHash(seed: seed, parent: node, key))
-            if slot >= 0 {
-                let edge = edges[slot]
-                visit(edge.child, edge.record, level: level + 1, body)
-            }
+            let pending = startLookup(node, record, level: level)
+            if pending.slot >= 0 { finishLookup(node, pending, level: level, body) }
         }
 
         @inline(__always)
