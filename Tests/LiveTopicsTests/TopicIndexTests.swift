@@ -61,6 +61,28 @@ struct TopicIndexTests {
         #expect(throws: TopicError.self) { try index.add("a/#/b", 2) }
     }
 
+    @Test("long levels survive heavy removal (their key storage is compacted)")
+    func longLevelsAndCompaction() throws {
+        var index = TopicIndex<Int>()
+        let long = String(repeating: "x", count: 40)
+        var registrations: [TopicIndex<Int>.Registration] = []
+        for number in 0..<500 {
+            registrations.append(try index.add("\(long)-\(number)/\(long)/+", number))
+        }
+        let keeper = try index.add("\(long)-keep/\(long)/#", -1)
+        for (number, registration) in registrations.enumerated() where number % 5 != 0 {
+            #expect(index.remove(registration) == number)
+        }
+        #expect(try index.matches("\(long)-10/\(long)/a") == [10])
+        #expect(try index.matches("\(long)-11/\(long)/a") == [])
+        #expect(try index.matches("\(long)-keep/\(long)") == [-1])
+        for number in 500..<600 { try index.add("\(long)-\(number)/\(long)/+", number) }
+        #expect(try index.matches("\(long)-599/\(long)/z") == [599])
+        #expect(try index.matches("\(long)-495/\(long)/z") == [495])
+        #expect(index.remove(keeper) == -1)
+        #expect(index.count == 200)
+    }
+
     @Test("the index agrees with a brute-force reference on random filters and topics", arguments: [1, 2, 3, 4])
     func agreesWithReference(seed: UInt64) throws {
         var random = SplitMix64(seed: seed)
