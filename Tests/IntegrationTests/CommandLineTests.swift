@@ -99,6 +99,34 @@ struct CommandLineTests {
         #expect(result.standardOutput.isEmpty)
     }
 
+    @Test("a subscription the broker refuses: one line saying so, exit 1; the password comes from a file")
+    func refusedSubscription() async throws {
+        let security = DynamicSecurity(username: "reader", password: "secret", subscribeAllowed: ["ds1/#"])
+        let broker = try await MosquittoBroker.start(.init(dynamicSecurity: security))
+        let passwordFile = try TestDirectory.make(prefix: "password").appendingPathComponent("password")
+        try "secret\n".write(to: passwordFile, atomically: true, encoding: .utf8)
+        let runner = try CommandRunner()
+        let refused = try await runner.run([
+            "subscribe", "--port", "\(broker.port)", "--username", "reader", "--password-file", passwordFile.path,
+            "--dataset", "ds2",
+        ])
+        #expect(refused.status == 1)
+        #expect(
+            refused.errorLines == [
+                "error: the broker refused the subscription to \"ds2/+/+/+/+/+/+\": Not authorized (reason code 0x87)"
+            ])
+        let allowed = try await runner.run([
+            "subscribe", "--port", "\(broker.port)", "--username", "reader", "--password-file", passwordFile.path,
+            "--dataset", "ds1", "--timeout", "0.5",
+        ])
+        #expect(allowed.status == 0, "stderr: \(allowed.standardError)")
+        let wrong = try await runner.run(
+            ["subscribe", "--port", "\(broker.port)", "--username", "reader", "--dataset", "ds1"])
+        #expect(wrong.status == 1)
+        #expect(wrong.errorLines.count == 1)
+        #expect(wrong.errorLines.first?.hasPrefix("error: cannot connect to the MQTT broker at 127.0.0.1:\(broker.port): the broker refused the connection") == true)
+    }
+
     @Test("--timeout ends a quiet subscription; with an unmet --count it is a failure")
     func timeout() async throws {
         let broker = try await MosquittoBroker.start()

@@ -88,6 +88,11 @@ struct PublishCommand: AsyncParsableCommand {
     private func makePayload(topicName: String) throws -> String {
         if clear { return "" }
         if let payload { return payload }
+        guard let topic = try? LiveTopic(parsing: topicName) else {
+            throw CommandFailure.usage(
+                "name=value properties need a seven-part live-data topic; \(jsonQuoted(topicName)) is not one "
+                    + "(send any other payload with --payload)")
+        }
         var values = LiveProperties()
         for argument in properties {
             guard let equals = argument.firstIndex(of: "="), equals != argument.startIndex else {
@@ -103,12 +108,6 @@ struct PublishCommand: AsyncParsableCommand {
             }
             time = parsed
         }
-        let location = (try? LiveTopic(parsing: topicName))?.location ?? ""
-        var object = JSONObjectWriter()
-        object.add("id", id ?? location)
-        object.add("timestamp", time.description)
-        if let origin { object.add("originSourceId", origin) }
-        object.add("properties", json: values.json)
-        return object.json
+        return LiveUpdate(topic: topic, id: id, timestamp: time, originSourceId: origin, properties: values).payload
     }
 }

@@ -57,9 +57,11 @@ struct SubscribeCommand: AsyncParsableCommand {
             ?? criteria.criteria()
         let client = try MQTTClient(configuration: broker.configuration(), logger: makeLogger(verbose: verbose))
         try await client.connect()
-        let events = Task { await Self.reportEvents(client.events) }
-        defer { events.cancel() }
         try await client.subscribe(topicCriteria.filter.string, qos: qos)
+        // Started after the subscription succeeded: a refusal from here on comes from a
+        // renewed subscription after a reconnection, and ends the command.
+        let events = Task { await Self.watch(client) }
+        defer { events.cancel() }
 
         let timer = timeout.map { seconds in
             Task {
@@ -78,6 +80,9 @@ struct SubscribeCommand: AsyncParsableCommand {
             if let count, received >= count { break }
         }
         await client.disconnect()
+        if let refusal = await events.value {
+            throw CommandFailure.runtime("\(refusal)")
+        }
         if let count, received < count {
             throw CommandFailure.runtime(
                 "timed out after \(timeout.map { "\($0)" } ?? "?") s with \(received) of \(count) updates")
@@ -85,9 +90,11 @@ struct SubscribeCommand: AsyncParsableCommand {
     }
 
     /// Tells the person at the terminal when the connection drops and comes back.
-    static func reportEvents(_ events: AsyncStream<MQTTEvent>) async {
+    /// - Returns: the error if the broker refused the renewed subscription (the client is
+    ///   then disconnected, which ends the output).
+    static func watch(_ client: MQTTClient) async -> MQTTError? {
         var lost = false
-        for await event in events {
+        for await event in client.events {
             switch event {
             case .error(let error):
                 if case .connectionLost = error {
@@ -98,11 +105,13 @@ struct SubscribeCommand: AsyncParsableCommand {
                 lost = false
                 printError("note: reconnected")
             case .subscriptionFailed(_, let error):
-                printError("error: \(error)")
+                await client.disconnect()
+                return error
             default:
                 continue
             }
         }
+        return nil
     }
 }
 
