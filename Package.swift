@@ -10,6 +10,7 @@ let package = Package(
         .executable(name: "livedata", targets: ["livedata"]),
         .library(name: "LiveTopics", targets: ["LiveTopics"]),
         .library(name: "Mosquitto", targets: ["Mosquitto"]),
+        .library(name: "DisplayRules", targets: ["DisplayRules"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -29,6 +30,7 @@ let package = Package(
             ]
         ),
         .target(name: "LiveTopics"),
+        .target(name: "DisplayRules", dependencies: ["LiveTopics"]),
         .executableTarget(
             name: "livedata",
             dependencies: [
@@ -44,6 +46,7 @@ let package = Package(
             path: "Tests/LiveDataTestSupport"
         ),
         .testTarget(name: "LiveTopicsTests", dependencies: ["LiveTopics"]),
+        .testTarget(name: "DisplayRulesTests", dependencies: ["DisplayRules", "LiveTopics"]),
         .testTarget(name: "MosquittoTests", dependencies: ["Mosquitto", "LiveTopics"]),
         .testTarget(
             name: "IntegrationTests",

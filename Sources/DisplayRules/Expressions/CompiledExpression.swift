@@ -1,0 +1,184 @@
+import LiveTopics
+
+/// A rule condition, parsed and type-checked once when the config loads, then evaluated
+/// per update without parsing and without building strings.
+///
+/// Properties are strings; compared with a number (or used in arithmetic) they are read as
+/// numbers, compared with `true`/`false` as booleans. A missing or unreadable value, or a
+/// division by zero, makes the comparison it is part of false; it never throws.
+public struct CompiledExpression: Sendable, CustomStringConvertible {
+    enum Comparison: String {
+        case equal = "==", notEqual = "!=", less = "<", lessOrEqual = "<=", greater = ">", greaterOrEqual = ">="
+
+        var isOrdering: Bool { self != .equal && self != .notEqual }
+    }
+
+    enum ComparisonKind {
+        case numeric, text, boolean
+    }
+
+    enum Arithmetic {
+        case add, subtract, multiply, divide
+    }
+
+    indirect enum Node: Sendable {
+        case number(Double)
+        case string(String)
+        case boolean(Bool)
+        case property(PropertyReference)
+        case exists(PropertyReference)
+        case negate(Node)
+        case arithmetic(Arithmetic, Node, Node)
+        case compare(Comparison, ComparisonKind, Node, Node)
+        case and(Node, Node)
+        case or(Node, Node)
+        case not(Node)
+        /// A property used as a condition: true when it reads as `true`.
+        case truth(Node)
+    }
+
+    public let source: String
+    let root: Node
+
+    /// Parses a condition. Bare names are properties of `domain`.
+    /// - Throws: ``ExpressionError`` with the column of the problem.
+    public init(_ source: String, domain: String?) throws(ExpressionError) {
+        self.source = source
+        root = try ExpressionParser.parse(source, domain: domain)
+    }
+
+    /// The properties the condition reads, in order of appearance.
+    public var references: [PropertyReference] {
+        var found: [PropertyReference] = []
+        func walk(_ node: Node) {
+            switch node {
+            case .property(let reference), .exists(let reference): found.append(reference)
+            case .negate(let inner), .not(let inner), .truth(let inner): walk(inner)
+            case .arithmetic(_, let a, let b), .compare(_, _, let a, let b), .and(let a, let b), .or(let a, let b):
+                walk(a)
+                walk(b)
+            case .number, .string, .boolean: break
+            }
+        }
+        walk(root)
+        return found
+    }
+
+    /// Whether the condition holds for these live values.
+    public func evaluate(_ values: LiveValues) -> Bool {
+        Self.truth(root, values)
+    }
+
+    public var description: String { source }
+
+    private static func truth(_ node: Node, _ values: LiveValues) -> Bool {
+        switch node {
+        case .boolean(let value): return value
+        case .and(let a, let b): return truth(a, values) && truth(b, values)
+        case .or(let a, let b): return truth(a, values) || truth(b, values)
+        case .not(let inner): return !truth(inner, values)
+        case .exists(let reference): return values[reference] != nil
+        case .truth(let inner): return boolean(inner, values) ?? false
+        case .compare(let op, let kind, let a, let b):
+            switch kind {
+            case .numeric:
+                guard let x = number(a, values), let y = number(b, values) else { return false }
+                switch op {
+                case .equal: return x == y
+                case .notEqual: return x != y
+                case .less: return x < y
+                case .lessOrEqual: return x <= y
+                case .greater: return x > y
+                case .greaterOrEqual: return x >= y
+                }
+            case .text:
+                guard let x = text(a, values), let y = text(b, values) else { return false }
+                return op == .equal ? x == y : x != y
+            case .boolean:
+                guard let x = boolean(a, values), let y = boolean(b, values) else { return false }
+                return op == .equal ? x == y : x != y
+            }
+        default:
+            return false
+        }
+    }
+
+    private static func number(_ node: Node, _ values: LiveValues) -> Double? {
+        switch node {
+        case .number(let value): return value
+        case .property(let reference): return values[reference].flatMap(parseNumber)
+        case .negate(let inner): return number(inner, values).map { -$0 }
+        case .arithmetic(let op, let a, let b):
+            guard let x = number(a, values), let y = number(b, values) else { return nil }
+            switch op {
+            case .add: return x + y
+            case .subtract: return x - y
+            case .multiply: return x * y
+            case .divide: return y == 0 ? nil : x / y
+            }
+        default: return nil
+        }
+    }
+
+    private static func text(_ node: Node, _ values: LiveValues) -> String? {
+        switch node {
+        case .string(let value): return value
+        case .property(let reference): return values[reference]
+        default: return nil
+        }
+    }
+
+    private static func boolean(_ node: Node, _ values: LiveValues) -> Bool? {
+        switch node {
+        case .boolean(let value): return value
+        case .property(let reference):
+            switch values[reference] {
+            case "true", "True", "TRUE", "1": return true
+            case "false", "False", "FALSE", "0": return false
+            default: return nil
+            }
+        default: return nil
+        }
+    }
+}
+
+/// Reads a property's text as a number: a fast path for plain decimals, `Double` otherwise.
+@inline(__always)
+func parseNumber(_ text: String) -> Double? {
+    let fast: Double?? = text.utf8.withContiguousStorageIfAvailable { bytes -> Double? in
+        var index = 0
+        var negative = false
+        if index < bytes.count, bytes[index] == UInt8(ascii: "-") {
+            negative = true
+            index += 1
+        }
+        var integer: Int64 = 0
+        var digits = 0
+        while index < bytes.count, bytes[index] >= UInt8(ascii: "0"), bytes[index] <= UInt8(ascii: "9") {
+            integer = integer &* 10 &+ Int64(bytes[index] &- UInt8(ascii: "0"))
+            digits += 1
+            index += 1
+        }
+        guard digits > 0, digits <= 15 else { return nil }
+        var value = Double(integer)
+        if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
+            index += 1
+            var fraction: Int64 = 0
+            var scale = 1.0
+            var fractionDigits = 0
+            while index < bytes.count, bytes[index] >= UInt8(ascii: "0"), bytes[index] <= UInt8(ascii: "9") {
+                fraction = fraction &* 10 &+ Int64(bytes[index] &- UInt8(ascii: "0"))
+                scale *= 10
+                fractionDigits += 1
+                index += 1
+            }
+            guard fractionDigits > 0, fractionDigits <= 9 else { return nil }
+            value += Double(fraction) / scale
+        }
+        guard index == bytes.count else { return nil }
+        return negative ? -value : value
+    }
+    if let fast, let value = fast { return value }
+    guard let value = Double(text), value.isFinite else { return nil }
+    return value
+}

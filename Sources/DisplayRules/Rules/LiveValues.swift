@@ -1,0 +1,47 @@
+import LiveTopics
+
+/// The current value of one domain at a location.
+public struct DomainValue: Hashable, Sendable {
+    public var domain: String
+    public var properties: LiveProperties
+    public var timestamp: LiveTimestamp
+
+    public init(domain: String, properties: LiveProperties, timestamp: LiveTimestamp) {
+        self.domain = domain
+        self.properties = properties
+        self.timestamp = timestamp
+    }
+}
+
+/// What rules and labels read: a location's fresh domain values, plus the catalog's
+/// capacity as the default for `occupancy.capacity`.
+public struct LiveValues: Sendable {
+    public var domains: [DomainValue]
+    public var catalogCapacity: String?
+
+    public init(domains: [DomainValue], catalogCapacity: String? = nil) {
+        self.domains = domains
+        self.catalogCapacity = catalogCapacity
+    }
+
+    /// The value of a property, or `nil`. An unqualified reference looks in every domain.
+    public subscript(reference: PropertyReference) -> String? {
+        if let domain = reference.domain {
+            for value in domains where value.domain == domain {
+                if let text = value.properties[reference.name] { return text }
+                break
+            }
+            if domain == "occupancy" && reference.name == "capacity" { return catalogCapacity }
+            return nil
+        }
+        for value in domains {
+            if let text = value.properties[reference.name] { return text }
+        }
+        return reference.name == "capacity" ? catalogCapacity : nil
+    }
+
+    /// Whether a domain has a value.
+    public func has(_ domain: String) -> Bool {
+        domains.contains { $0.domain == domain }
+    }
+}
