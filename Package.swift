@@ -15,6 +15,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
     ],
     targets: [
         .systemLibrary(
@@ -31,6 +32,10 @@ let package = Package(
         ),
         .target(name: "LiveTopics"),
         .target(name: "DisplayRules", dependencies: ["LiveTopics"]),
+        .target(
+            name: "LiveDataConfiguration",
+            dependencies: ["LiveTopics", "DisplayRules", .product(name: "Yams", package: "Yams")]
+        ),
         .executableTarget(
             name: "livedata",
             dependencies: [
@@ -47,6 +52,8 @@ let package = Package(
         ),
         .testTarget(name: "LiveTopicsTests", dependencies: ["LiveTopics"]),
         .testTarget(name: "DisplayRulesTests", dependencies: ["DisplayRules", "LiveTopics"]),
+        .testTarget(
+            name: "LiveDataConfigurationTests", dependencies: ["LiveDataConfiguration", "DisplayRules", "LiveTopics"]),
         .testTarget(name: "MosquittoTests", dependencies: ["Mosquitto", "LiveTopics"]),
         .testTarget(
             name: "IntegrationTests",

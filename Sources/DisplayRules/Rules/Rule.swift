@@ -4,8 +4,9 @@ import LiveTopics
 public struct Rule: Sendable {
     public var name: String
     /// The domain whose values the rule is about; bare names in `condition` are its properties.
-    /// The rule applies only where this domain has a value.
-    public var domain: String
+    /// The rule applies only where this domain has a value. Without one, it applies to every
+    /// location with any value, and bare names are looked up in every domain.
+    public var domain: String?
     public var condition: CompiledExpression
     /// Optional criteria limiting which locations the rule applies to.
     public var scope: TopicCriteria?
@@ -19,7 +20,7 @@ public struct Rule: Sendable {
     public var order: Int
 
     public init(
-        name: String, domain: String, condition: CompiledExpression, scope: TopicCriteria? = nil,
+        name: String, domain: String?, condition: CompiledExpression, scope: TopicCriteria? = nil,
         style: StyleTemplate, legend: String? = nil, layer: String? = nil, priority: Int = 0, order: Int = 0
     ) {
         self.name = name
@@ -38,8 +39,13 @@ public struct Rule: Sendable {
     /// Whether the rule applies to a location: its domain has a value there, the scope
     /// allows the location, and the condition holds.
     public func applies(to address: LocationAddress, values: LiveValues) -> Bool {
-        guard values.has(domain) else { return false }
-        if let scope, !scope.matches(address, domain: domain) { return false }
+        if let domain {
+            guard values.has(domain) else { return false }
+            if let scope, !scope.matches(address, domain: domain) { return false }
+        } else {
+            guard !values.domains.isEmpty else { return false }
+            if let scope, !values.domains.contains(where: { scope.matches(address, domain: $0.domain) }) { return false }
+        }
         return condition.evaluate(values)
     }
 

@@ -1,0 +1,403 @@
+import DisplayRules
+import Foundation
+import LiveTopics
+import Yams
+
+extension LiveDataConfig {
+    static let topLevelKeys = ["broker", "subscriptions", "domains", "catalog", "styles", "rules", "output", "store", "http", "log"]
+
+    /// Reads and checks a config file. Relative paths in it (catalog, password file, TLS
+    /// files) are found from the working directory, or else from the file's directory.
+    /// `$LIVEDATA_MQTT_PASSWORD` and `$LIVEDATA_HTTP_TOKEN` override the secrets.
+    /// - Throws: ``ConfigErrors`` with every problem found, each with file, line and column.
+    public static func load(
+        path: String, environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws(ConfigErrors) -> LiveDataConfig {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            let reason = FileManager.default.fileExists(atPath: path) ? "it cannot be read" : "it does not exist"
+            throw ConfigErrors([ConfigError(file: path, line: 1, column: 1, message: "cannot open the config file: \(reason)")])
+        }
+        guard let text = String(data: data, encoding: .utf8) else {
+            throw ConfigErrors([ConfigError(file: path, line: 1, column: 1, message: "the config file is not UTF-8 text")])
+        }
+        let directory = URL(fileURLWithPath: path).deletingLastPathComponent().path
+        return try parse(yaml: text, file: path, directory: directory, environment: environment)
+    }
+
+    /// Reads config text; see ``load(path:environment:)``.
+    /// - Throws: ``ConfigErrors``.
+    public static func parse(
+        yaml: String, file: String, directory: String? = nil, environment: [String: String] = [:]
+    ) throws(ConfigErrors) -> LiveDataConfig {
+        let reader = ConfigReader(file: file)
+        let root: Node?
+        do {
+            root = try Yams.compose(yaml: yaml)
+        } catch let error as YamlError {
+            throw ConfigErrors([syntaxError(error, file: file)])
+        } catch {
+            throw ConfigErrors([ConfigError(file: file, line: 1, column: 1, message: "cannot read the YAML: \(error)")])
+        }
+        var config = LiveDataConfig(file: file)
+        guard let root else { return config.applying(environment) }
+        let resolver = PathResolver(directory: directory)
+        var catalogNode: Node?
+        var catalogPath: String?
+        var domains: [String: DomainSettings] = [:]
+        var stylesNode: Node?
+        var rulesNode: Node?
+        for (key, _, value) in reader.mapping(root, "the config file", allowed: topLevelKeys) {
+            switch key {
+            case "broker": config.broker = readBroker(value, reader, resolver)
+            case "subscriptions": config.subscriptions = readSubscriptions(value, reader)
+            case "domains": domains = readDomains(value, reader)
+            case "catalog":
+                catalogNode = value
+                catalogPath = reader.nonEmptyString(value, "catalog").map(resolver.resolve)
+            case "styles": stylesNode = value
+            case "rules": rulesNode = value
+            case "output": config.output = readOutput(value, reader)
+            case "store": config.store = readStore(value, reader)
+            case "http": config.http = readHTTP(value, reader)
+            case "log": config.log = readLog(value, reader)
+            default: break
+            }
+        }
+        var catalog = LocationCatalog()
+        if let catalogPath, let catalogNode {
+            if let text = try? String(contentsOfFile: catalogPath, encoding: .utf8) {
+                do {
+                    catalog = try LocationCatalog(csv: text)
+                } catch {
+                    reader.error(catalogNode, "the catalog \(catalogPath) \(error)")
+                }
+            } else {
+                reader.error(catalogNode, "cannot read the catalog \(catalogPath)")
+            }
+        }
+        let styles = stylesNode.map { readStyles($0, reader) } ?? (main: StyleTemplate.empty, types: [:], locations: [:])
+        let rules = rulesNode.map { readRules($0, reader) } ?? []
+        config.ruleSet = RuleSet(
+            main: styles.main, types: styles.types, locations: styles.locations, rules: rules, domains: domains,
+            catalog: catalog)
+        guard reader.errors.isEmpty else { throw ConfigErrors(reader.errors) }
+        return config.applying(environment)
+    }
+
+    private func applying(_ environment: [String: String]) -> LiveDataConfig {
+        var config = self
+        if let password = environment["LIVEDATA_MQTT_PASSWORD"] { config.broker.passwordFromEnvironment = password }
+        if let token = environment["LIVEDATA_HTTP_TOKEN"] { config.http.token = token }
+        return config
+    }
+
+    private static func syntaxError(_ error: YamlError, file: String) -> ConfigError {
+        switch error {
+        case .scanner(let context, let problem, let mark, _), .parser(let context, let problem, let mark, _),
+            .composer(let context, let problem, let mark, _):
+            let detail = context.map { "\(problem) \($0.text)" } ?? problem
+            return ConfigError(file: file, line: mark.line, column: mark.column, message: "not valid YAML: \(detail)")
+        default:
+            return ConfigError(file: file, line: 1, column: 1, message: "not valid YAML: \(error)")
+        }
+    }
+
+    // MARK: - Sections
+
+    private static func readBroker(_ node: Node, _ reader: ConfigReader, _ resolver: PathResolver) -> BrokerSettings {
+        var broker = BrokerSettings()
+        let keys = ["host", "port", "clientId", "protocol", "username", "passwordFile", "keepalive", "qos", "cleanStart", "tls"]
+        for (key, _, value) in reader.mapping(node, "broker", allowed: keys) {
+            switch key {
+            case "host": broker.host = reader.nonEmptyString(value, "broker.host") ?? broker.host
+            case "port": broker.port = reader.int(value, "broker.port", range: 1...65_535) ?? broker.port
+            case "clientId": broker.clientId = reader.nonEmptyString(value, "broker.clientId") ?? broker.clientId
+            case "protocol":
+                if let text = reader.string(value, "broker.protocol") {
+                    if ["mqtt5", "mqtt311"].contains(text) {
+                        broker.protocolVersion = text
+                    } else {
+                        reader.error(value, "broker.protocol must be mqtt5 or mqtt311, found \"\(text)\"")
+                    }
+                }
+            case "username": broker.username = reader.nonEmptyString(value, "broker.username")
+            case "passwordFile": broker.passwordFile = reader.nonEmptyString(value, "broker.passwordFile").map(resolver.resolve)
+            case "keepalive": broker.keepalive = reader.duration(value, "broker.keepalive") ?? broker.keepalive
+            case "qos": broker.qos = reader.int(value, "broker.qos", range: 0...2) ?? broker.qos
+            case "cleanStart": broker.cleanStart = reader.bool(value, "broker.cleanStart") ?? broker.cleanStart
+            case "tls":
+                var tls = TLSSettings()
+                for (tlsKey, _, tlsValue) in reader.mapping(value, "broker.tls", allowed: ["caFile", "certFile", "keyFile"]) {
+                    let path = reader.nonEmptyString(tlsValue, "broker.tls.\(tlsKey)").map(resolver.resolve)
+                    switch tlsKey {
+                    case "caFile": tls.caFile = path
+                    case "certFile": tls.certFile = path
+                    default: tls.keyFile = path
+                    }
+                }
+                if (tls.certFile == nil) != (tls.keyFile == nil) {
+                    reader.error(value, "broker.tls needs both certFile and keyFile for a client certificate")
+                }
+                broker.tls = tls
+            default: break
+            }
+        }
+        return broker
+    }
+
+    private static func readSubscriptions(_ node: Node, _ reader: ConfigReader) -> [TopicCriteria] {
+        let items = reader.sequence(node, "subscriptions")
+        let criteria = items.compactMap { readCriteria($0, reader, "a subscription") }
+        return items.isEmpty ? [try! TopicCriteria()] : criteria
+    }
+
+    /// `{dataset: ds1, domain: occupancy}` or `{filter: "ds1/+/B/#"}`.
+    static func readCriteria(_ node: Node, _ reader: ConfigReader, _ what: String) -> TopicCriteria? {
+        let allowed = LiveTopic.Component.allCases.map(\.rawValue) + ["filter"]
+        let members = reader.mapping(node, what, allowed: allowed)
+        if let filterMember = members.first(where: { $0.key == "filter" }) {
+            guard members.count == 1 else {
+                reader.error(node, "\(what) is either a filter or components, not both")
+                return nil
+            }
+            guard let text = reader.nonEmptyString(filterMember.value, "filter") else { return nil }
+            do {
+                return TopicCriteria(filter: try TopicFilter(text))
+            } catch {
+                reader.error(filterMember.value, "bad filter: \(error)")
+                return nil
+            }
+        }
+        var values: [LiveTopic.Component: String] = [:]
+        for (key, _, value) in members {
+            guard let component = LiveTopic.Component(rawValue: key), let text = reader.string(value, key) else { continue }
+            do {
+                try LiveTopic.validateComponent(text, as: component)
+                values[component] = text
+            } catch {
+                reader.error(value, "\(error)")
+            }
+        }
+        return try? TopicCriteria(
+            dataset: values[.dataset], venue: values[.venue], building: values[.building], floor: values[.floor],
+            room: values[.room], location: values[.location], domain: values[.domain])
+    }
+
+    private static func readDomains(_ node: Node, _ reader: ConfigReader) -> [String: DomainSettings] {
+        var domains: [String: DomainSettings] = [:]
+        for (domain, _, value) in reader.mapping(node, "domains", allowed: nil) {
+            var settings = DomainSettings()
+            for (key, _, setting) in reader.mapping(value, "domains.\(domain)", allowed: ["staleAfter"]) where key == "staleAfter" {
+                settings.staleAfter = reader.duration(setting, "domains.\(domain).staleAfter")
+            }
+            domains[domain] = settings
+        }
+        return domains
+    }
+
+    private static func readStyles(
+        _ node: Node, _ reader: ConfigReader
+    ) -> (main: StyleTemplate, types: [String: StyleTemplate], locations: [String: StyleTemplate]) {
+        var main = StyleTemplate.empty
+        var types: [String: StyleTemplate] = [:]
+        var locations: [String: StyleTemplate] = [:]
+        for (key, _, value) in reader.mapping(node, "styles", allowed: ["main", "types", "locations"]) {
+            switch key {
+            case "main": main = readStyleTemplate(value, reader, "styles.main", domain: nil)
+            case "types":
+                for (type, _, style) in reader.mapping(value, "styles.types", allowed: nil) {
+                    types[type] = readStyleTemplate(style, reader, "styles.types.\(type)", domain: nil)
+                }
+            default:
+                for (id, _, style) in reader.mapping(value, "styles.locations", allowed: nil) {
+                    locations[id] = readStyleTemplate(style, reader, "styles.locations.\(id)", domain: nil)
+                }
+            }
+        }
+        return (main, types, locations)
+    }
+
+    static func readStyleTemplate(_ node: Node, _ reader: ConfigReader, _ what: String, domain: String?) -> StyleTemplate {
+        var style = Style()
+        var labelNode: Node?
+        var badgeTextNode: Node?
+        for (key, _, value) in reader.mapping(node, what, allowed: StyleField.allCases.map(\.rawValue)) {
+            let name = "\(what).\(key)"
+            switch StyleField(rawValue: key)! {
+            case .visible: style.visible = reader.bool(value, name)
+            case .zoomFrom: style.zoomFrom = reader.double(value, name, range: 0...30)
+            case .zoomTo: style.zoomTo = reader.double(value, name, range: 0...30)
+            case .icon: style.icon = reader.string(value, name)
+            case .iconVisible: style.iconVisible = reader.bool(value, name)
+            case .iconSize: style.iconSize = reader.double(value, name, range: 0...1024)
+            case .label:
+                style.label = reader.string(value, name)
+                labelNode = value
+            case .labelVisible: style.labelVisible = reader.bool(value, name)
+            case .polygonVisible: style.polygonVisible = reader.bool(value, name)
+            case .polygonFillColor: style.polygonFillColor = reader.color(value, name)
+            case .polygonFillOpacity: style.polygonFillOpacity = reader.double(value, name, range: 0...1)
+            case .polygonStrokeColor: style.polygonStrokeColor = reader.color(value, name)
+            case .polygonStrokeWidth: style.polygonStrokeWidth = reader.double(value, name, range: 0...100)
+            case .polygonStrokeOpacity: style.polygonStrokeOpacity = reader.double(value, name, range: 0...1)
+            case .badge:
+                var badge = Badge()
+                for (badgeKey, _, badgeValue) in reader.mapping(value, name, allowed: ["text", "textColor", "backgroundColor"]) {
+                    switch badgeKey {
+                    case "text":
+                        badge.text = reader.string(badgeValue, "\(name).text")
+                        badgeTextNode = badgeValue
+                    case "textColor": badge.textColor = reader.color(badgeValue, "\(name).textColor")
+                    default: badge.backgroundColor = reader.color(badgeValue, "\(name).backgroundColor")
+                    }
+                }
+                style.badge = badge
+            case .displayRank: style.displayRank = reader.int(value, name)
+            case .layer: style.layer = reader.nonEmptyString(value, name)
+            }
+        }
+        if let zoomFrom = style.zoomFrom, let zoomTo = style.zoomTo, zoomFrom > zoomTo {
+            reader.error(node, "\(what): zoomFrom (\(number(zoomFrom))) is above zoomTo (\(number(zoomTo)))")
+        }
+        do {
+            return try StyleTemplate(style, domain: domain)
+        } catch {
+            // Report against whichever template failed.
+            if let label = style.label, (try? LabelTemplate(label, domain: domain)) == nil, let labelNode {
+                reader.error(labelNode, error, "\(what).label")
+            } else if let badgeTextNode {
+                reader.error(badgeTextNode, error, "\(what).badge.text")
+            }
+            return .empty
+        }
+    }
+
+    private static func readRules(_ node: Node, _ reader: ConfigReader) -> [Rule] {
+        var rules: [Rule] = []
+        var names = Set<String>()
+        let keys = ["name", "domain", "when", "where", "style", "legend", "layer", "priority"]
+        for (order, item) in reader.sequence(node, "rules").enumerated() {
+            let members = reader.mapping(item, "a rule", allowed: keys)
+            guard case .mapping = item else { continue }
+            guard let nameMember = members.first(where: { $0.key == "name" }) else {
+                reader.error(item, "a rule needs a name")
+                continue
+            }
+            guard let name = reader.nonEmptyString(nameMember.value, "a rule's name") else { continue }
+            if !names.insert(name).inserted { reader.error(nameMember.value, "two rules are named \"\(name)\"") }
+            let what = "rule \"\(name)\""
+            var domain: String?
+            if let member = members.first(where: { $0.key == "domain" }) {
+                domain = reader.nonEmptyString(member.value, "\(what): domain")
+            }
+            var condition = try! CompiledExpression("true", domain: domain)
+            var scope: TopicCriteria?
+            var style = StyleTemplate.empty
+            var legend: String?
+            var layer: String?
+            var priority = 0
+            var valid = true
+            for (key, _, value) in members {
+                switch key {
+                case "when":
+                    guard let text = reader.nonEmptyString(value, "\(what): when") else {
+                        valid = false
+                        continue
+                    }
+                    do {
+                        condition = try CompiledExpression(text, domain: domain)
+                    } catch {
+                        reader.error(value, error, "\(what): when")
+                        valid = false
+                    }
+                case "where": scope = readCriteria(value, reader, "\(what): where")
+                case "style": style = readStyleTemplate(value, reader, "\(what): style", domain: domain)
+                case "legend": legend = reader.nonEmptyString(value, "\(what): legend")
+                case "layer": layer = reader.nonEmptyString(value, "\(what): layer")
+                case "priority": priority = reader.int(value, "\(what): priority") ?? 0
+                default: continue
+                }
+            }
+            if valid {
+                rules.append(
+                    Rule(
+                        name: name, domain: domain, condition: condition, scope: scope, style: style, legend: legend,
+                        layer: layer, priority: priority, order: order))
+            }
+        }
+        return rules
+    }
+
+    private static func readOutput(_ node: Node, _ reader: ConfigReader) -> OutputSettings {
+        var output = OutputSettings()
+        for (key, _, value) in reader.mapping(node, "output", allowed: ["prefix", "retain", "qos", "summaryInterval"]) {
+            switch key {
+            case "prefix":
+                if let prefix = reader.nonEmptyString(value, "output.prefix") {
+                    if prefix.contains("+") || prefix.contains("#") || prefix.hasPrefix("/") || prefix.hasSuffix("/") {
+                        reader.error(value, "output.prefix must be topic levels without wildcards or outer slashes, found \"\(prefix)\"")
+                    } else {
+                        output.prefix = prefix
+                    }
+                }
+            case "retain": output.retain = reader.bool(value, "output.retain") ?? output.retain
+            case "qos": output.qos = reader.int(value, "output.qos", range: 0...2) ?? output.qos
+            default: output.summaryInterval = reader.duration(value, "output.summaryInterval") ?? output.summaryInterval
+            }
+        }
+        return output
+    }
+
+    private static func readStore(_ node: Node, _ reader: ConfigReader) -> StoreSettings {
+        var store = StoreSettings()
+        for (_, _, value) in reader.mapping(node, "store", allowed: ["path"]) {
+            store.path = reader.nonEmptyString(value, "store.path") ?? store.path
+        }
+        return store
+    }
+
+    private static func readHTTP(_ node: Node, _ reader: ConfigReader) -> HTTPSettings {
+        var http = HTTPSettings()
+        for (key, _, value) in reader.mapping(node, "http", allowed: ["listen", "token"]) {
+            if key == "listen" {
+                if let listen = reader.nonEmptyString(value, "http.listen") {
+                    if let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]),
+                        (0...65_535).contains(port), colon != listen.startIndex
+                    {
+                        http.listen = listen
+                    } else {
+                        reader.error(value, "http.listen must be host:port, such as 127.0.0.1:8080, found \"\(listen)\"")
+                    }
+                }
+            } else {
+                http.token = reader.nonEmptyString(value, "http.token")
+            }
+        }
+        return http
+    }
+
+    private static func readLog(_ node: Node, _ reader: ConfigReader) -> LogSettings {
+        var log = LogSettings()
+        for (_, _, value) in reader.mapping(node, "log", allowed: ["level"]) {
+            if let level = reader.string(value, "log.level") {
+                if LogSettings.levels.contains(level) {
+                    log.level = level
+                } else {
+                    reader.error(value, "log.level must be one of \(LogSettings.levels.joined(separator: ", ")), found \"\(level)\"")
+                }
+            }
+        }
+        return log
+    }
+}
+
+/// Finds relative paths from the working directory, or else from the config file's directory.
+struct PathResolver {
+    let directory: String?
+
+    func resolve(_ path: String) -> String {
+        guard !path.hasPrefix("/"), let directory, !FileManager.default.fileExists(atPath: path) else { return path }
+        let candidate = URL(fileURLWithPath: directory).appendingPathComponent(path).path
+        return FileManager.default.fileExists(atPath: candidate) ? candidate : path
+    }
+}

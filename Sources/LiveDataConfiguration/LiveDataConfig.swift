@@ -1,0 +1,119 @@
+import DisplayRules
+import LiveTopics
+
+/// The daemon's settings, from one YAML file (config/livedata.yaml documents every key).
+/// Every key is optional except each rule's `name`; unknown keys are errors.
+public struct LiveDataConfig: Sendable {
+    /// The file it was read from.
+    public var file: String
+    public var broker: BrokerSettings
+    /// Topic criteria to subscribe to; default: every live-data topic.
+    public var subscriptions: [TopicCriteria]
+    /// Styles, rules, domain settings and the catalog.
+    public var ruleSet: RuleSet
+    public var output: OutputSettings
+    public var store: StoreSettings
+    public var http: HTTPSettings
+    public var log: LogSettings
+
+    public init(
+        file: String = "<defaults>", broker: BrokerSettings = BrokerSettings(),
+        subscriptions: [TopicCriteria] = [try! TopicCriteria()], ruleSet: RuleSet = RuleSet(),
+        output: OutputSettings = OutputSettings(), store: StoreSettings = StoreSettings(),
+        http: HTTPSettings = HTTPSettings(), log: LogSettings = LogSettings()
+    ) {
+        self.file = file
+        self.broker = broker
+        self.subscriptions = subscriptions
+        self.ruleSet = ruleSet
+        self.output = output
+        self.store = store
+        self.http = http
+        self.log = log
+    }
+}
+
+/// `broker:` — how to reach the MQTT broker.
+public struct BrokerSettings: Sendable, Equatable {
+    /// `host`, default `127.0.0.1`.
+    public var host = "127.0.0.1"
+    /// `port`, default 1883.
+    public var port = 1883
+    /// `clientId`, default `livedata`; fixed, so that the broker keeps the session.
+    public var clientId = "livedata"
+    /// `protocol`: `mqtt5` (default) or `mqtt311`.
+    public var protocolVersion = "mqtt5"
+    /// `username`, default none.
+    public var username: String?
+    /// `passwordFile`; `$LIVEDATA_MQTT_PASSWORD` overrides it.
+    public var passwordFile: String?
+    /// The password from `$LIVEDATA_MQTT_PASSWORD`, if set.
+    public var passwordFromEnvironment: String?
+    /// `keepalive`, default 30s.
+    public var keepalive: Duration = .seconds(30)
+    /// `qos` of the subscriptions, default 1.
+    public var qos = 1
+    /// `cleanStart`, default false: a persistent session keeps updates while the daemon is down.
+    public var cleanStart = false
+    /// `tls: {caFile, certFile, keyFile}`, default none (plain TCP).
+    public var tls: TLSSettings?
+
+    public init() {}
+}
+
+/// `broker.tls:` — PEM files.
+public struct TLSSettings: Sendable, Equatable {
+    public var caFile: String?
+    public var certFile: String?
+    public var keyFile: String?
+
+    public init(caFile: String? = nil, certFile: String? = nil, keyFile: String? = nil) {
+        self.caFile = caFile
+        self.certFile = certFile
+        self.keyFile = keyFile
+    }
+}
+
+/// `output:` — what the daemon publishes.
+public struct OutputSettings: Sendable, Equatable {
+    /// `prefix` of every topic it publishes, default `livedata`.
+    public var prefix = "livedata"
+    /// `retain`, default true: late subscribers get the current state at once.
+    public var retain = true
+    /// `qos`, default 1.
+    public var qos = 1
+    /// `summaryInterval`: at most one summary per floor or building per interval, default 1s.
+    public var summaryInterval: Duration = .seconds(1)
+
+    public init() {}
+}
+
+/// `store:` — persistence.
+public struct StoreSettings: Sendable, Equatable {
+    /// `path` of the SQLite file, default `data/state.db`; `":memory:"` keeps nothing.
+    public var path = "data/state.db"
+
+    public init() {}
+
+    public var isInMemory: Bool { path == ":memory:" }
+}
+
+/// `http:` — the HTTP interface.
+public struct HTTPSettings: Sendable, Equatable {
+    /// `listen` address, default `127.0.0.1:8080`.
+    public var listen = "127.0.0.1:8080"
+    /// `token` that guards the write endpoints; `$LIVEDATA_HTTP_TOKEN` overrides it.
+    public var token: String?
+
+    public init() {}
+}
+
+/// `log:` — logging.
+public struct LogSettings: Sendable, Equatable {
+    /// `level`: trace, debug, info (default), notice, warning, error, critical.
+    public var level = "info"
+
+    public init() {}
+
+    public static let levels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
+}

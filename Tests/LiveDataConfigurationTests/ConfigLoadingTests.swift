@@ -1,0 +1,100 @@
+import DisplayRules
+import Foundation
+import LiveDataConfiguration
+import LiveTopics
+import Testing
+
+@Suite("Config file")
+struct ConfigLoadingTests {
+    func parse(_ yaml: String) throws(ConfigErrors) -> LiveDataConfig {
+        try LiveDataConfig.parse(yaml: yaml, file: "test.yaml")
+    }
+
+    func errors(_ yaml: String) -> [String] {
+        do {
+            _ = try parse(yaml)
+            return []
+        } catch {
+            return error.errors.map(\.description)
+        }
+    }
+
+    @Test("the example config loads, with its catalog")
+    func example() throws {
+        // Tests run from the package root.
+        let config = try LiveDataConfig.load(path: "config/livedata.yaml", environment: [:])
+        #expect(config.broker.clientId == "livedata")
+        #expect(config.broker.cleanStart == false)
+        #expect(config.subscriptions.count == 5)
+        #expect(config.subscriptions.first?.filter.string == "demo/+/+/+/+/+/occupancy")
+        #expect(config.ruleSet.rules.count == 9)
+        #expect(config.ruleSet.rules.last?.name == "stuffy")  // highest priority applies last
+        #expect(config.ruleSet.catalog["room-102"]?.capacity == 8)
+        #expect(config.ruleSet.domains["occupancy"]?.staleAfter == .seconds(900))
+        #expect(config.output.summaryInterval == .seconds(1))
+        #expect(config.store.path == "data/state.db")
+        #expect(config.ruleSet.layers == ["climate", "desks", "occupancy"])
+    }
+
+    @Test("defaults when keys are left out; secrets from the environment")
+    func defaults() throws {
+        let config = try LiveDataConfig.parse(
+            yaml: "rules: []\n", file: "t.yaml", environment: ["LIVEDATA_MQTT_PASSWORD": "p", "LIVEDATA_HTTP_TOKEN": "t"])
+        #expect(config.broker.host == "127.0.0.1" && config.broker.port == 1883 && config.broker.protocolVersion == "mqtt5")
+        #expect(config.broker.passwordFromEnvironment == "p")
+        #expect(config.http.token == "t" && config.http.listen == "127.0.0.1:8080")
+        #expect(config.subscriptions.map(\.filter.string) == ["+/+/+/+/+/+/+"])
+        #expect(config.output.prefix == "livedata" && config.output.retain && config.output.qos == 1)
+        #expect(try parse("").log.level == "info")
+    }
+
+    @Test(
+        "mistakes are reported with file, line, column and what was expected",
+        arguments: [
+            (
+                "broker:\n  hots: x\n",
+                #"test.yaml:2:3: unknown key "hots" in broker (did you mean "host"? expected one of: host, port, clientId, protocol, username, passwordFile, keepalive, qos, cleanStart, tls)"#
+            ),
+            ("colour: red\n", #"test.yaml:1:1: unknown key "colour" in the config file (expected one of: broker, subscriptions, domains, catalog, styles, rules, output, store, http, log)"#),
+            (
+                "styles:\n  main: {polygonFillColor: red}\n",
+                ##"test.yaml:2:28: styles.main.polygonFillColor must be a color written #RRGGBB (quote it: "#D64545"), found "red""##
+            ),
+            ("domains:\n  occupancy: {staleAfter: soon}\n", #"test.yaml:2:27: domains.occupancy.staleAfter must be a duration such as 500ms, 30s, 15m or 2h, found "soon""#),
+            ("subscriptions:\n  - {building: \"B/1\"}\n", #"test.yaml:2:16: building "B/1": a component cannot contain '/' (it separates levels)"#),
+            ("subscriptions:\n  - {filter: \"a/#/b\"}\n", #"test.yaml:2:14: bad filter: level 2 of "a/#/b": '#' must be the last level"#),
+            (
+                "rules:\n  - name: r\n    domain: occupancy\n    when: nrOfPeople >> 0\n",
+                #"test.yaml:4:23: rule "r": when: unexpected '>'"#
+            ),
+            (
+                "rules:\n  - name: r\n    when: \"nrOfPeople = 1\"\n",
+                #"test.yaml:3:23: rule "r": when: '=' is not an operator; compare with '=='"#
+            ),
+            ("rules:\n  - domain: occupancy\n", "test.yaml:2:5: a rule needs a name"),
+            ("rules:\n  - name: a\n  - name: a\n", #"test.yaml:3:11: two rules are named "a""#),
+            ("output: {qos: 3}\n", "test.yaml:1:15: output.qos must be between 0 and 2, found 3"),
+            ("log: {level: loud}\n", #"test.yaml:1:14: log.level must be one of trace, debug, info, notice, warning, error, critical, found "loud""#),
+            ("styles:\n  main: {zoomFrom: 20, zoomTo: 10}\n", "test.yaml:2:9: styles.main: zoomFrom (20) is above zoomTo (10)"),
+            ("styles:\n  main: {label: \"{x\"}\n", "test.yaml:2:18: styles.main.label: '{' is not closed by '}'"),
+            ("broker: [1, 2]\n", "test.yaml:1:9: broker must be a mapping of key: value, found a list"),
+            ("rules: {a: 1}\n", "test.yaml:1:8: rules must be a list (lines starting with '- '), found a mapping"),
+            ("broker:\n  port: [\n", "test.yaml:3:1: not valid YAML: did not find expected node content while parsing a flow node"),
+        ])
+    func mistakes(yaml: String, message: String) {
+        #expect(errors(yaml) == [message])
+    }
+
+    @Test("every problem is reported, not just the first")
+    func allProblems() {
+        let found = errors("broker: {port: 0}\noutput: {retain: maybe}\nstyles: {main: {visible: 1}}\n")
+        #expect(found.count == 3)
+    }
+
+    @Test("a missing file says so")
+    func missingFile() {
+        #expect(throws: ConfigErrors([ConfigError(file: "/nonexistent.yaml", line: 1, column: 1, message: "cannot open the config file: it does not exist")])) {
+            try LiveDataConfig.load(path: "/nonexistent.yaml")
+        }
+    }
+}
