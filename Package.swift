@@ -11,6 +11,7 @@ let package = Package(
         .library(name: "LiveTopics", targets: ["LiveTopics"]),
         .library(name: "Mosquitto", targets: ["Mosquitto"]),
         .library(name: "DisplayRules", targets: ["DisplayRules"]),
+        .library(name: "LiveState", targets: ["LiveState"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -32,6 +33,8 @@ let package = Package(
         ),
         .target(name: "LiveTopics"),
         .target(name: "DisplayRules", dependencies: ["LiveTopics"]),
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .target(name: "LiveState", dependencies: ["LiveTopics", "DisplayRules", "CSQLite"]),
         .target(
             name: "LiveDataConfiguration",
             dependencies: ["LiveTopics", "DisplayRules", .product(name: "Yams", package: "Yams")]
@@ -52,6 +55,7 @@ let package = Package(
         ),
         .testTarget(name: "LiveTopicsTests", dependencies: ["LiveTopics"]),
         .testTarget(name: "DisplayRulesTests", dependencies: ["DisplayRules", "LiveTopics"]),
+        .testTarget(name: "LiveStateTests", dependencies: ["LiveState", "DisplayRules", "LiveTopics"]),
         .testTarget(
             name: "LiveDataConfigurationTests", dependencies: ["LiveDataConfiguration", "DisplayRules", "LiveTopics"]),
         .testTarget(name: "MosquittoTests", dependencies: ["Mosquitto", "LiveTopics"]),

@@ -1,0 +1,235 @@
+import DisplayRules
+import LiveTopics
+
+/// A compact binary form of a ``LocationRecord`` for the SQLite file: varints and
+/// length-prefixed UTF-8, fields in a fixed order, a format byte first so that a later
+/// format can still read this one.
+enum RecordCodec {
+    static let format: UInt8 = 1
+
+    struct DecodingError: Error, CustomStringConvertible {
+        var reason: String
+        var description: String { "a stored location cannot be read: \(reason)" }
+    }
+
+    // MARK: Encoding
+
+    static func encode(_ record: LocationRecord) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(256)
+        out.append(format)
+        let address = record.address
+        for part in [address.dataset, address.venue, address.building, address.floor, address.room, address.location] {
+            string(part, &out)
+        }
+        varint(record.version, &out)
+        varint(UInt64(record.values.count), &out)
+        for stored in record.values {
+            string(stored.value.domain, &out)
+            varint(zigzag(stored.value.timestamp.millisecondsSince1970), &out)
+            out.append(stored.stale ? 1 : 0)
+            varint(UInt64(stored.value.properties.count), &out)
+            for property in stored.value.properties {
+                string(property.name, &out)
+                string(property.value, &out)
+            }
+        }
+        if let published = record.published {
+            out.append(1)
+            style(published.style, &out)
+            varint(UInt64(published.rules.count), &out)
+            for rule in published.rules { string(rule, &out) }
+            optionalString(published.legendState, &out)
+        } else {
+            out.append(0)
+        }
+        return out
+    }
+
+    private static func style(_ style: Style, _ out: inout [UInt8]) {
+        var mask: UInt32 = 0
+        for (bit, field) in StyleField.allCases.enumerated() where field.isSet(in: style) { mask |= 1 << UInt32(bit) }
+        varint(UInt64(mask), &out)
+        if let value = style.visible { out.append(value ? 1 : 0) }
+        if let value = style.zoomFrom { double(value, &out) }
+        if let value = style.zoomTo { double(value, &out) }
+        if let value = style.icon { string(value, &out) }
+        if let value = style.iconVisible { out.append(value ? 1 : 0) }
+        if let value = style.iconSize { double(value, &out) }
+        if let value = style.label { string(value, &out) }
+        if let value = style.labelVisible { out.append(value ? 1 : 0) }
+        if let value = style.polygonVisible { out.append(value ? 1 : 0) }
+        if let value = style.polygonFillColor { varint(UInt64(value.rgb), &out) }
+        if let value = style.polygonFillOpacity { double(value, &out) }
+        if let value = style.polygonStrokeColor { varint(UInt64(value.rgb), &out) }
+        if let value = style.polygonStrokeWidth { double(value, &out) }
+        if let value = style.polygonStrokeOpacity { double(value, &out) }
+        if let badge = style.badge {
+            optionalString(badge.text, &out)
+            varint(badge.textColor.map { UInt64($0.rgb) + 1 } ?? 0, &out)
+            varint(badge.backgroundColor.map { UInt64($0.rgb) + 1 } ?? 0, &out)
+        }
+        if let value = style.displayRank { varint(zigzag(Int64(value)), &out) }
+        if let value = style.layer { string(value, &out) }
+    }
+
+    @inline(__always)
+    static func varint(_ value: UInt64, _ out: inout [UInt8]) {
+        var value = value
+        while value >= 0x80 {
+            out.append(UInt8(truncatingIfNeeded: value) | 0x80)
+            value >>= 7
+        }
+        out.append(UInt8(value))
+    }
+
+    private static func zigzag(_ value: Int64) -> UInt64 { UInt64(bitPattern: (value << 1) ^ (value >> 63)) }
+
+    private static func string(_ value: String, _ out: inout [UInt8]) {
+        varint(UInt64(value.utf8.count), &out)
+        out.append(contentsOf: value.utf8)
+    }
+
+    private static func optionalString(_ value: String?, _ out: inout [UInt8]) {
+        if let value {
+            out.append(1)
+            string(value, &out)
+        } else {
+            out.append(0)
+        }
+    }
+
+    private static func double(_ value: Double, _ out: inout [UInt8]) {
+        withUnsafeBytes(of: value.bitPattern.littleEndian) { out.append(contentsOf: $0) }
+    }
+
+    // MARK: Decoding
+
+    static func decode(_ bytes: UnsafeRawBufferPointer) throws(DecodingError) -> LocationRecord {
+        var reader = Reader(bytes: bytes)
+        guard try reader.byte() == format else { throw DecodingError(reason: "unknown format") }
+        let address = LocationAddress(
+            dataset: try reader.string(), venue: try reader.string(), building: try reader.string(),
+            floor: try reader.string(), room: try reader.string(), location: try reader.string())
+        let version = try reader.varint()
+        let valueCount = Int(try reader.varint())
+        var values: [StoredValue] = []
+        values.reserveCapacity(valueCount)
+        for _ in 0..<valueCount {
+            let domain = try reader.string()
+            let timestamp = LiveTimestamp(millisecondsSince1970: unzigzag(try reader.varint()))
+            let stale = try reader.byte() == 1
+            var properties = LiveProperties()
+            for _ in 0..<Int(try reader.varint()) {
+                let name = try reader.string()
+                properties[name] = try reader.string()
+            }
+            values.append(StoredValue(value: DomainValue(domain: domain, properties: properties, timestamp: timestamp), stale: stale))
+        }
+        var published: DerivedStyle?
+        if try reader.byte() == 1 {
+            let style = try decodeStyle(&reader)
+            var rules: [String] = []
+            for _ in 0..<Int(try reader.varint()) { rules.append(try reader.string()) }
+            published = DerivedStyle(style: style, rules: rules, legendState: try reader.optionalString())
+        }
+        return LocationRecord(address: address, values: values, published: published, version: version)
+    }
+
+    private static func decodeStyle(_ reader: inout Reader) throws(DecodingError) -> Style {
+        let mask = UInt32(truncatingIfNeeded: try reader.varint())
+        func has(_ field: StyleField) -> Bool { mask & (1 << UInt32(StyleField.allCases.firstIndex(of: field)!)) != 0 }
+        var style = Style()
+        if has(.visible) { style.visible = try reader.byte() == 1 }
+        if has(.zoomFrom) { style.zoomFrom = try reader.double() }
+        if has(.zoomTo) { style.zoomTo = try reader.double() }
+        if has(.icon) { style.icon = try reader.string() }
+        if has(.iconVisible) { style.iconVisible = try reader.byte() == 1 }
+        if has(.iconSize) { style.iconSize = try reader.double() }
+        if has(.label) { style.label = try reader.string() }
+        if has(.labelVisible) { style.labelVisible = try reader.byte() == 1 }
+        if has(.polygonVisible) { style.polygonVisible = try reader.byte() == 1 }
+        if has(.polygonFillColor) { style.polygonFillColor = Color(rgb: UInt32(truncatingIfNeeded: try reader.varint())) }
+        if has(.polygonFillOpacity) { style.polygonFillOpacity = try reader.double() }
+        if has(.polygonStrokeColor) { style.polygonStrokeColor = Color(rgb: UInt32(truncatingIfNeeded: try reader.varint())) }
+        if has(.polygonStrokeWidth) { style.polygonStrokeWidth = try reader.double() }
+        if has(.polygonStrokeOpacity) { style.polygonStrokeOpacity = try reader.double() }
+        if has(.badge) {
+            let text = try reader.optionalString()
+            let textColor = try reader.varint()
+            let backgroundColor = try reader.varint()
+            style.badge = Badge(
+                text: text, textColor: textColor == 0 ? nil : Color(rgb: UInt32(textColor - 1)),
+                backgroundColor: backgroundColor == 0 ? nil : Color(rgb: UInt32(backgroundColor - 1)))
+        }
+        if has(.displayRank) { style.displayRank = Int(unzigzag(try reader.varint())) }
+        if has(.layer) { style.layer = try reader.string() }
+        return style
+    }
+
+    private static func unzigzag(_ value: UInt64) -> Int64 { Int64(bitPattern: value >> 1) ^ -Int64(bitPattern: value & 1) }
+
+    struct Reader {
+        let bytes: UnsafeRawBufferPointer
+        var position = 0
+
+        mutating func byte() throws(DecodingError) -> UInt8 {
+            guard position < bytes.count else { throw DecodingError(reason: "it ends too early") }
+            defer { position += 1 }
+            return bytes[position]
+        }
+
+        mutating func varint() throws(DecodingError) -> UInt64 {
+            var value: UInt64 = 0
+            var shift: UInt64 = 0
+            while true {
+                let byte = try byte()
+                value |= UInt64(byte & 0x7F) << shift
+                if byte < 0x80 { return value }
+                shift += 7
+                if shift > 63 { throw DecodingError(reason: "a number is too long") }
+            }
+        }
+
+        mutating func string() throws(DecodingError) -> String {
+            let count = Int(try varint())
+            guard count <= bytes.count - position else { throw DecodingError(reason: "it ends inside a string") }
+            defer { position += count }
+            return String(decoding: UnsafeRawBufferPointer(rebasing: bytes[position..<(position + count)]), as: UTF8.self)
+        }
+
+        mutating func optionalString() throws(DecodingError) -> String? {
+            try byte() == 1 ? try string() : nil
+        }
+
+        mutating func double() throws(DecodingError) -> Double {
+            guard position + 8 <= bytes.count else { throw DecodingError(reason: "it ends inside a number") }
+            defer { position += 8 }
+            return Double(bitPattern: UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: position, as: UInt64.self)))
+        }
+    }
+}
+
+extension StyleField {
+    func isSet(in style: Style) -> Bool {
+        switch self {
+        case .visible: style.visible != nil
+        case .zoomFrom: style.zoomFrom != nil
+        case .zoomTo: style.zoomTo != nil
+        case .icon: style.icon != nil
+        case .iconVisible: style.iconVisible != nil
+        case .iconSize: style.iconSize != nil
+        case .label: style.label != nil
+        case .labelVisible: style.labelVisible != nil
+        case .polygonVisible: style.polygonVisible != nil
+        case .polygonFillColor: style.polygonFillColor != nil
+        case .polygonFillOpacity: style.polygonFillOpacity != nil
+        case .polygonStrokeColor: style.polygonStrokeColor != nil
+        case .polygonStrokeWidth: style.polygonStrokeWidth != nil
+        case .polygonStrokeOpacity: style.polygonStrokeOpacity != nil
+        case .badge: style.badge != nil
+        case .displayRank: style.displayRank != nil
+        case .layer: style.layer != nil
+        }
+    }
+}

@@ -1,0 +1,126 @@
+import CSQLite
+import Foundation
+
+/// The SQLite file behind the store: one row per location, its record in a compact binary
+/// form. Written in batches (write-behind), read once at start.
+///
+/// Not thread-safe: one owner (the store writer) uses it.
+public final class StateDatabase {
+    /// A failed SQLite call, with the statement or function and SQLite's message.
+    public struct Failure: Error, Sendable, CustomStringConvertible {
+        public var operation: String
+        public var message: String
+        public var description: String { "state database: \(operation) failed: \(message)" }
+    }
+
+    public let path: String
+    private var db: OpaquePointer?
+    private var upsert: OpaquePointer?
+
+    /// Opens (creating if needed) the file and its folder.
+    /// - Throws: ``Failure`` naming what failed.
+    public init(path: String) throws(Failure) {
+        self.path = path
+        let directory = URL(fileURLWithPath: path).deletingLastPathComponent().path
+        if !FileManager.default.fileExists(atPath: directory) {
+            do {
+                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            } catch {
+                throw Failure(operation: "creating the folder \(directory)", message: "\(error)")
+            }
+        }
+        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
+        let code = sqlite3_open_v2(path, &db, flags, nil)
+        guard code == SQLITE_OK else {
+            let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "code \(code)"
+            sqlite3_close(db)
+            db = nil
+            throw Failure(operation: "opening \(path)", message: message)
+        }
+        try execute("PRAGMA journal_mode=WAL")
+        try execute("PRAGMA synchronous=NORMAL")
+        try execute(
+            "CREATE TABLE IF NOT EXISTS locations (address TEXT PRIMARY KEY, record BLOB NOT NULL) WITHOUT ROWID")
+        upsert = try prepare("INSERT OR REPLACE INTO locations (address, record) VALUES (?1, ?2)")
+    }
+
+    deinit {
+        sqlite3_finalize(upsert)
+        sqlite3_close(db)
+    }
+
+    /// Writes these records in one transaction.
+    /// - Throws: ``Failure``; the transaction is rolled back.
+    public func write(_ records: [LocationRecord]) throws(Failure) {
+        guard !records.isEmpty else { return }
+        try execute("BEGIN")
+        do throws(Failure) {
+            for record in records {
+                let key = record.address.description
+                let blob = RecordCodec.encode(record)
+                sqlite3_reset(upsert)
+                sqlite3_bind_text(upsert, 1, key, -1, transient)
+                blob.withUnsafeBytes { _ = sqlite3_bind_blob(upsert, 2, $0.baseAddress, Int32($0.count), transient) }
+                let code = sqlite3_step(upsert)
+                guard code == SQLITE_DONE else { throw failure("writing \(key)") }
+            }
+            try execute("COMMIT")
+        } catch {
+            _ = sqlite3_exec(db, "ROLLBACK", nil, nil, nil)
+            throw error
+        }
+    }
+
+    /// Reads every stored location.
+    /// - Throws: ``Failure`` when the file cannot be read; a record that cannot be decoded is
+    ///   skipped and counted in `unreadable`.
+    public func readAll() throws(Failure) -> (records: [LocationRecord], unreadable: Int) {
+        let statement = try prepare("SELECT record FROM locations")
+        defer { sqlite3_finalize(statement) }
+        var records: [LocationRecord] = []
+        var unreadable = 0
+        if let count = try? countRows() { records.reserveCapacity(count) }
+        while true {
+            let code = sqlite3_step(statement)
+            if code == SQLITE_DONE { break }
+            guard code == SQLITE_ROW else { throw failure("reading the locations") }
+            let bytes = UnsafeRawBufferPointer(start: sqlite3_column_blob(statement, 0), count: Int(sqlite3_column_bytes(statement, 0)))
+            do {
+                records.append(try RecordCodec.decode(bytes))
+            } catch {
+                unreadable += 1
+            }
+        }
+        return (records, unreadable)
+    }
+
+    /// How many locations are stored.
+    public func countRows() throws(Failure) -> Int {
+        let statement = try prepare("SELECT count(*) FROM locations")
+        defer { sqlite3_finalize(statement) }
+        guard sqlite3_step(statement) == SQLITE_ROW else { throw failure("counting the locations") }
+        return Int(sqlite3_column_int64(statement, 0))
+    }
+
+    private func execute(_ sql: String) throws(Failure) {
+        var message: UnsafeMutablePointer<CChar>?
+        guard sqlite3_exec(db, sql, nil, nil, &message) == SQLITE_OK else {
+            let text = message.map { String(cString: $0) } ?? "unknown error"
+            sqlite3_free(message)
+            throw Failure(operation: sql, message: text)
+        }
+    }
+
+    private func prepare(_ sql: String) throws(Failure) -> OpaquePointer? {
+        var statement: OpaquePointer?
+        guard sqlite3_prepare_v2(db, sql, -1, &statement, nil) == SQLITE_OK else { throw failure(sql) }
+        return statement
+    }
+
+    private func failure(_ operation: String) -> Failure {
+        Failure(operation: operation, message: db.map { String(cString: sqlite3_errmsg($0)) } ?? "no database")
+    }
+}
+
+/// SQLite copies bound values at once (`SQLITE_TRANSIENT`).
+private let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)

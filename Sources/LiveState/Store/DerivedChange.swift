@@ -1,0 +1,52 @@
+import DisplayRules
+import LiveTopics
+
+/// A location's style changed: what to publish, retained, at
+/// `{prefix}/style/{dataset}/{venue}/{building}/{floor}/{room}/{location}`.
+public struct DerivedChange: Sendable, Equatable {
+    public var address: LocationAddress
+    public var derived: DerivedStyle
+    /// Fields that differ from the last published style (all set fields the first time).
+    public var changed: [StyleField]
+    /// The fresh live values the style was derived from.
+    public var live: [DomainValue]
+    /// Counts this location's published changes.
+    public var version: UInt64
+    public var updatedAt: LiveTimestamp
+
+    public init(
+        address: LocationAddress, derived: DerivedStyle, changed: [StyleField], live: [DomainValue], version: UInt64,
+        updatedAt: LiveTimestamp
+    ) {
+        self.address = address
+        self.derived = derived
+        self.changed = changed
+        self.live = live
+        self.version = version
+        self.updatedAt = updatedAt
+    }
+
+    /// `{"location": …, "topic": {…}, "style": {…}, "changed": […], "rules": […], "live": {…}, "version": N, "updatedAt": …}`
+    public var json: String {
+        var object = JSONObjectWriter()
+        object.add("location", address.location)
+        object.add("topic", json: address.json)
+        object.add("style", json: derived.style.json)
+        object.add("changed", json: jsonArray(changed.map(\.rawValue)))
+        object.add("rules", json: jsonArray(derived.rules))
+        var live = JSONObjectWriter()
+        for value in self.live {
+            var properties = JSONObjectWriter()
+            for property in value.properties { properties.add(property.name, property.value) }
+            properties.add("timestamp", value.timestamp.description)
+            live.add(value.domain, json: properties.json)
+        }
+        object.add("live", json: live.json)
+        object.add("version", Int(version))
+        object.add("updatedAt", updatedAt.description)
+        return object.json
+    }
+
+    /// The topic below the prefix: `style/dataset/venue/building/floor/room/location`.
+    public var topicSuffix: String { "style/" + address.description }
+}

@@ -1,0 +1,270 @@
+import DisplayRules
+import Foundation
+import LiveTopics
+import Testing
+
+@testable import LiveState
+
+@Suite("State store")
+struct LiveStoreTests {
+    static let start = LiveTimestamp(millisecondsSince1970: 1_763_720_000_000)
+
+    static func engine(staleAfter: Duration? = .seconds(60)) throws -> RuleEngine {
+        RuleEngine(
+            RuleSet(
+                main: try StyleTemplate(Style(visible: true, polygonFillColor: Color("#E0E0E0")), domain: nil),
+                rules: [
+                    Rule(
+                        name: "occupied", domain: "occupancy", condition: try CompiledExpression("nrOfPeople > 0", domain: "occupancy"),
+                        style: try StyleTemplate(Style(label: "{nrOfPeople}/{capacity}", polygonFillColor: Color("#D64545")), domain: "occupancy"),
+                        legend: "Occupied", layer: "occupancy", priority: 10, order: 0),
+                    Rule(
+                        name: "vacant", domain: "occupancy", condition: try CompiledExpression("nrOfPeople == 0", domain: "occupancy"),
+                        style: try StyleTemplate(Style(polygonFillColor: Color("#4CAF50")), domain: "occupancy"),
+                        legend: "Vacant", layer: "occupancy", priority: 10, order: 1),
+                    Rule(
+                        name: "booked", domain: "availability", condition: try CompiledExpression("available == \"false\"", domain: "availability"),
+                        style: try StyleTemplate(Style(icon: "booked.svg"), domain: "availability"), priority: 5, order: 2),
+                ],
+                domains: ["occupancy": DomainSettings(staleAfter: staleAfter)],
+                catalog: LocationCatalog([.init(id: "room-7", type: "meetingroom", capacity: 8)])))
+    }
+
+    func update(
+        _ properties: LiveProperties, location: String = "room-7", domain: String = "occupancy",
+        at offset: Int64 = 0, floor: String = "F3"
+    ) throws -> LiveUpdate {
+        LiveUpdate(
+            topic: try LiveTopic(parsing: "ds1/hq/B/\(floor)/R7/\(location)/\(domain)"),
+            timestamp: LiveTimestamp(millisecondsSince1970: Self.start.millisecondsSince1970 + offset),
+            properties: properties)
+    }
+
+    func at(_ offset: Int64) -> LiveTimestamp {
+        LiveTimestamp(millisecondsSince1970: Self.start.millisecondsSince1970 + offset)
+    }
+
+    func changeOf(_ outcome: LiveStore.Outcome) -> DerivedChange? {
+        if case .changed(let change) = outcome { return change }
+        return nil
+    }
+
+    @Test("only a real style difference produces a derived change")
+    func changeOnly() throws {
+        var store = LiveStore(engine: try Self.engine(staleAfter: nil))
+        let first = try #require(changeOf(store.apply(try update(["nrOfPeople": "3", "capacity": "8"]), now: at(0))))
+        #expect(first.version == 1)
+        #expect(first.derived.style.label == "3/8")
+        #expect(first.changed == [.visible, .label, .polygonFillColor, .layer])
+        #expect(first.derived.rules == ["occupied"])
+
+        // Same people: nothing to publish.
+        #expect(store.apply(try update(["nrOfPeople": "3", "capacity": "8"], at: 1000), now: at(1000)) == .unchanged)
+        // The label changes.
+        let second = try #require(changeOf(store.apply(try update(["nrOfPeople": "4", "capacity": "8"], at: 2000), now: at(2000))))
+        #expect(second.changed == [.label])
+        #expect(second.version == 2)
+        // Vacant: color and label change.
+        let third = try #require(changeOf(store.apply(try update(["nrOfPeople": "0", "capacity": "8"], at: 3000), now: at(3000))))
+        #expect(third.changed == [.label, .polygonFillColor])
+        #expect(third.derived.style.label == nil)
+        #expect(third.derived.rules == ["vacant"])
+        #expect(store.counters.changes == 3)
+        #expect(store.counters.applied == 4)
+    }
+
+    @Test("an older update for the same location and domain is ignored and counted")
+    func outOfOrder() throws {
+        var store = LiveStore(engine: try Self.engine(staleAfter: nil))
+        _ = store.apply(try update(["nrOfPeople": "3"], at: 5000), now: at(5000))
+        #expect(store.apply(try update(["nrOfPeople": "9"], at: 4000), now: at(5001)) == .ignoredOutOfOrder)
+        #expect(store.counters.ignoredOutOfOrder == 1)
+        #expect(store[LocationAddress(try update(["x": "y"]).topic)]?.values.first?.value.properties["nrOfPeople"] == "3")
+        // Another domain has its own order.
+        #expect(store.apply(try update(["available": "false"], location: "room-7", domain: "availability", at: 1000), now: at(5002)) != .ignoredOutOfOrder)
+    }
+
+    @Test("an empty payload removes the domain's value and re-derives")
+    func removal() throws {
+        var store = LiveStore(engine: try Self.engine(staleAfter: nil))
+        _ = store.apply(try update(["nrOfPeople": "3"]), now: at(0))
+        var removal = try update([:], at: 10)
+        removal.isRemoval = true
+        let change = try #require(changeOf(store.apply(removal, now: at(10))))
+        #expect(change.derived.rules == [])
+        #expect(change.derived.style.polygonFillColor == Color("#E0E0E0"))
+        #expect(change.live.isEmpty)
+        #expect(store.counters.removals == 1)
+        #expect(store.apply(removal, now: at(20)) == .unchanged)
+    }
+
+    @Test("a stale value counts as absent, and expiry re-derives on time without a new message")
+    func staleness() throws {
+        var store = LiveStore(engine: try Self.engine(staleAfter: .seconds(60)))
+        _ = store.apply(try update(["nrOfPeople": "3"]), now: at(0))
+        #expect(store.nextExpiry == at(60_000))
+        #expect(store.expire(now: at(59_999)).isEmpty)
+        let expired = store.expire(now: at(60_000))
+        #expect(expired.count == 1)
+        #expect(expired.first?.derived.rules == [])
+        #expect(expired.first?.live.isEmpty == true)
+        #expect(store.counters.expired == 1)
+        // A newer value makes an old deadline moot.
+        _ = store.apply(try update(["nrOfPeople": "2"], at: 70_000), now: at(70_000))
+        _ = store.apply(try update(["nrOfPeople": "2"], at: 100_000), now: at(100_000))
+        #expect(store.expire(now: at(130_000)).isEmpty)
+        #expect(store.expire(now: at(160_000)).count == 1)
+        // An update that is already too old arrives stale.
+        let late = store.apply(try update(["nrOfPeople": "5"], location: "room-8", domain: "occupancy", at: 0), now: at(200_000))
+        #expect(changeOf(late)?.derived.rules == [])
+    }
+
+    @Test("hiding a layer re-publishes its locations as not visible")
+    func layers() throws {
+        var store = LiveStore(engine: try Self.engine(staleAfter: nil))
+        _ = store.apply(try update(["nrOfPeople": "3"]), now: at(0))
+        _ = store.apply(try update(["available": "false"], location: "desk-1", domain: "availability"), now: at(0))
+        let hidden = store.setLayer("occupancy", hidden: true, now: at(10))
+        #expect(hidden.map(\.address.location) == ["room-7"])
+        #expect(hidden.first?.derived.style.visible == false)
+        #expect(hidden.first?.changed == [.visible])
+        #expect(store.setLayer("occupancy", hidden: true, now: at(20)).isEmpty)
+        let shown = store.setLayer("occupancy", hidden: false, now: at(30))
+        #expect(shown.first?.derived.style.visible == true)
+    }
+
+    @Test("summaries per floor and building, coalesced to one per interval")
+    func summaries() throws {
+        var store = LiveStore(engine: try Self.engine(staleAfter: nil), summaryInterval: .seconds(1))
+        _ = store.apply(try update(["nrOfPeople": "3"]), now: at(0))  // capacity 8 from the catalog
+        _ = store.apply(try update(["nrOfPeople": "0", "capacity": "4"], location: "room-9", domain: "occupancy"), now: at(0))
+        _ = store.apply(try update(["nrOfPeople": "2", "capacity": "6"], location: "room-5", domain: "occupancy", floor: "F4"), now: at(0))
+        let first = store.takeDueSummaries(now: at(0))
+        #expect(first.map(\.key.topicSuffix) == ["summary/ds1/hq/B", "summary/ds1/hq/B/F3", "summary/ds1/hq/B/F4"])
+        let floor = try #require(first.first { $0.key.floor == "F3" })
+        #expect(floor.locations == 2 && floor.people == 3 && floor.capacity == 12)
+        #expect(floor.states == ["Occupied": 1, "Vacant": 1])
+        let building = try #require(first.first { $0.key.floor == nil })
+        #expect(building.locations == 3 && building.people == 5 && building.capacity == 18)
+        #expect(building.json(updatedAt: at(0)).hasPrefix(#"{"dataset": "ds1", "venue": "hq", "building": "B", "locations": 3, "states": {"Occupied": 2, "Vacant": 1}, "people": 5, "capacity": 18"#))
+
+        // Two changes within the interval: nothing now, one summary when it has passed.
+        _ = store.apply(try update(["nrOfPeople": "4"], at: 100), now: at(100))
+        _ = store.apply(try update(["nrOfPeople": "5"], at: 200), now: at(200))
+        #expect(store.takeDueSummaries(now: at(300)).isEmpty)
+        #expect(store.summaries.nextDue(now: at(300)) == at(1000))
+        let later = store.takeDueSummaries(now: at(1000))
+        #expect(later.count == 2)
+        #expect(later.first { $0.key.floor == "F3" }?.people == 5)
+        #expect(store.takeDueSummaries(now: at(5000)).isEmpty)
+    }
+
+    @Test("new rules re-derive every location and publish only what changed")
+    func replaceEngine() throws {
+        var store = LiveStore(engine: try Self.engine(staleAfter: nil))
+        _ = store.apply(try update(["nrOfPeople": "3"]), now: at(0))
+        _ = store.apply(try update(["available": "true"], location: "desk-1", domain: "availability"), now: at(0))
+        #expect(store.replaceEngine(try Self.engine(staleAfter: nil), now: at(1)).isEmpty)
+        var ruleSet = try Self.engine(staleAfter: nil).ruleSet
+        ruleSet.main = try StyleTemplate(Style(visible: true, polygonFillColor: Color("#000000")), domain: nil)
+        let changes = store.replaceEngine(RuleEngine(ruleSet), now: at(2))
+        #expect(changes.map(\.address.location) == ["desk-1"])  // room-7's color comes from its rule
+    }
+
+    @Test("the derived change prints as documented")
+    func derivedChangeJSON() throws {
+        var store = LiveStore(engine: try Self.engine(staleAfter: nil))
+        let change = try #require(changeOf(store.apply(try update(["nrOfPeople": "3", "capacity": "8"]), now: at(5))))
+        #expect(
+            change.json
+                == ##"{"location": "room-7", "topic": {"dataset": "ds1", "venue": "hq", "building": "B", "floor": "F3", "room": "R7", "location": "room-7"}, "style": {"visible": true, "label": "3/8", "polygonFillColor": "#D64545", "layer": "occupancy"}, "changed": ["visible", "label", "polygonFillColor", "layer"], "rules": ["occupied"], "live": {"occupancy": {"nrOfPeople": "3", "capacity": "8", "timestamp": "2025-11-21T10:13:20.000Z"}}, "version": 1, "updatedAt": "2025-11-21T10:13:20.005Z"}"##)
+        #expect(change.topicSuffix == "style/ds1/hq/B/F3/R7/room-7")
+    }
+}
+
+@Suite("Persistence")
+struct PersistenceTests {
+    func sampleRecord(_ location: String) -> LocationRecord {
+        LocationRecord(
+            address: LocationAddress(dataset: "ds1", venue: "hq", building: "B", floor: "F3", room: "R7", location: location),
+            values: [
+                StoredValue(value: DomainValue(domain: "occupancy", properties: ["nrOfPeople": "3", "capacity": "8"], timestamp: .init(millisecondsSince1970: 1_763_720_000_123)), stale: false),
+                StoredValue(value: DomainValue(domain: "co2", properties: ["co2Level": "ü 900"], timestamp: .init(millisecondsSince1970: -5)), stale: true),
+            ],
+            published: DerivedStyle(
+                style: Style(
+                    visible: true, zoomFrom: 16.5, zoomTo: 22, icon: "room.svg", iconVisible: false, iconSize: 24, label: "3/8",
+                    labelVisible: true, polygonVisible: true, polygonFillColor: Color("#D64545"), polygonFillOpacity: 0.25,
+                    polygonStrokeColor: Color("#000001"), polygonStrokeWidth: 1.5, polygonStrokeOpacity: 1,
+                    badge: Badge(text: "3", textColor: Color("#000000"), backgroundColor: nil), displayRank: -3, layer: "occupancy"),
+                rules: ["occupied", "stuffy"], legendState: "Occupied"),
+            version: 300)
+    }
+
+    @Test("a record survives the binary form unchanged")
+    func codecRoundTrip() throws {
+        let record = sampleRecord("room-7")
+        let bytes = RecordCodec.encode(record)
+        let decoded = try bytes.withUnsafeBytes { try RecordCodec.decode($0) }
+        #expect(decoded == record)
+        let bare = LocationRecord(address: record.address)
+        #expect(try RecordCodec.encode(bare).withUnsafeBytes { try RecordCodec.decode($0) } == bare)
+        #expect(throws: RecordCodec.DecodingError.self) {
+            try Array(bytes.prefix(20)).withUnsafeBytes { try RecordCodec.decode($0) }
+        }
+    }
+
+    @Test("records written to the SQLite file are read back, the latest write winning")
+    func databaseRoundTrip() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("livedata-db-\(UUID().uuidString)")
+        let path = directory.appendingPathComponent("nested/state.db").path
+        do {
+            let database = try StateDatabase(path: path)
+            try database.write([sampleRecord("a"), sampleRecord("b")])
+            var changed = sampleRecord("a")
+            changed.version = 301
+            try database.write([changed])
+        }
+        let reopened = try StateDatabase(path: path)
+        let (records, unreadable) = try reopened.readAll()
+        #expect(unreadable == 0)
+        #expect(records.count == 2)
+        #expect(records.first { $0.address.location == "a" }?.version == 301)
+        #expect(records.first { $0.address.location == "b" } == sampleRecord("b"))
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    @Test("a restored store publishes nothing for locations whose style did not change")
+    func restoreWithoutRepublishing() throws {
+        let engine = try LiveStoreTests.engine(staleAfter: .seconds(60))
+        var store = LiveStore(engine: engine)
+        let now = LiveStoreTests.start
+        for room in 0..<5 {
+            _ = store.apply(
+                LiveUpdate(topic: try LiveTopic(parsing: "ds1/hq/B/F3/R7/room-\(room)/occupancy"), timestamp: now, properties: ["nrOfPeople": "\(room)"]),
+                now: now)
+        }
+        let written = store.takeDirty()
+        #expect(written.count == 5)
+        #expect(store.takeDirty().isEmpty)
+
+        var restored = LiveStore(engine: engine)
+        restored.restore(written)
+        #expect(restored.count == 5)
+        #expect(restored.rederiveAll(now: now).isEmpty)
+        // The same update again changes nothing; the version goes on from where it was.
+        #expect(
+            restored.apply(
+                LiveUpdate(topic: try LiveTopic(parsing: "ds1/hq/B/F3/R7/room-2/occupancy"), timestamp: now, properties: ["nrOfPeople": "2"]),
+                now: now) == .unchanged)
+        let next = restored.apply(
+            LiveUpdate(topic: try LiveTopic(parsing: "ds1/hq/B/F3/R7/room-2/occupancy"), timestamp: now, properties: ["nrOfPeople": "7"]), now: now)
+        guard case .changed(let change) = next else {
+            Issue.record("expected a change")
+            return
+        }
+        #expect(change.version == 2)
+        // Staleness was rescheduled from the restored values.
+        #expect(restored.expire(now: now.adding(.seconds(61))).count == 5)
+    }
+}
