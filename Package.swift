@@ -39,11 +39,22 @@ let package = Package(
             name: "LiveDataConfiguration",
             dependencies: ["LiveTopics", "DisplayRules", .product(name: "Yams", package: "Yams")]
         ),
+        .target(
+            name: "LiveDataServer",
+            dependencies: [
+                "LiveTopics", "DisplayRules", "LiveState", "LiveDataConfiguration", "Mosquitto",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .executableTarget(
             name: "livedata",
             dependencies: [
                 "LiveTopics",
                 "Mosquitto",
+                "DisplayRules",
+                "LiveState",
+                "LiveDataConfiguration",
+                "LiveDataServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -61,7 +72,10 @@ let package = Package(
         .testTarget(name: "MosquittoTests", dependencies: ["Mosquitto", "LiveTopics"]),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["Mosquitto", "LiveTopics", "LiveDataTestSupport", "livedata"]
+            dependencies: [
+                "Mosquitto", "LiveTopics", "LiveDataTestSupport", "livedata", "LiveDataServer", "LiveDataConfiguration",
+                "LiveState", "DisplayRules",
+            ]
         ),
     ],
     swiftLanguageModes: [.v6]

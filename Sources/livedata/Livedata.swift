@@ -17,11 +17,12 @@ struct Livedata: AsyncParsableCommand {
               livedata publish --dataset ds1 --venue hq --building B --floor F3 --room R7 \\
                   --location room-7 --domain occupancy nrOfPeople=3 capacity=8
               livedata topic match 'ds1/+/B/#' ds1/hq/B/F3/R7/room-7/occupancy
+              livedata rules check config/livedata.yaml
 
             Exit codes: 0 ok, 1 runtime failure, 2 usage error, 78 bad configuration.
             """,
         version: "0.1.0",
-        subcommands: [SubscribeCommand.self, PublishCommand.self, TopicCommand.self]
+        subcommands: [SubscribeCommand.self, PublishCommand.self, TopicCommand.self, RulesCommand.self]
     )
 }
 

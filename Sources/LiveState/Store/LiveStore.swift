@@ -24,6 +24,8 @@ public struct LiveStore: Sendable {
         public var removals = 0
         public var expired = 0
         public var changes = 0
+
+        public init() {}
     }
 
     public private(set) var engine: RuleEngine
@@ -140,6 +142,11 @@ public struct LiveStore: Sendable {
     public mutating func takeDirty() -> [LocationRecord] {
         defer { dirty.removeAll(keepingCapacity: true) }
         return dirty.compactMap { records[$0] }
+    }
+
+    /// Marks locations for writing again (after a failed write).
+    public mutating func markDirty(_ addresses: [LocationAddress]) {
+        dirty.formUnion(addresses)
     }
 
     /// Whether changes wait to be written.

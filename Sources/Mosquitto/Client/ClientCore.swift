@@ -12,7 +12,8 @@ final class ClientCore: Sendable {
 
     struct PublishWaiter {
         var topic: String
-        var continuation: Waiter
+        /// `nil` for a publish nobody waits for; its ack is only consumed.
+        var continuation: Waiter?
     }
 
     struct UnsubscribeWaiter {
@@ -144,7 +145,7 @@ final class ClientCore: Sendable {
         }
         firstConnect?.resume(throwing: MQTTError.disconnected)
         for waiter in subscribers { waiter.resume(throwing: MQTTError.disconnected) }
-        for waiter in publishers { waiter.continuation.resume(throwing: MQTTError.disconnected) }
+        for waiter in publishers { waiter.continuation?.resume(throwing: MQTTError.disconnected) }
         for waiter in unsubscribers { waiter.continuation.resume(throwing: MQTTError.disconnected) }
         eventContinuation.finish()
         messageContinuation.finish()
@@ -249,15 +250,18 @@ final class ClientCore: Sendable {
         }
     }
 
-    func publish(_ topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool, waiter: Waiter) {
+    /// Hands a message to libmosquitto; `waiter`, if any, completes when it is done.
+    /// - Throws: the library's refusal, when there is no waiter to give it to.
+    func publish(_ topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool, waiter: Waiter?) throws(MQTTError) {
         var mid: Int32 = 0
         let code = payload.withUnsafeBytes { bytes in
             mosquitto_publish_v5(mosq, &mid, topic, Int32(bytes.count), bytes.baseAddress, qos.rawValue, retain, nil)
         }
         guard code == MOSQ_ERR_SUCCESS.raw else {
-            waiter.resume(
-                throwing: MQTTError.library(
-                    function: "mosquitto_publish_v5", code: code, reason: describeResult(code, errno: errno)))
+            let error = MQTTError.library(
+                function: "mosquitto_publish_v5", code: code, reason: describeResult(code, errno: errno))
+            guard let waiter else { throw error }
+            waiter.resume(throwing: error)
             return
         }
         let pending = PublishWaiter(topic: topic, continuation: waiter)
@@ -267,11 +271,18 @@ final class ClientCore: Sendable {
     }
 
     func complete(_ publish: PublishWaiter, reason: Int32) {
+        guard let continuation = publish.continuation else {
+            if reason >= 0x80 {
+                let error = MQTTError.publishRefused(topic: publish.topic, reasonCode: reason, reason: reasonText(reason))
+                logger.warning("\(error)", metadata: ["mqtt.topic": "\(publish.topic)"])
+            }
+            return
+        }
         if reason >= 0x80 {
-            publish.continuation.resume(
+            continuation.resume(
                 throwing: MQTTError.publishRefused(topic: publish.topic, reasonCode: reason, reason: reasonText(reason)))
         } else {
-            publish.continuation.resume()
+            continuation.resume()
         }
     }
 

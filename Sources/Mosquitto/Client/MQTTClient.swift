@@ -124,8 +124,17 @@ public final class MQTTClient: Sendable {
         async throws
     {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            core.publish(topic, payload: payload, qos: qos, retain: retain, waiter: continuation)
+            try? core.publish(topic, payload: payload, qos: qos, retain: retain, waiter: continuation)
         }
+    }
+
+    /// Hands a message to the library without waiting for it to be sent or acknowledged:
+    /// for publishing many messages quickly. While disconnected, libmosquitto keeps QoS 1
+    /// and 2 messages and sends them after reconnecting.
+    /// - Throws: ``MQTTError/library(function:code:reason:)`` when the library refuses it
+    ///   at once (QoS 0 while disconnected, an invalid topic, a payload too large).
+    public func send(_ topic: String, payload: [UInt8], qos: MQTTQoS = .atLeastOnce, retain: Bool = false) throws(MQTTError) {
+        try core.publish(topic, payload: payload, qos: qos, retain: retain, waiter: nil)
     }
 
     /// Publishes text; see ``publish(_:payload:qos:retain:)``.

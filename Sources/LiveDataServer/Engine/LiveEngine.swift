@@ -1,0 +1,117 @@
+import DisplayRules
+import LiveState
+import LiveTopics
+
+/// The in-process path of one update: check the topic against the subscribed criteria
+/// (topic index), parse it, decode the payload, apply it to the store, which re-derives
+/// the style and diffs it against the last published one. Synchronous and single-owner.
+public struct LiveEngine {
+    /// Why an update was dropped.
+    public enum RejectReason: String, CaseIterable, Sendable {
+        /// Not a valid seven-part live-data topic.
+        case badTopic = "bad_topic"
+        /// The payload cannot be read (not JSON, no properties…).
+        case badPayload = "bad_payload"
+        /// The payload is larger than the limit.
+        case oversize
+    }
+
+    public enum Outcome: Sendable, Equatable {
+        case rejected(RejectReason, message: String)
+        /// The topic matches none of the configured criteria (a session from an older config).
+        case notSubscribed
+        case ignoredOutOfOrder
+        case unchanged
+        case changed(DerivedChange)
+    }
+
+    public struct Counters: Sendable, Equatable {
+        public var received = 0
+        public var rejected: [RejectReason: Int] = [:]
+        public var notSubscribed = 0
+
+        public init() {}
+    }
+
+    public private(set) var store: LiveStore
+    public private(set) var counters = Counters()
+    private var subscriptions = TopicIndex<Int>()
+    public let maximumPayloadSize: Int
+
+    public init(
+        ruleSet: RuleSet, subscriptions: [TopicCriteria], summaryInterval: Duration = .seconds(1),
+        maximumPayloadSize: Int = LiveUpdate.defaultMaximumPayloadSize
+    ) {
+        store = LiveStore(engine: RuleEngine(ruleSet), summaryInterval: summaryInterval)
+        for (number, criteria) in subscriptions.enumerated() { self.subscriptions.add(criteria.filter, number) }
+        self.maximumPayloadSize = maximumPayloadSize
+    }
+
+    /// Processes one received message.
+    public mutating func process(topic: String, payload: [UInt8], receivedAt: LiveTimestamp) -> Outcome {
+        counters.received += 1
+        var subscribed = false
+        do {
+            try subscriptions.forEachMatch(topic) { _, _ in subscribed = true }
+        } catch {
+            return reject(.badTopic, "\(error)")
+        }
+        guard subscribed else {
+            counters.notSubscribed += 1
+            return .notSubscribed
+        }
+        let liveTopic: LiveTopic
+        do {
+            liveTopic = try LiveTopic(parsing: topic)
+        } catch {
+            return reject(.badTopic, "\(error)")
+        }
+        let update: LiveUpdate
+        do {
+            update = try LiveUpdate(
+                topic: liveTopic, payload: payload, receivedAt: receivedAt, maximumPayloadSize: maximumPayloadSize)
+        } catch {
+            if case .payloadTooLarge = error { return reject(.oversize, "\(error)") }
+            return reject(.badPayload, "\(error)")
+        }
+        switch store.apply(update, now: receivedAt) {
+        case .ignoredOutOfOrder: return .ignoredOutOfOrder
+        case .unchanged: return .unchanged
+        case .changed(let change): return .changed(change)
+        }
+    }
+
+    private mutating func reject(_ reason: RejectReason, _ message: String) -> Outcome {
+        counters.rejected[reason, default: 0] += 1
+        return .rejected(reason, message: message)
+    }
+
+    // MARK: - Passing through to the store
+
+    public mutating func expire(now: LiveTimestamp) -> [DerivedChange] { store.expire(now: now) }
+
+    public mutating func setLayer(_ layer: String, hidden: Bool, now: LiveTimestamp) -> [DerivedChange] {
+        store.setLayer(layer, hidden: hidden, now: now)
+    }
+
+    /// Takes a reloaded config's rules and criteria.
+    public mutating func reload(ruleSet: RuleSet, subscriptions: [TopicCriteria], now: LiveTimestamp) -> [DerivedChange] {
+        var index = TopicIndex<Int>()
+        for (number, criteria) in subscriptions.enumerated() { index.add(criteria.filter, number) }
+        self.subscriptions = index
+        return store.replaceEngine(RuleEngine(ruleSet), now: now)
+    }
+
+    public mutating func restore(_ records: [LocationRecord], now: LiveTimestamp) -> [DerivedChange] {
+        store.restore(records)
+        return store.expire(now: now) + store.rederiveAll(now: now)
+    }
+
+    public mutating func takeDueSummaries(now: LiveTimestamp) -> [SummaryTracker.Summary] {
+        store.takeDueSummaries(now: now)
+    }
+
+    public mutating func takeDirty() -> [LocationRecord] { store.takeDirty() }
+
+    public mutating func markDirty(_ addresses: [LocationAddress]) { store.markDirty(addresses) }
+}

@@ -1,0 +1,233 @@
+import DisplayRules
+import LiveDataConfiguration
+import LiveState
+import LiveTopics
+import Logging
+import Mosquitto
+
+/// Wires the broker to the engine: subscribes the configured criteria, turns every message
+/// into a possible derived change, publishes changes, summaries, legends and status, runs
+/// staleness and write-behind on a tick, and restores the state at start.
+public actor LivePipeline {
+    public struct Statistics: Sendable, Equatable {
+        public var engine = LiveEngine.Counters()
+        public var store = LiveStore.Counters()
+        public var published = 0
+        public var summariesPublished = 0
+        public var locations = 0
+    }
+
+    let client: MQTTClient
+    let logger: Logger
+    private(set) var config: LiveDataConfig
+    private var engine: LiveEngine
+    private let topics: OutputTopics
+    private let writer: StoreWriter?
+    private var published = 0
+    private var summariesPublished = 0
+    private var legendDatasets = Set<String>()
+    /// Messages the library refused while disconnected: the latest per topic, sent on reconnection.
+    private var unsent: [String: [UInt8]] = [:]
+    private var lastRejectionLog: ContinuousClock.Instant?
+    private var suppressedRejections = 0
+
+    /// Builds the engine and restores the stored state (publishing nothing yet).
+    /// - Throws: when the state file cannot be opened or read.
+    public init(config: LiveDataConfig, client: MQTTClient, logger: Logger) async throws {
+        self.config = config
+        self.client = client
+        self.logger = logger
+        topics = OutputTopics(prefix: config.output.prefix)
+        engine = LiveEngine(
+            ruleSet: config.ruleSet, subscriptions: config.subscriptions, summaryInterval: config.output.summaryInterval)
+        if config.store.isInMemory {
+            writer = nil
+        } else {
+            let writer = try StoreWriter(path: config.store.path, logger: logger)
+            let records = try await writer.restore()
+            self.writer = writer
+            let changes = engine.restore(records, now: .now)
+            logger.info("restored \(records.count) locations", metadata: ["store.path": "\(config.store.path)"])
+            // Styles that changed while we were down (rules, staleness) go out once connected.
+            for change in changes { queue(change) }
+        }
+    }
+
+    public var statistics: Statistics {
+        Statistics(
+            engine: engine.counters, store: engine.store.counters, published: published,
+            summariesPublished: summariesPublished, locations: engine.store.count)
+    }
+
+    /// Current record of a location.
+    public func record(_ address: LocationAddress) -> LocationRecord? { engine.store[address] }
+
+    /// Subscribes the configured criteria (sent again by the client after every reconnection).
+    public func subscribe() async throws {
+        let qos = MQTTQoS(rawValue: Int32(config.broker.qos)) ?? .atLeastOnce
+        for criteria in config.subscriptions {
+            try await client.subscribe(criteria.filter.string, qos: qos)
+        }
+    }
+
+    /// Publishes `online`, the legends and whatever waits; call after every (re)connection.
+    public func connected() {
+        send(topics.status, Array("online".utf8), retain: true)
+        legendDatasets.removeAll()
+        for dataset in knownDatasets() { publishLegend(dataset) }
+        let waiting = unsent
+        unsent.removeAll()
+        for (topic, payload) in waiting { send(topic, payload, retain: config.output.retain) }
+    }
+
+    /// Processes messages until the client's stream ends.
+    public func run() async {
+        for await message in client.messages {
+            handle(message)
+        }
+    }
+
+    /// Runs everything until the client disconnects: messages, `connected()` after every
+    /// (re)connection, and ``tick()`` every `tickInterval`. Then writes what is left.
+    public func serve(tickInterval: Duration = .milliseconds(100)) async {
+        if client.state == .connected { connected() }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.run() }
+            group.addTask {
+                for await event in self.client.events where event == .state(.connected) {
+                    await self.connected()
+                }
+            }
+            group.addTask {
+                while !Task.isCancelled {
+                    await self.tick()
+                    try? await Task.sleep(for: tickInterval)
+                }
+            }
+            // The message stream ends when the client disconnects: stop the rest.
+            await group.next()
+            group.cancelAll()
+        }
+        await flush()
+    }
+
+    /// Processes one message.
+    public func handle(_ message: MQTTMessage) {
+        let now = LiveTimestamp.now
+        switch engine.process(topic: message.topic, payload: message.payload, receivedAt: now) {
+        case .changed(let change):
+            if !legendDatasets.contains(change.address.dataset) { publishLegend(change.address.dataset) }
+            queue(change)
+        case .rejected(let reason, let text):
+            logRejection(reason, text, topic: message.topic)
+        case .unchanged, .ignoredOutOfOrder, .notSubscribed:
+            break
+        }
+    }
+
+    /// Periodic work: staleness, due summaries, write-behind.
+    public func tick() async {
+        let now = LiveTimestamp.now
+        for change in engine.expire(now: now) { queue(change) }
+        for summary in engine.takeDueSummaries(now: now) {
+            send(topics.summary(summary.key), Array(summary.json(updatedAt: now).utf8), retain: config.output.retain)
+            summariesPublished += 1
+        }
+        await flush()
+    }
+
+    /// Writes every changed location to the state file.
+    public func flush() async {
+        guard let writer else {
+            _ = engine.takeDirty()
+            return
+        }
+        let dirty = engine.takeDirty()
+        guard !dirty.isEmpty else { return }
+        if !(await writer.write(dirty)) {
+            // Kept for the next tick: the store still holds these records.
+            engine.markDirty(dirty.map(\.address))
+        }
+    }
+
+    /// Hides or shows a layer and re-publishes what that changes.
+    /// - Returns: how many locations changed.
+    @discardableResult
+    public func setLayer(_ layer: String, hidden: Bool) -> Int {
+        let changes = engine.setLayer(layer, hidden: hidden, now: .now)
+        for change in changes { queue(change) }
+        return changes.count
+    }
+
+    /// Takes a reloaded config's rules, styles and criteria (not its broker settings) and
+    /// re-publishes what changed.
+    /// - Returns: how many locations changed.
+    @discardableResult
+    public func reload(_ newConfig: LiveDataConfig) async -> Int {
+        let oldFilters = Set(config.subscriptions.map(\.filter.string))
+        let newFilters = Set(newConfig.subscriptions.map(\.filter.string))
+        config.ruleSet = newConfig.ruleSet
+        config.subscriptions = newConfig.subscriptions
+        let changes = engine.reload(ruleSet: newConfig.ruleSet, subscriptions: newConfig.subscriptions, now: .now)
+        for change in changes { queue(change) }
+        legendDatasets.removeAll()
+        for dataset in knownDatasets() { publishLegend(dataset) }
+        let qos = MQTTQoS(rawValue: Int32(config.broker.qos)) ?? .atLeastOnce
+        for filter in newFilters.subtracting(oldFilters).sorted() {
+            do {
+                try await client.subscribe(filter, qos: qos)
+            } catch {
+                logger.error("\(error)")
+            }
+        }
+        for filter in oldFilters.subtracting(newFilters).sorted() { try? await client.unsubscribe(filter) }
+        return changes.count
+    }
+
+    /// The legend for a dataset.
+    public func legend(dataset: String?) -> Legend { config.ruleSet.legend(dataset: dataset) }
+
+    // MARK: - Publishing
+
+    private func queue(_ change: DerivedChange) {
+        send(topics.style(change.address), Array(change.json.utf8), retain: config.output.retain)
+        published += 1
+    }
+
+    private func publishLegend(_ dataset: String) {
+        legendDatasets.insert(dataset)
+        send(topics.legend(dataset), Array(config.ruleSet.legend(dataset: dataset).json.utf8), retain: true)
+    }
+
+    private func send(_ topic: String, _ payload: [UInt8], retain: Bool) {
+        let qos = MQTTQoS(rawValue: Int32(config.output.qos)) ?? .atLeastOnce
+        do {
+            try client.send(topic, payload: payload, qos: qos, retain: retain)
+        } catch {
+            // Not connected (QoS 0) or refused for now: keep the latest per topic for later.
+            unsent[topic] = payload
+        }
+    }
+
+    private func knownDatasets() -> Set<String> {
+        var datasets = Set(config.subscriptions.compactMap { $0[.dataset] })
+        for record in engine.store.locations { datasets.insert(record.address.dataset) }
+        return datasets
+    }
+
+    /// Logs a dropped update, at most once a second with a count of the ones not logged.
+    private func logRejection(_ reason: LiveEngine.RejectReason, _ text: String, topic: String) {
+        let now = ContinuousClock.now
+        if let last = lastRejectionLog, now - last < .seconds(1) {
+            suppressedRejections += 1
+            return
+        }
+        let suppressed = suppressedRejections
+        suppressedRejections = 0
+        lastRejectionLog = now
+        let more = suppressed > 0 ? " (and \(suppressed) more since the last report)" : ""
+        logger.warning(
+            "dropped an update: \(text)\(more)",
+            metadata: ["mqtt.topic": "\(topic)", "update.rejected": "\(reason.rawValue)"])
+    }
+}
