@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "Mosquitto", targets: ["Mosquitto"]),
         .library(name: "DisplayRules", targets: ["DisplayRules"]),
         .library(name: "LiveState", targets: ["LiveState"]),
+        .library(name: "LiveDataServer", targets: ["LiveDataServer"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
