@@ -51,7 +51,7 @@ struct LiveStoreTests {
 
     @Test("only a real style difference produces a derived change")
     func changeOnly() throws {
-        var store = LiveStore(engine: try Self.engine(staleAfter: nil))
+        let store = LiveStore(engine: try Self.engine(staleAfter: nil))
         let first = try #require(changeOf(store.apply(try update(["nrOfPeople": "3", "capacity": "8"]), now: at(0))))
         #expect(first.version == 1)
         #expect(first.derived.style.label == "3/8")
@@ -75,18 +75,18 @@ struct LiveStoreTests {
 
     @Test("an older update for the same location and domain is ignored and counted")
     func outOfOrder() throws {
-        var store = LiveStore(engine: try Self.engine(staleAfter: nil))
+        let store = LiveStore(engine: try Self.engine(staleAfter: nil))
         _ = store.apply(try update(["nrOfPeople": "3"], at: 5000), now: at(5000))
         #expect(store.apply(try update(["nrOfPeople": "9"], at: 4000), now: at(5001)) == .ignoredOutOfOrder)
         #expect(store.counters.ignoredOutOfOrder == 1)
-        #expect(store[LocationAddress(try update(["x": "y"]).topic)]?.values.first?.value.properties["nrOfPeople"] == "3")
+        #expect(store[LocationAddress(try update(["x": "y"]).topic)]?.values.first?.properties["nrOfPeople"] == "3")
         // Another domain has its own order.
         #expect(store.apply(try update(["available": "false"], location: "room-7", domain: "availability", at: 1000), now: at(5002)) != .ignoredOutOfOrder)
     }
 
     @Test("an empty payload removes the domain's value and re-derives")
     func removal() throws {
-        var store = LiveStore(engine: try Self.engine(staleAfter: nil))
+        let store = LiveStore(engine: try Self.engine(staleAfter: nil))
         _ = store.apply(try update(["nrOfPeople": "3"]), now: at(0))
         var removal = try update([:], at: 10)
         removal.isRemoval = true
@@ -100,7 +100,7 @@ struct LiveStoreTests {
 
     @Test("a stale value counts as absent, and expiry re-derives on time without a new message")
     func staleness() throws {
-        var store = LiveStore(engine: try Self.engine(staleAfter: .seconds(60)))
+        let store = LiveStore(engine: try Self.engine(staleAfter: .seconds(60)))
         _ = store.apply(try update(["nrOfPeople": "3"]), now: at(0))
         #expect(store.nextExpiry == at(60_000))
         #expect(store.expire(now: at(59_999)).isEmpty)
@@ -121,7 +121,7 @@ struct LiveStoreTests {
 
     @Test("hiding a layer re-publishes its locations as not visible")
     func layers() throws {
-        var store = LiveStore(engine: try Self.engine(staleAfter: nil))
+        let store = LiveStore(engine: try Self.engine(staleAfter: nil))
         _ = store.apply(try update(["nrOfPeople": "3"]), now: at(0))
         _ = store.apply(try update(["available": "false"], location: "desk-1", domain: "availability"), now: at(0))
         let hidden = store.setLayer("occupancy", hidden: true, now: at(10))
@@ -135,7 +135,7 @@ struct LiveStoreTests {
 
     @Test("summaries per floor and building, coalesced to one per interval")
     func summaries() throws {
-        var store = LiveStore(engine: try Self.engine(staleAfter: nil), summaryInterval: .seconds(1))
+        let store = LiveStore(engine: try Self.engine(staleAfter: nil), summaryInterval: .seconds(1))
         _ = store.apply(try update(["nrOfPeople": "3"]), now: at(0))  // capacity 8 from the catalog
         _ = store.apply(try update(["nrOfPeople": "0", "capacity": "4"], location: "room-9", domain: "occupancy"), now: at(0))
         _ = store.apply(try update(["nrOfPeople": "2", "capacity": "6"], location: "room-5", domain: "occupancy", floor: "F4"), now: at(0))
@@ -161,7 +161,7 @@ struct LiveStoreTests {
 
     @Test("new rules re-derive every location and publish only what changed")
     func replaceEngine() throws {
-        var store = LiveStore(engine: try Self.engine(staleAfter: nil))
+        let store = LiveStore(engine: try Self.engine(staleAfter: nil))
         _ = store.apply(try update(["nrOfPeople": "3"]), now: at(0))
         _ = store.apply(try update(["available": "true"], location: "desk-1", domain: "availability"), now: at(0))
         #expect(store.replaceEngine(try Self.engine(staleAfter: nil), now: at(1)).isEmpty)
@@ -173,7 +173,7 @@ struct LiveStoreTests {
 
     @Test("the derived change prints as documented")
     func derivedChangeJSON() throws {
-        var store = LiveStore(engine: try Self.engine(staleAfter: nil))
+        let store = LiveStore(engine: try Self.engine(staleAfter: nil))
         let change = try #require(changeOf(store.apply(try update(["nrOfPeople": "3", "capacity": "8"]), now: at(5))))
         #expect(
             change.json
@@ -188,8 +188,8 @@ struct PersistenceTests {
         LocationRecord(
             address: LocationAddress(dataset: "ds1", venue: "hq", building: "B", floor: "F3", room: "R7", location: location),
             values: [
-                StoredValue(value: DomainValue(domain: "occupancy", properties: ["nrOfPeople": "3", "capacity": "8"], timestamp: .init(millisecondsSince1970: 1_763_720_000_123)), stale: false),
-                StoredValue(value: DomainValue(domain: "co2", properties: ["co2Level": "ü 900"], timestamp: .init(millisecondsSince1970: -5)), stale: true),
+                DomainValue(domain: "occupancy", properties: ["nrOfPeople": "3", "capacity": "8"], timestamp: .init(millisecondsSince1970: 1_763_720_000_123)),
+                DomainValue(domain: "co2", properties: ["co2Level": "ü 900"], timestamp: .init(millisecondsSince1970: -5), stale: true),
             ],
             published: DerivedStyle(
                 style: Style(
@@ -237,7 +237,7 @@ struct PersistenceTests {
     @Test("a restored store publishes nothing for locations whose style did not change")
     func restoreWithoutRepublishing() throws {
         let engine = try LiveStoreTests.engine(staleAfter: .seconds(60))
-        var store = LiveStore(engine: engine)
+        let store = LiveStore(engine: engine)
         let now = LiveStoreTests.start
         for room in 0..<5 {
             _ = store.apply(
@@ -248,7 +248,7 @@ struct PersistenceTests {
         #expect(written.count == 5)
         #expect(store.takeDirty().isEmpty)
 
-        var restored = LiveStore(engine: engine)
+        let restored = LiveStore(engine: engine)
         restored.restore(written)
         #expect(restored.count == 5)
         #expect(restored.rederiveAll(now: now).isEmpty)

@@ -5,16 +5,19 @@ public struct DomainValue: Hashable, Sendable {
     public var domain: String
     public var properties: LiveProperties
     public var timestamp: LiveTimestamp
+    /// Older than its domain's `staleAfter`: kept (for ordering), but counts as absent.
+    public var stale: Bool
 
-    public init(domain: String, properties: LiveProperties, timestamp: LiveTimestamp) {
+    public init(domain: String, properties: LiveProperties, timestamp: LiveTimestamp, stale: Bool = false) {
         self.domain = domain
         self.properties = properties
         self.timestamp = timestamp
+        self.stale = stale
     }
 }
 
-/// What rules and labels read: a location's fresh domain values, plus the catalog's
-/// capacity as the default for `occupancy.capacity`.
+/// What rules and labels read: a location's domain values (stale ones count as absent),
+/// plus the catalog's capacity as the default for `occupancy.capacity`.
 public struct LiveValues: Sendable {
     public var domains: [DomainValue]
     public var catalogCapacity: String?
@@ -28,13 +31,13 @@ public struct LiveValues: Sendable {
     public subscript(reference: PropertyReference) -> String? {
         if let domain = reference.domain {
             for value in domains where value.domain == domain {
-                if let text = value.properties[reference.name] { return text }
+                if !value.stale, let text = value.properties[reference.name] { return text }
                 break
             }
             if domain == "occupancy" && reference.name == "capacity" { return catalogCapacity }
             return nil
         }
-        for value in domains {
+        for value in domains where !value.stale {
             if let text = value.properties[reference.name] { return text }
         }
         return reference.name == "capacity" ? catalogCapacity : nil
@@ -42,6 +45,13 @@ public struct LiveValues: Sendable {
 
     /// Whether a domain has a value.
     public func has(_ domain: String) -> Bool {
-        domains.contains { $0.domain == domain }
+        for value in domains where value.domain == domain { return !value.stale }
+        return false
     }
+
+    /// Whether any domain has a fresh value.
+    public var isEmpty: Bool { !domains.contains { !$0.stale } }
+
+    /// The fresh values.
+    public var fresh: [DomainValue] { domains.filter { !$0.stale } }
 }

@@ -43,8 +43,8 @@ public struct Rule: Sendable {
             guard values.has(domain) else { return false }
             if let scope, !scope.matches(address, domain: domain) { return false }
         } else {
-            guard !values.domains.isEmpty else { return false }
-            if let scope, !values.domains.contains(where: { scope.matches(address, domain: $0.domain) }) { return false }
+            guard !values.isEmpty else { return false }
+            if let scope, !values.fresh.contains(where: { scope.matches(address, domain: $0.domain) }) { return false }
         }
         return condition.evaluate(values)
     }

@@ -15,21 +15,88 @@ public struct DerivedStyle: Hashable, Sendable {
     }
 }
 
+/// Which rules applied, one bit per rule in application order: compared on every update
+/// instead of lists of names.
+public struct RuleSelection: Hashable, Sendable {
+    var words: [UInt64]
+    var count: Int
+
+    init(ruleCount: Int) {
+        words = Array(repeating: 0, count: (ruleCount + 63) / 64)
+        count = 0
+    }
+
+    mutating func insert(_ index: Int) {
+        words[index >> 6] |= 1 << UInt64(index & 63)
+        count += 1
+    }
+}
+
 /// Derives styles: main → type → location → live rules, each overriding field by field;
 /// then labels are rendered and hidden layers made invisible.
 public struct RuleEngine: Sendable {
     public let ruleSet: RuleSet
+    let program: RuleProgram
+    private let ruleIndexes: [String: Int]
 
     public init(_ ruleSet: RuleSet) {
         self.ruleSet = ruleSet
+        program = RuleProgram(ruleSet.rules)
+        var indexes: [String: Int] = [:]
+        for (index, rule) in ruleSet.rules.enumerated() { indexes[rule.name] = index }
+        ruleIndexes = indexes
     }
 
     /// The style for a location with these live values.
     public func derive(_ address: LocationAddress, values: LiveValues, hiddenLayers: Set<String> = []) -> DerivedStyle {
+        let result = evaluate(address, values: values, hiddenLayers: hiddenLayers)
+        return derivedStyle(result.style, result.selection)
+    }
+
+    /// A derived style from an evaluation's result.
+    public func derivedStyle(_ style: Style, _ selection: RuleSelection) -> DerivedStyle {
+        var names: [String] = []
+        names.reserveCapacity(selection.count)
+        var legendState: String?
+        for (word, bits) in selection.words.enumerated() where bits != 0 {
+            for bit in 0..<64 where bits & (1 << UInt64(bit)) != 0 {
+                names.append(program.ruleNames[word * 64 + bit])
+                legendState = program.legendTitles[word * 64 + bit]
+            }
+        }
+        return DerivedStyle(style: style, rules: names, legendState: legendState)
+    }
+
+    /// The legend title of the last rule in a selection: the location's legend state.
+    public func legendState(_ selection: RuleSelection) -> String? {
+        for word in selection.words.indices.reversed() where selection.words[word] != 0 {
+            let bit = 63 - selection.words[word].leadingZeroBitCount
+            return program.legendTitles[word * 64 + bit]
+        }
+        return nil
+    }
+
+    /// The selection that a list of rule names means under these rules, or `nil` if one of
+    /// the names is not a rule here (so it cannot be equal to any current selection).
+    public func selection(named names: [String]) -> RuleSelection? {
+        var selection = RuleSelection(ruleCount: program.ruleNames.count)
+        var last = -1
+        for name in names {
+            guard let index = ruleIndexes[name], index > last else { return nil }
+            selection.insert(index)
+            last = index
+        }
+        return selection
+    }
+
+    /// The style and the applied rules, without building the list of names.
+    public func evaluate(
+        _ address: LocationAddress, values: LiveValues, hiddenLayers: Set<String>
+    ) -> (style: Style, selection: RuleSelection) {
         var style = ruleSet.main.style
         var label = ruleSet.main.label
         var badgeText = ruleSet.main.badgeText
-        func apply(_ template: StyleTemplate) {
+        func apply(_ template: borrowing StyleTemplate) {
             style.override(with: template.style)
             if let template = template.label { label = template }
             if let template = template.badgeText { badgeText = template }
@@ -39,16 +106,61 @@ public struct RuleEngine: Sendable {
         if values.catalogCapacity == nil, let capacity = entry?.capacity { values.catalogCapacity = String(capacity) }
         if let type = entry?.type, let template = ruleSet.types[type] { apply(template) }
         if let template = ruleSet.locations[address.location] { apply(template) }
-        var applied: [String] = []
-        var legendState: String?
-        for rule in ruleSet.rules where rule.applies(to: address, values: values) {
-            apply(rule.style)
-            applied.append(rule.name)
-            legendState = rule.legendTitle
+
+        // Which of the rules' domains have a fresh value here.
+        var present: UInt64 = 0
+        let domains = program.domains
+        for value in values.domains where !value.stale {
+            for index in domains.indices where index < 64 && domains[index] == value.domain {
+                present |= 1 << UInt64(index)
+            }
+        }
+        let anyFresh = !values.isEmpty
+        var selection = RuleSelection(ruleCount: program.rules.count)
+        let slotCount = program.slots.count
+        withUnsafeTemporaryAllocation(of: RuleProgram.SlotValue.self, capacity: max(slotCount, 1)) { slots in
+            for index in 0..<slotCount {
+                let text = values[program.slots[index]]
+                slots.initializeElement(at: index, to: .init(text: text, number: text.flatMap(parseNumber)))
+            }
+            defer { _ = slots.prefix(slotCount).deinitialize() }
+            program.nodes.withUnsafeBufferPointer { nodes in
+                program.literals.withUnsafeBufferPointer { literals in
+                    program.rules.withUnsafeBufferPointer { rules in
+                        ruleSet.rules.withUnsafeBufferPointer { definitions in
+                            let evaluator = RuleProgram.Evaluator(nodes: nodes, literals: literals, slots: slots)
+                            for index in rules.indices {
+                                let rule = rules[index]
+                                if rule.domain >= 0 {
+                                    if rule.domain < 64 {
+                                        guard present & (1 << UInt64(rule.domain)) != 0 else { continue }
+                                    } else if !values.has(domains[Int(rule.domain)]) {
+                                        continue
+                                    }
+                                } else if !anyFresh {
+                                    continue
+                                }
+                                if rule.hasScope, !definitions[index].appliesInScope(address, values: values) { continue }
+                                guard evaluator.truth(rule.root) else { continue }
+                                apply(definitions[index].style)
+                                selection.insert(index)
+                            }
+                        }
+                    }
+                }
+            }
         }
         if let label { style.label = label.isConstant ? label.source : label.render { values[$0] } }
         if let badgeText { style.badge?.text = badgeText.isConstant ? badgeText.source : badgeText.render { values[$0] } }
         if let layer = style.layer, hiddenLayers.contains(layer) { style.visible = false }
-        return DerivedStyle(style: style, rules: applied, legendState: legendState)
+        return (style, selection)
+    }
+}
+
+extension Rule {
+    func appliesInScope(_ address: LocationAddress, values: LiveValues) -> Bool {
+        guard let scope else { return true }
+        if let domain { return scope.matches(address, domain: domain) }
+        return values.fresh.contains { scope.matches(address, domain: $0.domain) }
     }
 }

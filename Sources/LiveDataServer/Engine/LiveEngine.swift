@@ -5,7 +5,7 @@ import LiveTopics
 /// The in-process path of one update: check the topic against the subscribed criteria
 /// (topic index), parse it, decode the payload, apply it to the store, which re-derives
 /// the style and diffs it against the last published one. Synchronous and single-owner.
-public struct LiveEngine {
+public final class LiveEngine {
     /// Why an update was dropped.
     public enum RejectReason: String, CaseIterable, Sendable {
         /// Not a valid seven-part live-data topic.
@@ -33,7 +33,7 @@ public struct LiveEngine {
         public init() {}
     }
 
-    public private(set) var store: LiveStore
+    public let store: LiveStore
     public private(set) var counters = Counters()
     private var subscriptions = TopicIndex<Int>()
     public let maximumPayloadSize: Int
@@ -48,7 +48,7 @@ public struct LiveEngine {
     }
 
     /// Processes one received message.
-    public mutating func process(topic: String, payload: [UInt8], receivedAt: LiveTimestamp) -> Outcome {
+    public func process(topic: String, payload: [UInt8], receivedAt: LiveTimestamp) -> Outcome {
         counters.received += 1
         var subscribed = false
         do {
@@ -60,6 +60,24 @@ public struct LiveEngine {
             counters.notSubscribed += 1
             return .notSubscribed
         }
+        // A tracked location: its path and domain are a slice of the topic, and only the
+        // domain level is left to check (the index already refused wildcards and NUL).
+        let bytes = topic.utf8
+        if let slash = bytes.lastIndex(of: UInt8(ascii: "/")), bytes.index(after: slash) != bytes.endIndex {
+            let path = topic[..<slash]
+            let domain = topic[bytes.index(after: slash)...]
+            if store.isTracked(path: path) {
+                let decoded: LivePayload
+                do {
+                    decoded = try LivePayload(payload, maximumPayloadSize: maximumPayloadSize)
+                } catch {
+                    return rejectPayload(error)
+                }
+                if let outcome = store.apply(path: path, domain: domain, payload: decoded, receivedAt: receivedAt) {
+                    return Self.outcome(outcome)
+                }
+            }
+        }
         let liveTopic: LiveTopic
         do {
             liveTopic = try LiveTopic(parsing: topic)
@@ -68,50 +86,58 @@ public struct LiveEngine {
         }
         let update: LiveUpdate
         do {
-            update = try LiveUpdate(
-                topic: liveTopic, payload: payload, receivedAt: receivedAt, maximumPayloadSize: maximumPayloadSize)
+            let decoded = try LivePayload(payload, maximumPayloadSize: maximumPayloadSize)
+            update = LiveUpdate(topic: liveTopic, payload: decoded, receivedAt: receivedAt)
         } catch {
-            if case .payloadTooLarge = error { return reject(.oversize, "\(error)") }
-            return reject(.badPayload, "\(error)")
+            return rejectPayload(error)
         }
-        switch store.apply(update, now: receivedAt) {
-        case .ignoredOutOfOrder: return .ignoredOutOfOrder
-        case .unchanged: return .unchanged
-        case .changed(let change): return .changed(change)
+        return Self.outcome(store.apply(update, now: receivedAt))
+    }
+
+    private static func outcome(_ outcome: LiveStore.Outcome) -> Outcome {
+        switch outcome {
+        case .ignoredOutOfOrder: .ignoredOutOfOrder
+        case .unchanged: .unchanged
+        case .changed(let change): .changed(change)
         }
     }
 
-    private mutating func reject(_ reason: RejectReason, _ message: String) -> Outcome {
+    private func rejectPayload(_ error: LiveUpdateError) -> Outcome {
+        if case .payloadTooLarge = error { return reject(.oversize, "\(error)") }
+        return reject(.badPayload, "\(error)")
+    }
+
+    private func reject(_ reason: RejectReason, _ message: String) -> Outcome {
         counters.rejected[reason, default: 0] += 1
         return .rejected(reason, message: message)
     }
 
     // MARK: - Passing through to the store
 
-    public mutating func expire(now: LiveTimestamp) -> [DerivedChange] { store.expire(now: now) }
+    public func expire(now: LiveTimestamp) -> [DerivedChange] { store.expire(now: now) }
 
-    public mutating func setLayer(_ layer: String, hidden: Bool, now: LiveTimestamp) -> [DerivedChange] {
+    public func setLayer(_ layer: String, hidden: Bool, now: LiveTimestamp) -> [DerivedChange] {
         store.setLayer(layer, hidden: hidden, now: now)
     }
 
     /// Takes a reloaded config's rules and criteria.
-    public mutating func reload(ruleSet: RuleSet, subscriptions: [TopicCriteria], now: LiveTimestamp) -> [DerivedChange] {
+    public func reload(ruleSet: RuleSet, subscriptions: [TopicCriteria], now: LiveTimestamp) -> [DerivedChange] {
         var index = TopicIndex<Int>()
         for (number, criteria) in subscriptions.enumerated() { index.add(criteria.filter, number) }
         self.subscriptions = index
         return store.replaceEngine(RuleEngine(ruleSet), now: now)
     }
 
-    public mutating func restore(_ records: [LocationRecord], now: LiveTimestamp) -> [DerivedChange] {
+    public func restore(_ records: [LocationRecord], now: LiveTimestamp) -> [DerivedChange] {
         store.restore(records)
         return store.expire(now: now) + store.rederiveAll(now: now)
     }
 
-    public mutating func takeDueSummaries(now: LiveTimestamp) -> [SummaryTracker.Summary] {
+    public func takeDueSummaries(now: LiveTimestamp) -> [SummaryTracker.Summary] {
         store.takeDueSummaries(now: now)
     }
 
-    public mutating func takeDirty() -> [LocationRecord] { store.takeDirty() }
+    public func takeDirty() -> [LocationRecord] { store.takeDirty() }
 
-    public mutating func markDirty(_ addresses: [LocationAddress]) { store.markDirty(addresses) }
+    public func markDirty(_ addresses: [LocationAddress]) { store.markDirty(addresses) }
 }

@@ -210,9 +210,7 @@ public actor LivePipeline {
     }
 
     private func knownDatasets() -> Set<String> {
-        var datasets = Set(config.subscriptions.compactMap { $0[.dataset] })
-        for record in engine.store.locations { datasets.insert(record.address.dataset) }
-        return datasets
+        Set(config.subscriptions.compactMap { $0[.dataset] }).union(engine.store.datasets)
     }
 
     /// Logs a dropped update, at most once a second with a count of the ones not logged.

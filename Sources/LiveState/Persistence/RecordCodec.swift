@@ -24,12 +24,12 @@ enum RecordCodec {
         }
         varint(record.version, &out)
         varint(UInt64(record.values.count), &out)
-        for stored in record.values {
-            string(stored.value.domain, &out)
-            varint(zigzag(stored.value.timestamp.millisecondsSince1970), &out)
-            out.append(stored.stale ? 1 : 0)
-            varint(UInt64(stored.value.properties.count), &out)
-            for property in stored.value.properties {
+        for value in record.values {
+            string(value.domain, &out)
+            varint(zigzag(value.timestamp.millisecondsSince1970), &out)
+            out.append(value.stale ? 1 : 0)
+            varint(UInt64(value.properties.count), &out)
+            for property in value.properties {
                 string(property.name, &out)
                 string(property.value, &out)
             }
@@ -113,7 +113,7 @@ enum RecordCodec {
             floor: try reader.string(), room: try reader.string(), location: try reader.string())
         let version = try reader.varint()
         let valueCount = Int(try reader.varint())
-        var values: [StoredValue] = []
+        var values: [DomainValue] = []
         values.reserveCapacity(valueCount)
         for _ in 0..<valueCount {
             let domain = try reader.string()
@@ -124,7 +124,7 @@ enum RecordCodec {
                 let name = try reader.string()
                 properties[name] = try reader.string()
             }
-            values.append(StoredValue(value: DomainValue(domain: domain, properties: properties, timestamp: timestamp), stale: stale))
+            values.append(DomainValue(domain: domain, properties: properties, timestamp: timestamp, stale: stale))
         }
         var published: DerivedStyle?
         if try reader.byte() == 1 {

@@ -4,7 +4,7 @@ import LiveTopics
 struct ExpiryQueue {
     struct Entry {
         var deadline: LiveTimestamp
-        var address: LocationAddress
+        var location: LocationState
         var domain: String
         /// The value's timestamp when scheduled: a newer value makes the entry moot.
         var timestamp: LiveTimestamp
@@ -47,9 +47,5 @@ struct ExpiryQueue {
             }
         }
         return due
-    }
-
-    mutating func removeAll() {
-        heap.removeAll()
     }
 }

@@ -5,9 +5,9 @@ import LiveTopics
 /// a version. After every change it re-derives the style and reports a ``DerivedChange``
 /// only when the style (or the rules behind it) really differs from the last published one.
 ///
-/// Pure logic: time comes in as `now`, so staleness and summaries are testable with a
-/// controllable clock; persistence reads ``takeDirty()``.
-public struct LiveStore: Sendable {
+/// Pure logic with one owner (not thread-safe): time comes in as `now`, so staleness and
+/// summaries are testable with a controllable clock; persistence reads ``takeDirty()``.
+public final class LiveStore {
     /// What happened to an update.
     public enum Outcome: Sendable, Equatable {
         /// Older than the stored value for the same location and domain.
@@ -32,9 +32,11 @@ public struct LiveStore: Sendable {
     public private(set) var hiddenLayers = Set<String>()
     public private(set) var counters = Counters()
     public private(set) var summaries: SummaryTracker
-    private var records: [LocationAddress: LocationRecord] = [:]
+    /// Datasets of the tracked locations.
+    public private(set) var datasets = Set<String>()
+    private var states: [LocationKey: LocationState] = [:]
     private var expiries = ExpiryQueue()
-    private var dirty = Set<LocationAddress>()
+    private var dirty: [LocationState] = []
 
     public init(engine: RuleEngine, summaryInterval: Duration = .seconds(1)) {
         self.engine = engine
@@ -42,12 +44,18 @@ public struct LiveStore: Sendable {
     }
 
     /// How many locations are tracked.
-    public var count: Int { records.count }
+    public var count: Int { states.count }
 
-    public subscript(address: LocationAddress) -> LocationRecord? { records[address] }
+    /// A location's record.
+    public subscript(address: LocationAddress) -> LocationRecord? {
+        states[LocationKey(Substring(address.description))]?.record
+    }
 
-    /// Every tracked location.
-    public var locations: Dictionary<LocationAddress, LocationRecord>.Values { records.values }
+    /// Every tracked location's record.
+    public var records: [LocationRecord] { states.values.map(\.record) }
+
+    /// Whether the location with this path (`dataset/venue/building/floor/room/location`) is tracked.
+    public func isTracked(path: Substring) -> Bool { states[LocationKey(path)] != nil }
 
     /// When the next value goes stale, if any will.
     public var nextExpiry: LiveTimestamp? { expiries.next }
@@ -56,54 +64,69 @@ public struct LiveStore: Sendable {
 
     /// Applies one update: stores its value (or removes it, for an empty payload) and
     /// re-derives the location's style.
-    public mutating func apply(_ update: LiveUpdate, now: LiveTimestamp) -> Outcome {
+    public func apply(_ update: LiveUpdate, now: LiveTimestamp) -> Outcome {
         let address = LocationAddress(update.topic)
-        let domain = update.topic.domain
-        var record = records[address] ?? LocationRecord(address: address)
-        if update.isRemoval {
-            guard let index = record.index(of: domain) else { return .unchanged }
-            record.values.remove(at: index)
+        let state = location(address)
+        return apply(
+            state, domain: update.topic.domain, properties: update.properties, timestamp: update.timestamp,
+            isRemoval: update.isRemoval, now: now)
+    }
+
+    /// Applies a decoded payload to a location that is already tracked, found by its path
+    /// (`dataset/venue/building/floor/room/location`, a slice of the incoming topic).
+    /// - Returns: `nil` when the location is not tracked yet: use ``apply(_:now:)``.
+    public func apply(
+        path: Substring, domain: Substring, payload: LivePayload, receivedAt now: LiveTimestamp
+    ) -> Outcome? {
+        guard let state = states[LocationKey(path)] else { return nil }
+        return apply(
+            state, domain: String(domain), properties: payload.properties, timestamp: payload.timestamp ?? now,
+            isRemoval: payload.isRemoval, now: now)
+    }
+
+    private func apply(
+        _ state: LocationState, domain: String, properties: LiveProperties, timestamp: LiveTimestamp, isRemoval: Bool,
+        now: LiveTimestamp
+    ) -> Outcome {
+        if isRemoval {
+            guard let index = state.index(of: domain) else { return .unchanged }
+            state.values.remove(at: index)
             counters.removals += 1
         } else {
             let staleAfter = engine.ruleSet.domains[domain]?.staleAfter
-            let stale = staleAfter.map { update.timestamp.adding($0) <= now } ?? false
-            let value = StoredValue(
-                value: DomainValue(domain: domain, properties: update.properties, timestamp: update.timestamp),
-                stale: stale)
-            if let index = record.index(of: domain) {
-                if update.timestamp < record.values[index].value.timestamp {
+            let stale = staleAfter.map { timestamp.adding($0) <= now } ?? false
+            let value = DomainValue(domain: domain, properties: properties, timestamp: timestamp, stale: stale)
+            if let index = state.index(of: domain) {
+                if timestamp < state.values[index].timestamp {
                     counters.ignoredOutOfOrder += 1
                     return .ignoredOutOfOrder
                 }
-                record.values[index] = value
+                state.values[index] = value
             } else {
-                record.values.append(value)
+                state.values.append(value)
             }
             if let staleAfter, !stale {
-                expiries.push(
-                    .init(deadline: update.timestamp.adding(staleAfter), address: address, domain: domain, timestamp: update.timestamp))
+                expiries.push(.init(deadline: timestamp.adding(staleAfter), location: state, domain: domain, timestamp: timestamp))
             }
         }
         counters.applied += 1
-        dirty.insert(address)
-        let outcome = rederive(&record, now: now)
-        records[address] = record
-        return outcome
+        markDirty(state)
+        return rederive(state, now: now)
     }
 
     /// Marks values whose `staleAfter` has passed as absent and re-derives their locations.
     /// - Returns: the changes that causes.
-    public mutating func expire(now: LiveTimestamp) -> [DerivedChange] {
+    public func expire(now: LiveTimestamp) -> [DerivedChange] {
         var changes: [DerivedChange] = []
         for entry in expiries.popDue(now) {
-            guard var record = records[entry.address], let index = record.index(of: entry.domain),
-                record.values[index].value.timestamp == entry.timestamp, !record.values[index].stale
+            let state = entry.location
+            guard let index = state.index(of: entry.domain), state.values[index].timestamp == entry.timestamp,
+                !state.values[index].stale
             else { continue }
-            record.values[index].stale = true
+            state.values[index].stale = true
             counters.expired += 1
-            dirty.insert(entry.address)
-            if case .changed(let change) = rederive(&record, now: now) { changes.append(change) }
-            records[entry.address] = record
+            markDirty(state)
+            if case .changed(let change) = rederive(state, now: now) { changes.append(change) }
         }
         return changes
     }
@@ -111,42 +134,48 @@ public struct LiveStore: Sendable {
     // MARK: - Whole-store changes
 
     /// Hides or shows a layer; locations in it are re-published (as not visible when hidden).
-    public mutating func setLayer(_ layer: String, hidden: Bool, now: LiveTimestamp) -> [DerivedChange] {
+    public func setLayer(_ layer: String, hidden: Bool, now: LiveTimestamp) -> [DerivedChange] {
         let changed = hidden ? hiddenLayers.insert(layer).inserted : hiddenLayers.remove(layer) != nil
         return changed ? rederiveAll(now: now) : []
     }
 
     /// Takes new rules (a reloaded config) and re-derives every location.
-    public mutating func replaceEngine(_ engine: RuleEngine, now: LiveTimestamp) -> [DerivedChange] {
+    public func replaceEngine(_ engine: RuleEngine, now: LiveTimestamp) -> [DerivedChange] {
         self.engine = engine
+        for state in states.values {
+            state.publishedSelection = state.published.flatMap { engine.selection(named: $0.rules) }
+        }
         return rederiveAll(now: now)
     }
 
     /// Re-derives every location (after a restore, a rules change, a layer toggle).
-    public mutating func rederiveAll(now: LiveTimestamp) -> [DerivedChange] {
+    public func rederiveAll(now: LiveTimestamp) -> [DerivedChange] {
         var changes: [DerivedChange] = []
-        for address in Array(records.keys) {
-            var record = records[address]!
-            if case .changed(let change) = rederive(&record, now: now) {
+        for state in states.values {
+            if case .changed(let change) = rederive(state, now: now) {
                 changes.append(change)
-                dirty.insert(address)
+                markDirty(state)
             }
-            records[address] = record
         }
-        return changes
+        return changes.sorted { $0.address.description < $1.address.description }
     }
 
     // MARK: - Persistence
 
     /// The locations changed since the last call, for the write-behind writer.
-    public mutating func takeDirty() -> [LocationRecord] {
+    public func takeDirty() -> [LocationRecord] {
         defer { dirty.removeAll(keepingCapacity: true) }
-        return dirty.compactMap { records[$0] }
+        return dirty.map { state in
+            state.dirty = false
+            return state.record
+        }
     }
 
     /// Marks locations for writing again (after a failed write).
-    public mutating func markDirty(_ addresses: [LocationAddress]) {
-        dirty.formUnion(addresses)
+    public func markDirty(_ addresses: [LocationAddress]) {
+        for address in addresses {
+            if let state = states[LocationKey(Substring(address.description))] { markDirty(state) }
+        }
     }
 
     /// Whether changes wait to be written.
@@ -154,56 +183,82 @@ public struct LiveStore: Sendable {
 
     /// Puts back persisted locations: values, last published style and version. Staleness is
     /// rescheduled; call ``expire(now:)`` and ``rederiveAll(now:)`` after it to catch up.
-    public mutating func restore(_ restored: [LocationRecord]) {
-        records.reserveCapacity(restored.count)
+    public func restore(_ restored: [LocationRecord]) {
+        states.reserveCapacity(restored.count)
         for record in restored {
-            records[record.address] = record
-            for stored in record.values where !stored.stale {
-                if let staleAfter = engine.ruleSet.domains[stored.value.domain]?.staleAfter {
+            let state = location(record.address, record)
+            state.publishedSelection = record.published.flatMap { engine.selection(named: $0.rules) }
+            for value in record.values where !value.stale {
+                if let staleAfter = engine.ruleSet.domains[value.domain]?.staleAfter {
                     expiries.push(
-                        .init(
-                            deadline: stored.value.timestamp.adding(staleAfter), address: record.address,
-                            domain: stored.value.domain, timestamp: stored.value.timestamp))
+                        .init(deadline: value.timestamp.adding(staleAfter), location: state, domain: value.domain, timestamp: value.timestamp))
                 }
             }
-            summaries.update(record.address, contribution(record, record.published))
+            summaries.update(
+                state, contribution(state, legendState: state.published?.legendState, values: LiveValues(domains: state.values)))
         }
     }
 
     // MARK: - Deriving
 
-    private mutating func rederive(_ record: inout LocationRecord, now: LiveTimestamp) -> Outcome {
-        let fresh = record.fresh
-        let values = LiveValues(domains: fresh)
-        let derived = engine.derive(record.address, values: values, hiddenLayers: hiddenLayers)
-        summaries.update(record.address, contribution(record, derived, values: values))
-        if let published = record.published, published.style == derived.style, published.rules == derived.rules {
-            // The legend state follows the rules, so it is unchanged too.
+    private func location(_ address: LocationAddress, _ record: LocationRecord? = nil) -> LocationState {
+        let key = LocationKey(Substring(address.description))
+        if let state = states[key] {
+            if let record {
+                state.values = record.values
+                state.published = record.published
+                state.version = record.version
+            }
+            return state
+        }
+        let (floor, building) = summaries.aggregates(for: address)
+        let state = LocationState(record ?? LocationRecord(address: address), floor: floor, building: building)
+        states[key] = state
+        datasets.insert(address.dataset)
+        return state
+    }
+
+    private func markDirty(_ state: LocationState) {
+        if !state.dirty {
+            state.dirty = true
+            dirty.append(state)
+        }
+    }
+
+    private func rederive(_ state: LocationState, now: LiveTimestamp) -> Outcome {
+        let values = LiveValues(domains: state.values)
+        let (style, selection) = engine.evaluate(state.address, values: values, hiddenLayers: hiddenLayers)
+        summaries.update(state, contribution(state, legendState: engine.legendState(selection), values: values))
+        if let published = state.published, state.publishedSelection == selection, published.style == style {
             return .unchanged
         }
-        let changed = derived.style.changedFields(from: record.published?.style ?? Style())
-        record.published = derived
-        record.version += 1
+        let derived = engine.derivedStyle(style, selection)
+        let changed = style.changedFields(from: state.published?.style ?? Style())
+        state.published = derived
+        state.publishedSelection = selection
+        state.version += 1
         counters.changes += 1
         return .changed(
             DerivedChange(
-                address: record.address, derived: derived, changed: changed, live: fresh, version: record.version,
+                address: state.address, derived: derived, changed: changed, live: values.fresh, version: state.version,
                 updatedAt: now))
     }
 
     private func contribution(
-        _ record: LocationRecord, _ derived: DerivedStyle?, values: LiveValues? = nil
+        _ state: LocationState, legendState: String?, values: LiveValues
     ) -> SummaryTracker.Contribution {
-        let values = values ?? LiveValues(domains: record.fresh)
-        let catalogCapacity = engine.ruleSet.catalog[record.address.location]?.capacity
-        let occupancy = "occupancy"
-        let people = values[PropertyReference(domain: occupancy, name: "nrOfPeople")].flatMap { Int($0) } ?? 0
-        let capacity = values[PropertyReference(domain: occupancy, name: "capacity")].flatMap { Int($0) } ?? catalogCapacity ?? 0
-        return .init(state: derived?.legendState ?? SummaryTracker.noState, people: people, capacity: capacity)
+        var people = 0
+        var capacity: Int?
+        for value in values.domains where value.domain == "occupancy" && !value.stale {
+            people = value.properties["nrOfPeople"].flatMap { Int($0) } ?? 0
+            capacity = value.properties["capacity"].flatMap { Int($0) }
+        }
+        let total = capacity ?? engine.ruleSet.catalog[state.address.location]?.capacity ?? 0
+        return .init(state: legendState ?? SummaryTracker.noState, people: people, capacity: total)
     }
 
     /// Summaries due for publishing (see ``SummaryTracker/takeDue(now:)``).
-    public mutating func takeDueSummaries(now: LiveTimestamp) -> [SummaryTracker.Summary] {
+    public func takeDueSummaries(now: LiveTimestamp) -> [SummaryTracker.Summary] {
         summaries.takeDue(now: now)
     }
 }

@@ -1,27 +1,22 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import DisplayRules
 import LiveTopics
 
-/// One domain's value as the store keeps it.
-public struct StoredValue: Hashable, Sendable {
-    public var value: DomainValue
-    /// Older than its domain's `staleAfter`: kept (for ordering), but counts as absent.
-    public var stale: Bool
-
-    public init(value: DomainValue, stale: Bool) {
-        self.value = value
-        self.stale = stale
-    }
-}
-
-/// Everything the store knows about one location; also what persistence writes.
+/// Everything the store knows about one location, as a value: what persistence writes and
+/// what callers get to read.
 public struct LocationRecord: Hashable, Sendable {
     public var address: LocationAddress
-    public var values: [StoredValue]
+    /// The latest value per domain; stale ones are flagged.
+    public var values: [DomainValue]
     /// The last published style; `nil` until the first change is published.
     public var published: DerivedStyle?
     public var version: UInt64
 
-    public init(address: LocationAddress, values: [StoredValue] = [], published: DerivedStyle? = nil, version: UInt64 = 0) {
+    public init(address: LocationAddress, values: [DomainValue] = [], published: DerivedStyle? = nil, version: UInt64 = 0) {
         self.address = address
         self.values = values
         self.published = published
@@ -29,11 +24,69 @@ public struct LocationRecord: Hashable, Sendable {
     }
 
     /// The fresh values, as rules read them.
-    public var fresh: [DomainValue] {
-        values.compactMap { $0.stale ? nil : $0.value }
+    public var fresh: [DomainValue] { values.filter { !$0.stale } }
+}
+
+/// A location inside the store: a reference, so that an update changes it in place
+/// without copying (or re-hashing) anything.
+final class LocationState {
+    let address: LocationAddress
+    var values: [DomainValue]
+    var published: DerivedStyle?
+    /// The rules behind `published`, as the current engine numbers them (`nil`: unknown, so
+    /// the next derivation counts as a change).
+    var publishedSelection: RuleSelection?
+    var version: UInt64
+    /// What it adds to its floor and building summaries.
+    var contribution: SummaryTracker.Contribution?
+    let floorSummary: SummaryTracker.Aggregate
+    let buildingSummary: SummaryTracker.Aggregate
+    /// Changed since the last write.
+    var dirty = false
+
+    init(_ record: LocationRecord, floor: SummaryTracker.Aggregate, building: SummaryTracker.Aggregate) {
+        address = record.address
+        values = record.values
+        published = record.published
+        version = record.version
+        floorSummary = floor
+        buildingSummary = building
     }
 
-    func index(of domain: String) -> Int? {
-        values.firstIndex { $0.value.domain == domain }
+    var record: LocationRecord {
+        LocationRecord(address: address, values: values, published: published, version: version)
+    }
+
+    @inline(__always)
+    func index(of domain: some StringProtocol) -> Int? {
+        for index in values.indices where values[index].domain == domain { return index }
+        return nil
+    }
+}
+
+/// The dictionary key of a location: its path `dataset/venue/building/floor/room/location`,
+/// compared and hashed as bytes (as MQTT compares topics), and usable with a slice of an
+/// incoming topic without copying it.
+struct LocationKey: Hashable {
+    let path: Substring
+
+    init(_ path: Substring) {
+        self.path = path
+    }
+
+    static func == (a: LocationKey, b: LocationKey) -> Bool {
+        let equal = a.path.utf8.withContiguousStorageIfAvailable { x in
+            b.path.utf8.withContiguousStorageIfAvailable { y in
+                x.count == y.count && (x.count == 0 || memcmp(x.baseAddress!, y.baseAddress!, x.count) == 0)
+            }
+        }
+        return (equal ?? nil) ?? a.path.utf8.elementsEqual(b.path.utf8)
+    }
+
+    func hash(into hasher: inout Hasher) {
+        let done: Void? = path.utf8.withContiguousStorageIfAvailable { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
+        if done == nil {
+            for byte in path.utf8 { hasher.combine(byte) }
+        }
     }
 }

@@ -2,9 +2,9 @@ import DisplayRules
 import LiveTopics
 
 /// Per floor and per building: how many locations are in each legend state, and people
-/// against capacity. Kept up to date incrementally; handed out at most once per interval
-/// per floor or building.
-public struct SummaryTracker: Sendable {
+/// against capacity. Kept up to date incrementally (each location holds its two aggregates
+/// by reference); handed out at most once per interval per floor or building.
+public struct SummaryTracker {
     /// A floor (`floor` set) or a building (`floor` nil).
     public struct Key: Hashable, Sendable, Comparable {
         public var dataset: String
@@ -62,71 +62,100 @@ public struct SummaryTracker: Sendable {
         }
     }
 
+    /// The running totals of one floor or building.
+    final class Aggregate {
+        var summary: Summary
+        var dirty = false
+        var lastHandedOut: LiveTimestamp?
+
+        init(_ key: Key) {
+            summary = Summary(key: key, locations: 0, states: [:], people: 0, capacity: 0)
+        }
+
+        func replace(_ old: Contribution?, with new: Contribution) {
+            if let old {
+                if let count = summary.states[old.state] {
+                    summary.states[old.state] = count > 1 ? count - 1 : nil
+                }
+                summary.people -= old.people
+                summary.capacity -= old.capacity
+            } else {
+                summary.locations += 1
+            }
+            summary.states[new.state, default: 0] += 1
+            summary.people += new.people
+            summary.capacity += new.capacity
+        }
+    }
+
     public static let noState = "none"
 
-    private(set) var summaries: [Key: Summary] = [:]
-    private var contributions: [LocationAddress: Contribution] = [:]
-    private var dirty = Set<Key>()
-    private var lastHandedOut: [Key: LiveTimestamp] = [:]
+    private var aggregates: [Key: Aggregate] = [:]
+    private var dirty: [Aggregate] = []
     public var interval: Duration
 
     public init(interval: Duration) {
         self.interval = interval
     }
 
-    public func summary(_ key: Key) -> Summary? { summaries[key] }
+    public func summary(_ key: Key) -> Summary? { aggregates[key]?.summary }
+
+    /// The floor and building aggregates of a location, created on first use.
+    mutating func aggregates(for address: LocationAddress) -> (floor: Aggregate, building: Aggregate) {
+        func aggregate(_ key: Key) -> Aggregate {
+            if let existing = aggregates[key] { return existing }
+            let created = Aggregate(key)
+            aggregates[key] = created
+            return created
+        }
+        return (
+            aggregate(Key(dataset: address.dataset, venue: address.venue, building: address.building, floor: address.floor)),
+            aggregate(Key(dataset: address.dataset, venue: address.venue, building: address.building))
+        )
+    }
 
     /// Records what a location now contributes.
-    mutating func update(_ address: LocationAddress, _ contribution: Contribution) {
-        let old = contributions[address]
-        guard old != contribution else { return }
-        contributions[address] = contribution
-        for key in Self.keys(address) {
-            var summary = summaries[key] ?? Summary(key: key, locations: 0, states: [:], people: 0, capacity: 0)
-            if let old {
-                summary.states[old.state, default: 0] -= 1
-                if summary.states[old.state] == 0 { summary.states[old.state] = nil }
-                summary.people -= old.people
-                summary.capacity -= old.capacity
-            } else {
-                summary.locations += 1
+    mutating func update(_ location: LocationState, _ contribution: Contribution) {
+        guard location.contribution != contribution else { return }
+        let old = location.contribution
+        location.contribution = contribution
+        for aggregate in [location.floorSummary, location.buildingSummary] {
+            aggregate.replace(old, with: contribution)
+            if !aggregate.dirty {
+                aggregate.dirty = true
+                dirty.append(aggregate)
             }
-            summary.states[contribution.state, default: 0] += 1
-            summary.people += contribution.people
-            summary.capacity += contribution.capacity
-            summaries[key] = summary
-            dirty.insert(key)
         }
     }
 
     /// The summaries that changed and whose interval has passed; the rest wait.
     public mutating func takeDue(now: LiveTimestamp) -> [Summary] {
         var due: [Summary] = []
+        var waiting: [Aggregate] = []
         let intervalMilliseconds = interval.milliseconds
-        for key in dirty.sorted() {
-            if let last = lastHandedOut[key], now.millisecondsSince1970 - last.millisecondsSince1970 < intervalMilliseconds {
+        for aggregate in dirty {
+            if let last = aggregate.lastHandedOut, now.millisecondsSince1970 - last.millisecondsSince1970 < intervalMilliseconds {
+                waiting.append(aggregate)
                 continue
             }
-            dirty.remove(key)
-            lastHandedOut[key] = now
-            if let summary = summaries[key] { due.append(summary) }
+            aggregate.dirty = false
+            aggregate.lastHandedOut = now
+            due.append(aggregate.summary)
         }
-        return due
+        dirty = waiting
+        return due.sorted { $0.key < $1.key }
     }
 
     /// When the next waiting summary is due, if any waits.
     public func nextDue(now: LiveTimestamp) -> LiveTimestamp? {
         guard !dirty.isEmpty else { return nil }
-        let waits = dirty.compactMap { lastHandedOut[$0] }
-        guard dirty.count == waits.count, let earliest = waits.min() else { return now }
-        return LiveTimestamp(millisecondsSince1970: earliest.millisecondsSince1970 + interval.milliseconds)
-    }
-
-    static func keys(_ address: LocationAddress) -> [Key] {
-        [
-            Key(dataset: address.dataset, venue: address.venue, building: address.building, floor: address.floor),
-            Key(dataset: address.dataset, venue: address.venue, building: address.building),
-        ]
+        var earliest: LiveTimestamp?
+        for aggregate in dirty {
+            guard let last = aggregate.lastHandedOut else { return now }
+            let due = LiveTimestamp(millisecondsSince1970: last.millisecondsSince1970 + interval.milliseconds)
+            earliest = min(earliest ?? due, due)
+        }
+        return earliest
     }
 }
 

@@ -1,20 +1,24 @@
-extension LiveUpdate {
-    /// The largest payload accepted by default, in bytes.
-    public static let defaultMaximumPayloadSize = 65_536
+/// What a live-update payload says, before it is tied to a topic.
+public struct LivePayload: Hashable, Sendable {
+    public var id: String?
+    public var timestamp: LiveTimestamp?
+    public var originSourceId: String?
+    public var properties: LiveProperties
+    /// An empty payload: the domain's value is removed.
+    public var isRemoval: Bool
 
-    /// Decodes a payload received on a live-data topic.
+    /// Decodes a payload.
     ///
-    /// Only `properties` is required. `id` defaults to the topic's location, `timestamp`
-    /// (ISO-8601 or epoch milliseconds) to `receivedAt`. JSON numbers and booleans in
-    /// `properties` become their text; a `null` property is left out; unknown fields are
-    /// ignored. An empty payload is a removal.
+    /// Only `properties` is required; `id`, `timestamp` (ISO-8601 or epoch milliseconds) and
+    /// `originSourceId` are optional. JSON numbers and booleans in `properties` become their
+    /// text; a `null` property is left out; unknown fields are ignored. An empty payload is a
+    /// removal.
     /// - Throws: ``LiveUpdateError`` saying why the payload was refused.
     public init(
-        topic: LiveTopic, payload: UnsafeRawBufferPointer, receivedAt: LiveTimestamp,
-        maximumPayloadSize: Int = LiveUpdate.defaultMaximumPayloadSize
+        _ payload: UnsafeRawBufferPointer, maximumPayloadSize: Int = LiveUpdate.defaultMaximumPayloadSize
     ) throws(LiveUpdateError) {
         if payload.isEmpty {
-            self.init(topic: topic, timestamp: receivedAt, properties: LiveProperties(), isRemoval: true)
+            self.init(id: nil, timestamp: nil, originSourceId: nil, properties: LiveProperties(), isRemoval: true)
             return
         }
         if payload.count > maximumPayloadSize {
@@ -37,9 +41,9 @@ extension LiveUpdate {
             try scanner.readObject { (scanner: inout JSONScanner, key, escaped) throws(JSONScanner.Failure) in
                 switch Field(key, escaped: escaped) {
                 case .id:
-                    id = try Self.readStringField("id", &scanner, &fieldError)
+                    id = try LivePayload.readStringField("id", &scanner, &fieldError)
                 case .originSourceId:
-                    origin = try Self.readStringField("originSourceId", &scanner, &fieldError)
+                    origin = try LivePayload.readStringField("originSourceId", &scanner, &fieldError)
                 case .timestamp:
                     switch try scanner.peekKind() {
                     case .string:
@@ -71,7 +75,7 @@ extension LiveUpdate {
                     }
                     var values = LiveProperties()
                     try scanner.readObject { (scanner: inout JSONScanner, name, escaped) throws(JSONScanner.Failure) in
-                        let nameString = try Self.string(name, escaped: escaped)
+                        let nameString = try LivePayload.string(name, escaped: escaped)
                         switch try scanner.peekKind() {
                         case .string:
                             values[nameString] = try scanner.readString()
@@ -101,9 +105,51 @@ extension LiveUpdate {
         }
         if let fieldError { throw fieldError }
         guard let properties else { throw .missingProperties }
+        self.init(id: id, timestamp: timestamp, originSourceId: origin, properties: properties, isRemoval: false)
+    }
+
+    public init(
+        id: String?, timestamp: LiveTimestamp?, originSourceId: String?, properties: LiveProperties, isRemoval: Bool
+    ) {
+        self.id = id
+        self.timestamp = timestamp
+        self.originSourceId = originSourceId
+        self.properties = properties
+        self.isRemoval = isRemoval
+    }
+
+    /// Decodes a payload held in an array.
+    /// - Throws: ``LiveUpdateError``.
+    public init(_ payload: [UInt8], maximumPayloadSize: Int = LiveUpdate.defaultMaximumPayloadSize) throws(LiveUpdateError) {
+        let result: Result<LivePayload, LiveUpdateError> = payload.withUnsafeBytes { bytes in
+            do throws(LiveUpdateError) {
+                return .success(try LivePayload(bytes, maximumPayloadSize: maximumPayloadSize))
+            } catch {
+                return .failure(error)
+            }
+        }
+        self = try result.get()
+    }
+}
+
+extension LiveUpdate {
+    /// The largest payload accepted by default, in bytes.
+    public static let defaultMaximumPayloadSize = 65_536
+
+    /// An update from a topic and its decoded payload; `receivedAt` stands in for a missing timestamp.
+    public init(topic: LiveTopic, payload: LivePayload, receivedAt: LiveTimestamp) {
         self.init(
-            topic: topic, id: id, timestamp: timestamp ?? receivedAt, originSourceId: origin,
-            properties: properties)
+            topic: topic, id: payload.id, timestamp: payload.timestamp ?? receivedAt,
+            originSourceId: payload.originSourceId, properties: payload.properties, isRemoval: payload.isRemoval)
+    }
+
+    /// Decodes a payload received on a live-data topic (see ``LivePayload``).
+    /// - Throws: ``LiveUpdateError`` saying why the payload was refused.
+    public init(
+        topic: LiveTopic, payload: UnsafeRawBufferPointer, receivedAt: LiveTimestamp,
+        maximumPayloadSize: Int = LiveUpdate.defaultMaximumPayloadSize
+    ) throws(LiveUpdateError) {
+        self.init(topic: topic, payload: try LivePayload(payload, maximumPayloadSize: maximumPayloadSize), receivedAt: receivedAt)
     }
 
     /// Decodes a payload held in an array.
@@ -129,8 +175,10 @@ extension LiveUpdate {
     public init(topic: LiveTopic, payload: String, receivedAt: LiveTimestamp) throws(LiveUpdateError) {
         try self.init(topic: topic, payload: Array(payload.utf8), receivedAt: receivedAt)
     }
+}
 
-    private enum Field {
+extension LivePayload {
+    fileprivate enum Field {
         case id, timestamp, originSourceId, properties, unknown
 
         init(_ key: UnsafeRawBufferPointer, escaped: Bool) {
@@ -148,13 +196,13 @@ extension LiveUpdate {
         }
     }
 
-    private static func string(_ raw: UnsafeRawBufferPointer, escaped: Bool) throws(JSONScanner.Failure) -> String {
+    fileprivate static func string(_ raw: UnsafeRawBufferPointer, escaped: Bool) throws(JSONScanner.Failure) -> String {
         if escaped { return try JSONScanner.unescape(raw, at: 0) }
         guard let string = String(validating: raw, as: UTF8.self) else { throw .invalidUTF8(at: 0) }
         return string
     }
 
-    private static func readStringField(
+    fileprivate static func readStringField(
         _ name: String, _ scanner: inout JSONScanner, _ fieldError: inout LiveUpdateError?
     ) throws(JSONScanner.Failure) -> String? {
         switch try scanner.peekKind() {

@@ -1,0 +1,215 @@
+import LiveTopics
+
+/// Every rule condition of a rule set, compiled together into one flat array of plain
+/// nodes, with each property the conditions read given a slot. Deriving a style fills the
+/// slots once (one lookup and one number parse per property) and then evaluates the rules
+/// without reference counting, allocation or string building.
+final class RuleProgram: Sendable {
+    struct Node {
+        enum Kind: UInt8 {
+            case number, string, boolean, property, exists, negate, arithmetic, compare, and, or, not, truth
+        }
+
+        var kind: Kind
+        /// Arithmetic or comparison operator.
+        var op: UInt8 = 0
+        /// Comparison kind: 0 numeric, 1 text, 2 boolean.
+        var compareKind: UInt8 = 0
+        /// A child node, a slot, or a string literal, by kind.
+        var a: Int32 = 0
+        var b: Int32 = 0
+        /// A number literal, or a boolean literal as 0 or 1.
+        var value: Double = 0
+    }
+
+    /// A rule as the evaluator sees it: plain values only.
+    struct CompiledRule {
+        /// Index into `domains`, or -1 for a rule without a domain.
+        var domain: Int32
+        var root: Int32
+        var hasScope: Bool
+    }
+
+    /// A slot's value during one derivation.
+    struct SlotValue {
+        var text: String?
+        var number: Double?
+    }
+
+    let nodes: [Node]
+    let literals: [String]
+    let slots: [PropertyReference]
+    /// Distinct domains the rules name, in first-seen order (at most 64 are told apart quickly).
+    let domains: [String]
+    let rules: [CompiledRule]
+    let ruleNames: [String]
+    let legendTitles: [String]
+
+    init(_ rules: [Rule]) {
+        var nodes: [Node] = []
+        var literals: [String] = []
+        var slots: [PropertyReference] = []
+        var slotIndex: [PropertyReference: Int32] = [:]
+        var domains: [String] = []
+        func slot(_ reference: PropertyReference) -> Int32 {
+            if let index = slotIndex[reference] { return index }
+            slots.append(reference)
+            slotIndex[reference] = Int32(slots.count - 1)
+            return Int32(slots.count - 1)
+        }
+        func add(_ node: Node) -> Int32 {
+            nodes.append(node)
+            return Int32(nodes.count - 1)
+        }
+        func flatten(_ node: CompiledExpression.Node) -> Int32 {
+            switch node {
+            case .number(let value): return add(Node(kind: .number, value: value))
+            case .string(let text):
+                literals.append(text)
+                return add(Node(kind: .string, a: Int32(literals.count - 1)))
+            case .boolean(let value): return add(Node(kind: .boolean, value: value ? 1 : 0))
+            case .property(let reference): return add(Node(kind: .property, a: slot(reference)))
+            case .exists(let reference): return add(Node(kind: .exists, a: slot(reference)))
+            case .negate(let inner): return add(Node(kind: .negate, a: flatten(inner)))
+            case .arithmetic(let op, let x, let y):
+                let code: UInt8 = switch op {
+                case .add: 0
+                case .subtract: 1
+                case .multiply: 2
+                case .divide: 3
+                }
+                let (a, b) = (flatten(x), flatten(y))
+                return add(Node(kind: .arithmetic, op: code, a: a, b: b))
+            case .compare(let op, let kind, let x, let y):
+                let code: UInt8 = switch op {
+                case .equal: 0
+                case .notEqual: 1
+                case .less: 2
+                case .lessOrEqual: 3
+                case .greater: 4
+                case .greaterOrEqual: 5
+                }
+                let kindCode: UInt8 = switch kind {
+                case .numeric: 0
+                case .text: 1
+                case .boolean: 2
+                }
+                let (a, b) = (flatten(x), flatten(y))
+                return add(Node(kind: .compare, op: code, compareKind: kindCode, a: a, b: b))
+            case .and(let x, let y):
+                let (a, b) = (flatten(x), flatten(y))
+                return add(Node(kind: .and, a: a, b: b))
+            case .or(let x, let y):
+                let (a, b) = (flatten(x), flatten(y))
+                return add(Node(kind: .or, a: a, b: b))
+            case .not(let inner): return add(Node(kind: .not, a: flatten(inner)))
+            case .truth(let inner): return add(Node(kind: .truth, a: flatten(inner)))
+            }
+        }
+        var compiled: [CompiledRule] = []
+        for rule in rules {
+            var domainIndex: Int32 = -1
+            if let domain = rule.domain {
+                if let existing = domains.firstIndex(of: domain) {
+                    domainIndex = Int32(existing)
+                } else {
+                    domains.append(domain)
+                    domainIndex = Int32(domains.count - 1)
+                }
+            }
+            compiled.append(CompiledRule(domain: domainIndex, root: flatten(rule.condition.root), hasScope: rule.scope != nil))
+        }
+        self.nodes = nodes
+        self.literals = literals
+        self.slots = slots
+        self.domains = domains
+        self.rules = compiled
+        ruleNames = rules.map(\.name)
+        legendTitles = rules.map(\.legendTitle)
+    }
+
+    /// Evaluates conditions against filled slots.
+    struct Evaluator {
+        let nodes: UnsafeBufferPointer<Node>
+        let literals: UnsafeBufferPointer<String>
+        let slots: UnsafeMutableBufferPointer<SlotValue>
+
+        func truth(_ index: Int32) -> Bool {
+            let node = nodes[Int(index)]
+            switch node.kind {
+            case .boolean: return node.value != 0
+            case .and: return truth(node.a) && truth(node.b)
+            case .or: return truth(node.a) || truth(node.b)
+            case .not: return !truth(node.a)
+            case .exists: return slots[Int(node.a)].text != nil
+            case .truth: return boolean(node.a) ?? false
+            case .compare:
+                switch node.compareKind {
+                case 0:
+                    guard let x = number(node.a), let y = number(node.b) else { return false }
+                    switch node.op {
+                    case 0: return x == y
+                    case 1: return x != y
+                    case 2: return x < y
+                    case 3: return x <= y
+                    case 4: return x > y
+                    default: return x >= y
+                    }
+                case 1:
+                    guard let equal = textEqual(node.a, node.b) else { return false }
+                    return node.op == 0 ? equal : !equal
+                default:
+                    guard let x = boolean(node.a), let y = boolean(node.b) else { return false }
+                    return node.op == 0 ? x == y : x != y
+                }
+            default:
+                return false
+            }
+        }
+
+        func number(_ index: Int32) -> Double? {
+            let node = nodes[Int(index)]
+            switch node.kind {
+            case .number: return node.value
+            case .property: return slots[Int(node.a)].number
+            case .negate: return number(node.a).map { -$0 }
+            case .arithmetic:
+                guard let x = number(node.a), let y = number(node.b) else { return nil }
+                switch node.op {
+                case 0: return x + y
+                case 1: return x - y
+                case 2: return x * y
+                default: return y == 0 ? nil : x / y
+                }
+            default: return nil
+            }
+        }
+
+        private func textEqual(_ a: Int32, _ b: Int32) -> Bool? {
+            func text(_ index: Int32) -> String? {
+                let node = nodes[Int(index)]
+                switch node.kind {
+                case .string: return literals[Int(node.a)]
+                case .property: return slots[Int(node.a)].text
+                default: return nil
+                }
+            }
+            guard let x = text(a), let y = text(b) else { return nil }
+            return x == y
+        }
+
+        private func boolean(_ index: Int32) -> Bool? {
+            let node = nodes[Int(index)]
+            switch node.kind {
+            case .boolean: return node.value != 0
+            case .property:
+                switch slots[Int(node.a)].text {
+                case "true", "True", "TRUE", "1": return true
+                case "false", "False", "FALSE", "0": return false
+                default: return nil
+                }
+            default: return nil
+            }
+        }
+    }
+}
