@@ -35,6 +35,7 @@ public struct LocationCatalog: Sendable {
 
     public subscript(id: String) -> Entry? { entries[id] }
     public var count: Int { entries.count }
+    public var isEmpty: Bool { entries.isEmpty }
 
     /// Parses CSV with a header row naming the columns: `id` is required, `name`, `type` and
     /// `capacity` are optional, in any order. Fields may be quoted (`"a, b"`, `""` for a quote).

@@ -29,16 +29,17 @@ public struct LiveValues: Sendable {
 
     /// The value of a property, or `nil`. An unqualified reference looks in every domain.
     public subscript(reference: PropertyReference) -> String? {
+        // By index: iterating would copy each value (and retain its properties) out of the array.
         if let domain = reference.domain {
-            for value in domains where value.domain == domain {
-                if !value.stale, let text = value.properties[reference.name] { return text }
+            for index in domains.indices where domains[index].domain == domain {
+                if !domains[index].stale, let text = domains[index].properties[reference.name] { return text }
                 break
             }
             if domain == "occupancy" && reference.name == "capacity" { return catalogCapacity }
             return nil
         }
-        for value in domains where !value.stale {
-            if let text = value.properties[reference.name] { return text }
+        for index in domains.indices where !domains[index].stale {
+            if let text = domains[index].properties[reference.name] { return text }
         }
         return reference.name == "capacity" ? catalogCapacity : nil
     }

@@ -16,20 +16,28 @@ public struct DerivedStyle: Hashable, Sendable {
 }
 
 /// Which rules applied, one bit per rule in application order: compared on every update
-/// instead of lists of names.
+/// instead of lists of names. Up to 128 rules fit without allocating.
 public struct RuleSelection: Hashable, Sendable {
-    var words: [UInt64]
-    var count: Int
+    var low: UInt64 = 0
+    var high: UInt64 = 0
+    var overflow: [UInt64]?
+    var count = 0
 
     init(ruleCount: Int) {
-        words = Array(repeating: 0, count: (ruleCount + 63) / 64)
-        count = 0
+        if ruleCount > 128 { overflow = Array(repeating: 0, count: (ruleCount - 128 + 63) / 64) }
     }
 
     mutating func insert(_ index: Int) {
-        words[index >> 6] |= 1 << UInt64(index & 63)
+        switch index {
+        case 0..<64: low |= 1 << UInt64(index)
+        case 64..<128: high |= 1 << UInt64(index - 64)
+        default: overflow![(index - 128) >> 6] |= 1 << UInt64(index & 63)
+        }
         count += 1
     }
+
+    /// The words, lowest rules first.
+    var words: [UInt64] { [low, high] + (overflow ?? []) }
 }
 
 /// Derives styles: main → type → location → live rules, each overriding field by field;
@@ -58,7 +66,7 @@ public struct RuleEngine: Sendable {
         var names: [String] = []
         names.reserveCapacity(selection.count)
         var legendState: String?
-        for (word, bits) in selection.words.enumerated() where bits != 0 {
+        for (word, bits) in selection.words.enumerated() where bits != 0 && word * 64 < program.ruleNames.count {
             for bit in 0..<64 where bits & (1 << UInt64(bit)) != 0 {
                 names.append(program.ruleNames[word * 64 + bit])
                 legendState = program.legendTitles[word * 64 + bit]
@@ -93,25 +101,18 @@ public struct RuleEngine: Sendable {
     public func evaluate(
         _ address: LocationAddress, values: LiveValues, hiddenLayers: Set<String>
     ) -> (style: Style, selection: RuleSelection) {
-        var style = ruleSet.main.style
-        var label = ruleSet.main.label
-        var badgeText = ruleSet.main.badgeText
-        func apply(_ template: borrowing StyleTemplate) {
-            style.override(with: template.style)
-            if let template = template.label { label = template }
-            if let template = template.badgeText { badgeText = template }
-        }
-        let entry = ruleSet.catalog[address.location]
+        var builder = StyleBuilder(ruleSet.main)
+        let entry = ruleSet.catalog.isEmpty ? nil : ruleSet.catalog[address.location]
         var values = values
         if values.catalogCapacity == nil, let capacity = entry?.capacity { values.catalogCapacity = String(capacity) }
-        if let type = entry?.type, let template = ruleSet.types[type] { apply(template) }
-        if let template = ruleSet.locations[address.location] { apply(template) }
+        if let type = entry?.type, let template = ruleSet.types[type] { builder.apply(template) }
+        if !ruleSet.locations.isEmpty, let template = ruleSet.locations[address.location] { builder.apply(template) }
 
         // Which of the rules' domains have a fresh value here.
         var present: UInt64 = 0
         let domains = program.domains
-        for value in values.domains where !value.stale {
-            for index in domains.indices where index < 64 && domains[index] == value.domain {
+        for value in values.domains.indices where !values.domains[value].stale {
+            for index in domains.indices where index < 64 && domains[index] == values.domains[value].domain {
                 present |= 1 << UInt64(index)
             }
         }
@@ -119,9 +120,17 @@ public struct RuleEngine: Sendable {
         var selection = RuleSelection(ruleCount: program.rules.count)
         let slotCount = program.slots.count
         withUnsafeTemporaryAllocation(of: RuleProgram.SlotValue.self, capacity: max(slotCount, 1)) { slots in
-            for index in 0..<slotCount {
-                let text = values[program.slots[index]]
-                slots.initializeElement(at: index, to: .init(text: text, number: text.flatMap(parseNumber)))
+            program.slotDomains.withUnsafeBufferPointer { slotDomains in
+                for index in 0..<slotCount {
+                    // A slot of a domain that has no value here stays empty without a lookup.
+                    let domain = slotDomains[index]
+                    if domain >= 0 && domain < 64 && present & (1 << UInt64(domain)) == 0 {
+                        slots.initializeElement(at: index, to: .init(text: nil, number: nil))
+                        continue
+                    }
+                    let text = values[program.slots[index]]
+                    slots.initializeElement(at: index, to: .init(text: text, number: text.flatMap(parseNumber)))
+                }
             }
             defer { _ = slots.prefix(slotCount).deinitialize() }
             program.nodes.withUnsafeBufferPointer { nodes in
@@ -142,7 +151,7 @@ public struct RuleEngine: Sendable {
                                 }
                                 if rule.hasScope, !definitions[index].appliesInScope(address, values: values) { continue }
                                 guard evaluator.truth(rule.root) else { continue }
-                                apply(definitions[index].style)
+                                builder.apply(definitions[index].style)
                                 selection.insert(index)
                             }
                         }
@@ -150,10 +159,32 @@ public struct RuleEngine: Sendable {
                 }
             }
         }
-        if let label { style.label = label.isConstant ? label.source : label.render { values[$0] } }
-        if let badgeText { style.badge?.text = badgeText.isConstant ? badgeText.source : badgeText.render { values[$0] } }
-        if let layer = style.layer, hiddenLayers.contains(layer) { style.visible = false }
+        var style = builder.style
+        if let label = builder.label { style.label = label.isConstant ? label.source : label.render { values[$0] } }
+        if let badgeText = builder.badgeText {
+            style.badge?.text = badgeText.isConstant ? badgeText.source : badgeText.render { values[$0] }
+        }
+        if !hiddenLayers.isEmpty, let layer = style.layer, hiddenLayers.contains(layer) { style.visible = false }
         return (style, selection)
+    }
+}
+
+/// Accumulates style layers and the templates of the winning label and badge text.
+struct StyleBuilder {
+    var style: Style
+    var label: LabelTemplate?
+    var badgeText: LabelTemplate?
+
+    init(_ base: StyleTemplate) {
+        style = base.style
+        label = base.label
+        badgeText = base.badgeText
+    }
+
+    mutating func apply(_ template: borrowing StyleTemplate) {
+        style.override(with: template.style)
+        if let template = template.label { label = template }
+        if let template = template.badgeText { badgeText = template }
     }
 }
 

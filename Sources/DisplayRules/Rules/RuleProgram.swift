@@ -39,6 +39,8 @@ final class RuleProgram: Sendable {
     let nodes: [Node]
     let literals: [String]
     let slots: [PropertyReference]
+    /// Per slot, its domain's index in `domains`, or -1 (not a rule domain, or unqualified).
+    let slotDomains: [Int32]
     /// Distinct domains the rules name, in first-seen order (at most 64 are told apart quickly).
     let domains: [String]
     let rules: [CompiledRule]
@@ -122,6 +124,9 @@ final class RuleProgram: Sendable {
         self.nodes = nodes
         self.literals = literals
         self.slots = slots
+        slotDomains = slots.map { reference in
+            reference.domain.flatMap { domains.firstIndex(of: $0) }.map(Int32.init) ?? -1
+        }
         self.domains = domains
         self.rules = compiled
         ruleNames = rules.map(\.name)

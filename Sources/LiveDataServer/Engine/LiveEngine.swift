@@ -60,23 +60,20 @@ public final class LiveEngine {
             counters.notSubscribed += 1
             return .notSubscribed
         }
+        let decoded: LivePayload
+        do {
+            decoded = try LivePayload(payload, maximumPayloadSize: maximumPayloadSize)
+        } catch {
+            return rejectPayload(error)
+        }
         // A tracked location: its path and domain are a slice of the topic, and only the
         // domain level is left to check (the index already refused wildcards and NUL).
         let bytes = topic.utf8
-        if let slash = bytes.lastIndex(of: UInt8(ascii: "/")), bytes.index(after: slash) != bytes.endIndex {
-            let path = topic[..<slash]
-            let domain = topic[bytes.index(after: slash)...]
-            if store.isTracked(path: path) {
-                let decoded: LivePayload
-                do {
-                    decoded = try LivePayload(payload, maximumPayloadSize: maximumPayloadSize)
-                } catch {
-                    return rejectPayload(error)
-                }
-                if let outcome = store.apply(path: path, domain: domain, payload: decoded, receivedAt: receivedAt) {
-                    return Self.outcome(outcome)
-                }
-            }
+        if let slash = bytes.lastIndex(of: UInt8(ascii: "/")), bytes.index(after: slash) != bytes.endIndex,
+            let outcome = store.apply(
+                path: topic[..<slash], domain: topic[bytes.index(after: slash)...], payload: decoded, receivedAt: receivedAt)
+        {
+            return Self.outcome(outcome)
         }
         let liveTopic: LiveTopic
         do {
@@ -84,14 +81,7 @@ public final class LiveEngine {
         } catch {
             return reject(.badTopic, "\(error)")
         }
-        let update: LiveUpdate
-        do {
-            let decoded = try LivePayload(payload, maximumPayloadSize: maximumPayloadSize)
-            update = LiveUpdate(topic: liveTopic, payload: decoded, receivedAt: receivedAt)
-        } catch {
-            return rejectPayload(error)
-        }
-        return Self.outcome(store.apply(update, now: receivedAt))
+        return Self.outcome(store.apply(LiveUpdate(topic: liveTopic, payload: decoded, receivedAt: receivedAt), now: receivedAt))
     }
 
     private static func outcome(_ outcome: LiveStore.Outcome) -> Outcome {

@@ -6,8 +6,6 @@ struct ExpiryQueue {
         var deadline: LiveTimestamp
         var location: LocationState
         var domain: String
-        /// The value's timestamp when scheduled: a newer value makes the entry moot.
-        var timestamp: LiveTimestamp
     }
 
     private var heap: [Entry] = []

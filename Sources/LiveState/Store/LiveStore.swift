@@ -105,9 +105,7 @@ public final class LiveStore {
             } else {
                 state.values.append(value)
             }
-            if let staleAfter, !stale {
-                expiries.push(.init(deadline: timestamp.adding(staleAfter), location: state, domain: domain, timestamp: timestamp))
-            }
+            if let staleAfter, !stale { schedule(state, domain: domain, deadline: timestamp.adding(staleAfter)) }
         }
         counters.applied += 1
         markDirty(state)
@@ -120,9 +118,16 @@ public final class LiveStore {
         var changes: [DerivedChange] = []
         for entry in expiries.popDue(now) {
             let state = entry.location
-            guard let index = state.index(of: entry.domain), state.values[index].timestamp == entry.timestamp,
-                !state.values[index].stale
+            state.scheduledExpiries.removeAll { $0 == entry.domain }
+            guard let index = state.index(of: entry.domain), !state.values[index].stale,
+                let staleAfter = engine.ruleSet.domains[entry.domain]?.staleAfter
             else { continue }
+            // A newer value arrived since this was scheduled: wait for its own deadline.
+            let deadline = state.values[index].timestamp.adding(staleAfter)
+            if deadline > now {
+                schedule(state, domain: entry.domain, deadline: deadline)
+                continue
+            }
             state.values[index].stale = true
             counters.expired += 1
             markDirty(state)
@@ -190,8 +195,7 @@ public final class LiveStore {
             state.publishedSelection = record.published.flatMap { engine.selection(named: $0.rules) }
             for value in record.values where !value.stale {
                 if let staleAfter = engine.ruleSet.domains[value.domain]?.staleAfter {
-                    expiries.push(
-                        .init(deadline: value.timestamp.adding(staleAfter), location: state, domain: value.domain, timestamp: value.timestamp))
+                    schedule(state, domain: value.domain, deadline: value.timestamp.adding(staleAfter))
                 }
             }
             summaries.update(
@@ -216,6 +220,12 @@ public final class LiveStore {
         states[key] = state
         datasets.insert(address.dataset)
         return state
+    }
+
+    private func schedule(_ state: LocationState, domain: String, deadline: LiveTimestamp) {
+        guard !state.scheduledExpiries.contains(domain) else { return }
+        state.scheduledExpiries.append(domain)
+        expiries.push(.init(deadline: deadline, location: state, domain: domain))
     }
 
     private func markDirty(_ state: LocationState) {

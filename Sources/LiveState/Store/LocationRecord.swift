@@ -43,6 +43,9 @@ final class LocationState {
     let buildingSummary: SummaryTracker.Aggregate
     /// Changed since the last write.
     var dirty = false
+    /// Domains with an entry in the expiry queue: at most one per domain, moved on when
+    /// newer values arrive, so the queue never holds more than one per value.
+    var scheduledExpiries: [String] = []
 
     init(_ record: LocationRecord, floor: SummaryTracker.Aggregate, building: SummaryTracker.Aggregate) {
         address = record.address

@@ -28,7 +28,7 @@ public struct LiveProperties: Hashable, Sendable, Sequence, ExpressibleByDiction
     /// setting `nil` removes it.
     public subscript(name: String) -> String? {
         get {
-            for property in properties where property.name == name { return property.value }
+            for index in properties.indices where properties[index].name == name { return properties[index].value }
             return nil
         }
         set {
