@@ -21,7 +21,6 @@ public struct RuleSelection: Hashable, Sendable {
     var low: UInt64 = 0
     var high: UInt64 = 0
     var overflow: [UInt64]?
-    var count = 0
 
     init(ruleCount: Int) {
         if ruleCount > 128 { overflow = Array(repeating: 0, count: (ruleCount - 128 + 63) / 64) }
@@ -33,8 +32,10 @@ public struct RuleSelection: Hashable, Sendable {
         case 64..<128: high |= 1 << UInt64(index - 64)
         default: overflow![(index - 128) >> 6] |= 1 << UInt64(index & 63)
         }
-        count += 1
     }
+
+    /// How many rules are selected.
+    var count: Int { words.reduce(0) { $0 + $1.nonzeroBitCount } }
 
     /// The words, lowest rules first.
     var words: [UInt64] { [low, high] + (overflow ?? []) }
@@ -77,11 +78,30 @@ public struct RuleEngine: Sendable {
 
     /// The legend title of the last rule in a selection: the location's legend state.
     public func legendState(_ selection: RuleSelection) -> String? {
-        for word in selection.words.indices.reversed() where selection.words[word] != 0 {
-            let bit = 63 - selection.words[word].leadingZeroBitCount
-            return program.legendTitles[word * 64 + bit]
+        legendStateID(selection).map { legendTitles[Int($0)] }
+    }
+
+    /// Distinct legend titles, in rule order; ``legendStateID(_:)`` indexes them.
+    public var legendTitles: [String] { program.distinctTitles }
+
+    /// The index in ``legendTitles`` of the last selected rule's title, if any rule is selected.
+    public func legendStateID(_ selection: RuleSelection) -> Int32? {
+        let words = [selection.low, selection.high] + (selection.overflow ?? [])
+        for word in words.indices.reversed() where words[word] != 0 {
+            let bit = 63 - words[word].leadingZeroBitCount
+            return program.titleIDs[word * 64 + bit]
         }
         return nil
+    }
+
+    /// The index of a legend title, if a rule has it.
+    public func legendStateID(title: String) -> Int32? {
+        program.distinctTitles.firstIndex(of: title).map(Int32.init)
+    }
+
+    /// The names of the selected rules, in application order.
+    public func ruleNames(_ selection: RuleSelection) -> [String] {
+        derivedStyle(Style(), selection).rules
     }
 
     /// The selection that a list of rule names means under these rules, or `nil` if one of

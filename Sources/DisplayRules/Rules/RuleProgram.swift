@@ -46,6 +46,9 @@ final class RuleProgram: Sendable {
     let rules: [CompiledRule]
     let ruleNames: [String]
     let legendTitles: [String]
+    /// Each distinct legend title once, in rule order, and each rule's index into it.
+    let distinctTitles: [String]
+    let titleIDs: [Int32]
 
     init(_ rules: [Rule]) {
         var nodes: [Node] = []
@@ -131,6 +134,13 @@ final class RuleProgram: Sendable {
         self.rules = compiled
         ruleNames = rules.map(\.name)
         legendTitles = rules.map(\.legendTitle)
+        var distinct: [String] = []
+        titleIDs = rules.map { rule in
+            if let index = distinct.firstIndex(of: rule.legendTitle) { return Int32(index) }
+            distinct.append(rule.legendTitle)
+            return Int32(distinct.count - 1)
+        }
+        distinctTitles = distinct
     }
 
     /// Evaluates conditions against filled slots.

@@ -5,13 +5,18 @@ struct ExpiryQueue {
     struct Entry {
         var deadline: LiveTimestamp
         var location: LocationState
-        var domain: String
+        /// The store's number for the domain (see `LiveStore.staleDomains`).
+        var domain: Int32
     }
 
     private var heap: [Entry] = []
 
     var count: Int { heap.count }
     var next: LiveTimestamp? { heap.first?.deadline }
+
+    mutating func removeAll() {
+        heap.removeAll()
+    }
 
     mutating func push(_ entry: Entry) {
         heap.append(entry)

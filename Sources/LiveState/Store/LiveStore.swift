@@ -37,10 +37,24 @@ public final class LiveStore {
     private var states: [LocationKey: LocationState] = [:]
     private var expiries = ExpiryQueue()
     private var dirty: [LocationState] = []
+    /// The domains with a `staleAfter`, numbered for the expiry bitmask of each location.
+    private var staleDomains: [String] = []
+    private var staleAfter: [Duration] = []
 
     public init(engine: RuleEngine, summaryInterval: Duration = .seconds(1)) {
         self.engine = engine
         summaries = SummaryTracker(interval: summaryInterval)
+        numberStaleDomains()
+    }
+
+    private func numberStaleDomains() {
+        let domains = engine.ruleSet.domains.filter { $0.value.staleAfter != nil }.keys.sorted().prefix(64)
+        staleDomains = Array(domains)
+        staleAfter = domains.map { engine.ruleSet.domains[$0]!.staleAfter! }
+    }
+
+    private func staleNumber(_ domain: String) -> Int? {
+        staleDomains.isEmpty ? nil : staleDomains.firstIndex(of: domain)
     }
 
     /// How many locations are tracked.
@@ -48,11 +62,11 @@ public final class LiveStore {
 
     /// A location's record.
     public subscript(address: LocationAddress) -> LocationRecord? {
-        states[LocationKey(Substring(address.description))]?.record
+        states[LocationKey(Substring(address.description))]?.record(engine)
     }
 
     /// Every tracked location's record.
-    public var records: [LocationRecord] { states.values.map(\.record) }
+    public var records: [LocationRecord] { states.values.map { $0.record(engine) } }
 
     /// Whether the location with this path (`dataset/venue/building/floor/room/location`) is tracked.
     public func isTracked(path: Substring) -> Bool { states[LocationKey(path)] != nil }
@@ -93,7 +107,8 @@ public final class LiveStore {
             state.values.remove(at: index)
             counters.removals += 1
         } else {
-            let staleAfter = engine.ruleSet.domains[domain]?.staleAfter
+            let staleNumber = staleNumber(domain)
+            let staleAfter = staleNumber.map { self.staleAfter[$0] }
             let stale = staleAfter.map { timestamp.adding($0) <= now } ?? false
             let value = DomainValue(domain: domain, properties: properties, timestamp: timestamp, stale: stale)
             if let index = state.index(of: domain) {
@@ -105,7 +120,9 @@ public final class LiveStore {
             } else {
                 state.values.append(value)
             }
-            if let staleAfter, !stale { schedule(state, domain: domain, deadline: timestamp.adding(staleAfter)) }
+            if let staleNumber, let staleAfter, !stale {
+                schedule(state, number: staleNumber, deadline: timestamp.adding(staleAfter))
+            }
         }
         counters.applied += 1
         markDirty(state)
@@ -118,14 +135,13 @@ public final class LiveStore {
         var changes: [DerivedChange] = []
         for entry in expiries.popDue(now) {
             let state = entry.location
-            state.scheduledExpiries.removeAll { $0 == entry.domain }
-            guard let index = state.index(of: entry.domain), !state.values[index].stale,
-                let staleAfter = engine.ruleSet.domains[entry.domain]?.staleAfter
-            else { continue }
+            let number = Int(entry.domain)
+            state.scheduledExpiries &= ~(1 << UInt64(number))
+            guard let index = state.index(of: staleDomains[number]), !state.values[index].stale else { continue }
             // A newer value arrived since this was scheduled: wait for its own deadline.
-            let deadline = state.values[index].timestamp.adding(staleAfter)
+            let deadline = state.values[index].timestamp.adding(staleAfter[number])
             if deadline > now {
-                schedule(state, domain: entry.domain, deadline: deadline)
+                schedule(state, number: number, deadline: deadline)
                 continue
             }
             state.values[index].stale = true
@@ -146,9 +162,17 @@ public final class LiveStore {
 
     /// Takes new rules (a reloaded config) and re-derives every location.
     public func replaceEngine(_ engine: RuleEngine, now: LiveTimestamp) -> [DerivedChange] {
+        let old = self.engine
         self.engine = engine
+        numberStaleDomains()
+        expiries.removeAll()
+        // Legend-state numbers and stale-domain numbers belong to the old rules: start over.
+        summaries.resetTotals()
         for state in states.values {
-            state.publishedSelection = state.published.flatMap { engine.selection(named: $0.rules) }
+            state.restorePublished(state.published(old), engine: engine)
+            state.contribution = nil
+            state.scheduledExpiries = 0
+            scheduleAll(state)
         }
         return rederiveAll(now: now)
     }
@@ -172,7 +196,7 @@ public final class LiveStore {
         defer { dirty.removeAll(keepingCapacity: true) }
         return dirty.map { state in
             state.dirty = false
-            return state.record
+            return state.record(engine)
         }
     }
 
@@ -192,14 +216,11 @@ public final class LiveStore {
         states.reserveCapacity(restored.count)
         for record in restored {
             let state = location(record.address, record)
-            state.publishedSelection = record.published.flatMap { engine.selection(named: $0.rules) }
-            for value in record.values where !value.stale {
-                if let staleAfter = engine.ruleSet.domains[value.domain]?.staleAfter {
-                    schedule(state, domain: value.domain, deadline: value.timestamp.adding(staleAfter))
-                }
-            }
+            scheduleAll(state)
+            let legend = record.published?.legendState.flatMap { engine.legendStateID(title: $0) }
             summaries.update(
-                state, contribution(state, legendState: state.published?.legendState, values: LiveValues(domains: state.values)))
+                state, contribution(state, legendState: legend, values: LiveValues(domains: state.values)),
+                titles: engine.legendTitles)
         }
     }
 
@@ -210,22 +231,33 @@ public final class LiveStore {
         if let state = states[key] {
             if let record {
                 state.values = record.values
-                state.published = record.published
+                state.restorePublished(record.published, engine: engine)
                 state.version = record.version
             }
             return state
         }
         let (floor, building) = summaries.aggregates(for: address)
-        let state = LocationState(record ?? LocationRecord(address: address), floor: floor, building: building)
+        let state = LocationState(
+            record ?? LocationRecord(address: address), engine: engine, floor: floor, building: building)
         states[key] = state
         datasets.insert(address.dataset)
         return state
     }
 
-    private func schedule(_ state: LocationState, domain: String, deadline: LiveTimestamp) {
-        guard !state.scheduledExpiries.contains(domain) else { return }
-        state.scheduledExpiries.append(domain)
-        expiries.push(.init(deadline: deadline, location: state, domain: domain))
+    private func schedule(_ state: LocationState, number: Int, deadline: LiveTimestamp) {
+        let bit: UInt64 = 1 << UInt64(number)
+        guard state.scheduledExpiries & bit == 0 else { return }
+        state.scheduledExpiries |= bit
+        expiries.push(.init(deadline: deadline, location: state, domain: Int32(number)))
+    }
+
+    /// Schedules the expiry of every fresh value of a location.
+    private func scheduleAll(_ state: LocationState) {
+        for value in state.values where !value.stale {
+            if let number = staleNumber(value.domain) {
+                schedule(state, number: number, deadline: value.timestamp.adding(staleAfter[number]))
+            }
+        }
     }
 
     private func markDirty(_ state: LocationState) {
@@ -238,33 +270,35 @@ public final class LiveStore {
     private func rederive(_ state: LocationState, now: LiveTimestamp) -> Outcome {
         let values = LiveValues(domains: state.values)
         let (style, selection) = engine.evaluate(state.address, values: values, hiddenLayers: hiddenLayers)
-        summaries.update(state, contribution(state, legendState: engine.legendState(selection), values: values))
-        if let published = state.published, state.publishedSelection == selection, published.style == style {
+        summaries.update(
+            state, contribution(state, legendState: engine.legendStateID(selection), values: values),
+            titles: engine.legendTitles)
+        if let published = state.publishedStyle, state.publishedSelection == selection, published == style {
             return .unchanged
         }
-        let derived = engine.derivedStyle(style, selection)
-        let changed = style.changedFields(from: state.published?.style ?? Style())
-        state.published = derived
+        let changed = style.changedFields(from: state.publishedStyle ?? Style())
+        state.publishedStyle = style
         state.publishedSelection = selection
+        state.unmappedRuleNames = nil
         state.version += 1
         counters.changes += 1
         return .changed(
             DerivedChange(
-                address: state.address, derived: derived, changed: changed, live: values.fresh, version: state.version,
-                updatedAt: now))
+                address: state.address, derived: engine.derivedStyle(style, selection), changed: changed,
+                live: values.fresh, version: state.version, updatedAt: now))
     }
 
     private func contribution(
-        _ state: LocationState, legendState: String?, values: LiveValues
+        _ state: LocationState, legendState: Int32?, values: LiveValues
     ) -> SummaryTracker.Contribution {
-        var people = 0
-        var capacity: Int?
-        for value in values.domains where value.domain == "occupancy" && !value.stale {
-            people = value.properties["nrOfPeople"].flatMap { Int($0) } ?? 0
-            capacity = value.properties["capacity"].flatMap { Int($0) }
+        var people: Int32 = 0
+        var capacity: Int32?
+        for index in values.domains.indices where values.domains[index].domain == "occupancy" && !values.domains[index].stale {
+            people = values.domains[index].properties["nrOfPeople"].flatMap { Int32($0) } ?? 0
+            capacity = values.domains[index].properties["capacity"].flatMap { Int32($0) }
         }
-        let total = capacity ?? engine.ruleSet.catalog[state.address.location]?.capacity ?? 0
-        return .init(state: legendState ?? SummaryTracker.noState, people: people, capacity: total)
+        let total = capacity ?? engine.ruleSet.catalog[state.address.location]?.capacity.map { Int32(clamping: $0) } ?? 0
+        return .init(state: legendState ?? -1, people: people, capacity: total)
     }
 
     /// Summaries due for publishing (see ``SummaryTracker/takeDue(now:)``).

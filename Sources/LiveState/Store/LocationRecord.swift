@@ -28,14 +28,18 @@ public struct LocationRecord: Hashable, Sendable {
 }
 
 /// A location inside the store: a reference, so that an update changes it in place
-/// without copying (or re-hashing) anything.
+/// without copying (or re-hashing) anything. Kept small: at a million locations every
+/// byte here is a megabyte.
 final class LocationState {
     let address: LocationAddress
     var values: [DomainValue]
-    var published: DerivedStyle?
-    /// The rules behind `published`, as the current engine numbers them (`nil`: unknown, so
-    /// the next derivation counts as a change).
+    /// The last published style (`nil` until the first change is published).
+    var publishedStyle: Style?
+    /// The rules behind `publishedStyle`, as the current engine numbers them.
     var publishedSelection: RuleSelection?
+    /// The rules' names, kept only when they do not map onto the current rules (restored
+    /// from an older config); the next derivation then counts as a change.
+    var unmappedRuleNames: [String]?
     var version: UInt64
     /// What it adds to its floor and building summaries.
     var contribution: SummaryTracker.Contribution?
@@ -43,21 +47,34 @@ final class LocationState {
     let buildingSummary: SummaryTracker.Aggregate
     /// Changed since the last write.
     var dirty = false
-    /// Domains with an entry in the expiry queue: at most one per domain, moved on when
-    /// newer values arrive, so the queue never holds more than one per value.
-    var scheduledExpiries: [String] = []
+    /// One bit per domain with a `staleAfter` (the store numbers them) that has an entry in
+    /// the expiry queue: at most one entry per value.
+    var scheduledExpiries: UInt64 = 0
 
-    init(_ record: LocationRecord, floor: SummaryTracker.Aggregate, building: SummaryTracker.Aggregate) {
+    init(_ record: LocationRecord, engine: RuleEngine, floor: SummaryTracker.Aggregate, building: SummaryTracker.Aggregate) {
         address = record.address
         values = record.values
-        published = record.published
         version = record.version
         floorSummary = floor
         buildingSummary = building
+        restorePublished(record.published, engine: engine)
     }
 
-    var record: LocationRecord {
-        LocationRecord(address: address, values: values, published: published, version: version)
+    /// Sets the published style from a record's, mapping its rule names onto `engine`.
+    func restorePublished(_ published: DerivedStyle?, engine: RuleEngine) {
+        publishedStyle = published?.style
+        publishedSelection = published.flatMap { engine.selection(named: $0.rules) }
+        unmappedRuleNames = published != nil && publishedSelection == nil ? published?.rules : nil
+    }
+
+    func published(_ engine: RuleEngine) -> DerivedStyle? {
+        guard let style = publishedStyle else { return nil }
+        if let selection = publishedSelection { return engine.derivedStyle(style, selection) }
+        return DerivedStyle(style: style, rules: unmappedRuleNames ?? [])
+    }
+
+    func record(_ engine: RuleEngine) -> LocationRecord {
+        LocationRecord(address: address, values: values, published: published(engine), version: version)
     }
 
     @inline(__always)

@@ -31,9 +31,10 @@ public struct SummaryTracker {
 
     /// What one location adds to its floor and building.
     struct Contribution: Hashable, Sendable {
-        var state: String
-        var people: Int
-        var capacity: Int
+        /// Index of the legend title (the engine's `legendTitles`), or -1 for none.
+        var state: Int32
+        var people: Int32
+        var capacity: Int32
     }
 
     public struct Summary: Hashable, Sendable {
@@ -72,19 +73,26 @@ public struct SummaryTracker {
             summary = Summary(key: key, locations: 0, states: [:], people: 0, capacity: 0)
         }
 
-        func replace(_ old: Contribution?, with new: Contribution) {
+        func replace(_ old: Contribution?, with new: Contribution, titles: [String]) {
+            func title(_ id: Int32) -> String { id >= 0 && Int(id) < titles.count ? titles[Int(id)] : SummaryTracker.noState }
             if let old {
-                if let count = summary.states[old.state] {
-                    summary.states[old.state] = count > 1 ? count - 1 : nil
+                if old.state != new.state {
+                    let oldTitle = title(old.state)
+                    if let count = summary.states[oldTitle] { summary.states[oldTitle] = count > 1 ? count - 1 : nil }
+                    summary.states[title(new.state), default: 0] += 1
                 }
-                summary.people -= old.people
-                summary.capacity -= old.capacity
+                summary.people -= Int(old.people)
+                summary.capacity -= Int(old.capacity)
             } else {
                 summary.locations += 1
+                summary.states[title(new.state), default: 0] += 1
             }
-            summary.states[new.state, default: 0] += 1
-            summary.people += new.people
-            summary.capacity += new.capacity
+            summary.people += Int(new.people)
+            summary.capacity += Int(new.capacity)
+        }
+
+        func reset() {
+            summary = Summary(key: summary.key, locations: 0, states: [:], people: 0, capacity: 0)
         }
     }
 
@@ -114,18 +122,23 @@ public struct SummaryTracker {
         )
     }
 
-    /// Records what a location now contributes.
-    mutating func update(_ location: LocationState, _ contribution: Contribution) {
+    /// Records what a location now contributes; `titles` name the legend states.
+    mutating func update(_ location: LocationState, _ contribution: Contribution, titles: [String]) {
         guard location.contribution != contribution else { return }
         let old = location.contribution
         location.contribution = contribution
         for aggregate in [location.floorSummary, location.buildingSummary] {
-            aggregate.replace(old, with: contribution)
+            aggregate.replace(old, with: contribution, titles: titles)
             if !aggregate.dirty {
                 aggregate.dirty = true
                 dirty.append(aggregate)
             }
         }
+    }
+
+    /// Empties every total (before every location contributes again under new rules).
+    mutating func resetTotals() {
+        for aggregate in aggregates.values { aggregate.reset() }
     }
 
     /// The summaries that changed and whose interval has passed; the rest wait.
