@@ -29,19 +29,22 @@ public struct LiveValues: Sendable {
 
     /// The value of a property, or `nil`. An unqualified reference looks in every domain.
     public subscript(reference: PropertyReference) -> String? {
-        // By index: iterating would copy each value (and retain its properties) out of the array.
-        if let domain = reference.domain {
-            for index in domains.indices where domains[index].domain == domain {
-                if !domains[index].stale, let text = domains[index].properties[reference.name] { return text }
-                break
+        // Through a buffer: indexing the array would copy each value (and retain its
+        // properties) out of it.
+        domains.withUnsafeBufferPointer { domains in
+            if let domain = reference.domain {
+                for index in domains.indices where domains[index].domain == domain {
+                    if !domains[index].stale, let text = domains[index].properties[reference.name] { return text }
+                    break
+                }
+                if domain == "occupancy" && reference.name == "capacity" { return catalogCapacity }
+                return nil
             }
-            if domain == "occupancy" && reference.name == "capacity" { return catalogCapacity }
-            return nil
+            for index in domains.indices where !domains[index].stale {
+                if let text = domains[index].properties[reference.name] { return text }
+            }
+            return reference.name == "capacity" ? catalogCapacity : nil
         }
-        for index in domains.indices where !domains[index].stale {
-            if let text = domains[index].properties[reference.name] { return text }
-        }
-        return reference.name == "capacity" ? catalogCapacity : nil
     }
 
     /// Whether a domain has a value.

@@ -26,6 +26,25 @@ public struct RuleSelection: Hashable, Sendable {
         if ruleCount > 128 { overflow = Array(repeating: 0, count: (ruleCount - 128 + 63) / 64) }
     }
 
+    func contains(_ index: Int) -> Bool {
+        switch index {
+        case 0..<64: low & (1 << UInt64(index)) != 0
+        case 64..<128: high & (1 << UInt64(index - 64)) != 0
+        default: overflow![(index - 128) >> 6] & (1 << UInt64(index & 63)) != 0
+        }
+    }
+
+    /// The rules in either selection.
+    func union(_ other: RuleSelection) -> RuleSelection {
+        var result = self
+        result.low |= other.low
+        result.high |= other.high
+        if let overflow = other.overflow {
+            result.overflow = zip(result.overflow ?? overflow.map { _ in 0 }, overflow).map { $0 | $1 }
+        }
+        return result
+    }
+
     mutating func insert(_ index: Int) {
         switch index {
         case 0..<64: low |= 1 << UInt64(index)
@@ -43,7 +62,10 @@ public struct RuleSelection: Hashable, Sendable {
 
 /// Derives styles: main → type → location → live rules, each overriding field by field;
 /// then labels are rendered and hidden layers made invisible.
-public struct RuleEngine: Sendable {
+///
+/// Immutable; a class so that holding and passing it costs one reference, not a copy of
+/// the whole rule set.
+public final class RuleEngine: Sendable {
     public let ruleSet: RuleSet
     let program: RuleProgram
     private let ruleIndexes: [String: Int]
@@ -118,8 +140,13 @@ public struct RuleEngine: Sendable {
     }
 
     /// The style and the applied rules, without building the list of names.
+    ///
+    /// With `previous` (the last result for this location) and `changedDomain` (the one
+    /// domain whose value changed since), only the rules that read that domain are evaluated
+    /// again; the others keep their result.
     public func evaluate(
-        _ address: LocationAddress, values: LiveValues, hiddenLayers: Set<String>
+        _ address: LocationAddress, values: LiveValues, hiddenLayers: Set<String>,
+        previous: RuleSelection? = nil, changedDomain: String? = nil
     ) -> (style: Style, selection: RuleSelection) {
         var builder = StyleBuilder(ruleSet.main)
         let entry = ruleSet.catalog.isEmpty ? nil : ruleSet.catalog[address.location]
@@ -137,42 +164,47 @@ public struct RuleEngine: Sendable {
             }
         }
         let anyFresh = !values.isEmpty
+        // Rules to evaluate: all of them, or only those the changed domain can affect.
+        var recheck: RuleSelection?
+        if previous != nil, let changedDomain {
+            recheck = (program.dependents[changedDomain] ?? RuleSelection(ruleCount: program.rules.count)).union(program.everywhere)
+        }
         var selection = RuleSelection(ruleCount: program.rules.count)
         let slotCount = program.slots.count
         withUnsafeTemporaryAllocation(of: RuleProgram.SlotValue.self, capacity: max(slotCount, 1)) { slots in
-            program.slotDomains.withUnsafeBufferPointer { slotDomains in
-                for index in 0..<slotCount {
-                    // A slot of a domain that has no value here stays empty without a lookup.
-                    let domain = slotDomains[index]
-                    if domain >= 0 && domain < 64 && present & (1 << UInt64(domain)) == 0 {
-                        slots.initializeElement(at: index, to: .init(text: nil, number: nil))
-                        continue
-                    }
-                    let text = values[program.slots[index]]
-                    slots.initializeElement(at: index, to: .init(text: text, number: text.flatMap(parseNumber)))
-                }
-            }
-            defer { _ = slots.prefix(slotCount).deinitialize() }
+            slots.initialize(repeating: RuleProgram.SlotValue())
+            defer { _ = slots.deinitialize() }
             program.nodes.withUnsafeBufferPointer { nodes in
                 program.literals.withUnsafeBufferPointer { literals in
-                    program.rules.withUnsafeBufferPointer { rules in
-                        ruleSet.rules.withUnsafeBufferPointer { definitions in
-                            let evaluator = RuleProgram.Evaluator(nodes: nodes, literals: literals, slots: slots)
-                            for index in rules.indices {
-                                let rule = rules[index]
-                                if rule.domain >= 0 {
-                                    if rule.domain < 64 {
-                                        guard present & (1 << UInt64(rule.domain)) != 0 else { continue }
-                                    } else if !values.has(domains[Int(rule.domain)]) {
+                    program.slots.withUnsafeBufferPointer { references in
+                        program.rules.withUnsafeBufferPointer { rules in
+                            program.styles.withUnsafeBufferPointer { styles in
+                                let evaluator = RuleProgram.Evaluator(
+                                    nodes: nodes, literals: literals, slots: slots, references: references, values: values)
+                                for index in rules.indices {
+                                    if let recheck, let previous, !recheck.contains(index) {
+                                        // Its inputs did not change: it holds as it did.
+                                        if previous.contains(index) {
+                                            builder.apply(styles[index])
+                                            selection.insert(index)
+                                        }
                                         continue
                                     }
-                                } else if !anyFresh {
-                                    continue
+                                    let rule = rules[index]
+                                    if rule.domain >= 0 {
+                                        if rule.domain < 64 {
+                                            guard present & (1 << UInt64(rule.domain)) != 0 else { continue }
+                                        } else if !values.has(domains[Int(rule.domain)]) {
+                                            continue
+                                        }
+                                    } else if !anyFresh {
+                                        continue
+                                    }
+                                    if rule.hasScope, !program.inScope(index, address, values: values) { continue }
+                                    guard evaluator.truth(rule.root) else { continue }
+                                    builder.apply(styles[index])
+                                    selection.insert(index)
                                 }
-                                if rule.hasScope, !definitions[index].appliesInScope(address, values: values) { continue }
-                                guard evaluator.truth(rule.root) else { continue }
-                                builder.apply(definitions[index].style)
-                                selection.insert(index)
                             }
                         }
                     }
@@ -208,10 +240,11 @@ struct StyleBuilder {
     }
 }
 
-extension Rule {
-    func appliesInScope(_ address: LocationAddress, values: LiveValues) -> Bool {
-        guard let scope else { return true }
-        if let domain { return scope.matches(address, domain: domain) }
+extension RuleProgram {
+    /// Whether rule `index`'s `where` criteria allow this location.
+    func inScope(_ index: Int, _ address: LocationAddress, values: LiveValues) -> Bool {
+        guard let scope = scopes[index] else { return true }
+        if let domain = ruleDomains[index] { return scope.matches(address, domain: domain) }
         return values.fresh.contains { scope.matches(address, domain: $0.domain) }
     }
 }

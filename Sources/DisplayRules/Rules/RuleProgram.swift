@@ -30,8 +30,9 @@ final class RuleProgram: Sendable {
         var hasScope: Bool
     }
 
-    /// A slot's value during one derivation.
+    /// A slot's value during one derivation, read on first use.
     struct SlotValue {
+        var filled = false
         var text: String?
         var number: Double?
     }
@@ -46,6 +47,13 @@ final class RuleProgram: Sendable {
     let rules: [CompiledRule]
     let ruleNames: [String]
     let legendTitles: [String]
+    let styles: [StyleTemplate]
+    let scopes: [TopicCriteria?]
+    let ruleDomains: [String?]
+    /// Per domain, the rules whose result can change when that domain's value changes: the
+    /// rules of the domain and those that read it. Rules without a domain are in every set.
+    let dependents: [String: RuleSelection]
+    let everywhere: RuleSelection
     /// Each distinct legend title once, in rule order, and each rule's index into it.
     let distinctTitles: [String]
     let titleIDs: [Int32]
@@ -132,7 +140,23 @@ final class RuleProgram: Sendable {
         }
         self.domains = domains
         self.rules = compiled
+        var dependents: [String: RuleSelection] = [:]
+        var everywhere = RuleSelection(ruleCount: rules.count)
+        for (index, rule) in rules.enumerated() {
+            guard let domain = rule.domain else {
+                everywhere.insert(index)
+                continue
+            }
+            var read = Set([domain])
+            for reference in rule.condition.references { if let other = reference.domain { read.insert(other) } }
+            for name in read { dependents[name, default: RuleSelection(ruleCount: rules.count)].insert(index) }
+        }
+        self.dependents = dependents
+        self.everywhere = everywhere
         ruleNames = rules.map(\.name)
+        styles = rules.map(\.style)
+        scopes = rules.map(\.scope)
+        ruleDomains = rules.map(\.domain)
         legendTitles = rules.map(\.legendTitle)
         var distinct: [String] = []
         titleIDs = rules.map { rule in
@@ -143,11 +167,23 @@ final class RuleProgram: Sendable {
         distinctTitles = distinct
     }
 
-    /// Evaluates conditions against filled slots.
+    /// Evaluates conditions, reading each slot's property on first use.
     struct Evaluator {
         let nodes: UnsafeBufferPointer<Node>
         let literals: UnsafeBufferPointer<String>
         let slots: UnsafeMutableBufferPointer<SlotValue>
+        let references: UnsafeBufferPointer<PropertyReference>
+        let values: LiveValues
+
+        @inline(__always)
+        func slot(_ index: Int32) -> SlotValue {
+            let index = Int(index)
+            if !slots[index].filled {
+                let text = values[references[index]]
+                slots[index] = SlotValue(filled: true, text: text, number: text.flatMap(parseNumber))
+            }
+            return slots[index]
+        }
 
         func truth(_ index: Int32) -> Bool {
             let node = nodes[Int(index)]
@@ -156,7 +192,7 @@ final class RuleProgram: Sendable {
             case .and: return truth(node.a) && truth(node.b)
             case .or: return truth(node.a) || truth(node.b)
             case .not: return !truth(node.a)
-            case .exists: return slots[Int(node.a)].text != nil
+            case .exists: return slot(node.a).text != nil
             case .truth: return boolean(node.a) ?? false
             case .compare:
                 switch node.compareKind {
@@ -186,7 +222,7 @@ final class RuleProgram: Sendable {
             let node = nodes[Int(index)]
             switch node.kind {
             case .number: return node.value
-            case .property: return slots[Int(node.a)].number
+            case .property: return slot(node.a).number
             case .negate: return number(node.a).map { -$0 }
             case .arithmetic:
                 guard let x = number(node.a), let y = number(node.b) else { return nil }
@@ -205,7 +241,7 @@ final class RuleProgram: Sendable {
                 let node = nodes[Int(index)]
                 switch node.kind {
                 case .string: return literals[Int(node.a)]
-                case .property: return slots[Int(node.a)].text
+                case .property: return slot(node.a).text
                 default: return nil
                 }
             }
@@ -218,7 +254,7 @@ final class RuleProgram: Sendable {
             switch node.kind {
             case .boolean: return node.value != 0
             case .property:
-                switch slots[Int(node.a)].text {
+                switch slot(node.a).text {
                 case "true", "True", "TRUE", "1": return true
                 case "false", "False", "FALSE", "0": return false
                 default: return nil

@@ -93,8 +93,9 @@ public final class LiveStore {
         path: Substring, domain: Substring, payload: LivePayload, receivedAt now: LiveTimestamp
     ) -> Outcome? {
         guard let state = states[LocationKey(path)] else { return nil }
+        let domain = String(domain)
         return apply(
-            state, domain: String(domain), properties: payload.properties, timestamp: payload.timestamp ?? now,
+            state, domain: domain, properties: payload.properties, timestamp: payload.timestamp ?? now,
             isRemoval: payload.isRemoval, now: now)
     }
 
@@ -126,7 +127,7 @@ public final class LiveStore {
         }
         counters.applied += 1
         markDirty(state)
-        return rederive(state, now: now)
+        return rederive(state, now: now, changedDomain: domain)
     }
 
     /// Marks values whose `staleAfter` has passed as absent and re-derives their locations.
@@ -267,9 +268,13 @@ public final class LiveStore {
         }
     }
 
-    private func rederive(_ state: LocationState, now: LiveTimestamp) -> Outcome {
+    /// Re-derives a location's style; with `changedDomain`, only the rules that read that
+    /// domain are evaluated again (the others keep their last result).
+    private func rederive(_ state: LocationState, now: LiveTimestamp, changedDomain: String? = nil) -> Outcome {
         let values = LiveValues(domains: state.values)
-        let (style, selection) = engine.evaluate(state.address, values: values, hiddenLayers: hiddenLayers)
+        let (style, selection) = engine.evaluate(
+            state.address, values: values, hiddenLayers: hiddenLayers, previous: state.publishedSelection,
+            changedDomain: changedDomain)
         summaries.update(
             state, contribution(state, legendState: engine.legendStateID(selection), values: values),
             titles: engine.legendTitles)

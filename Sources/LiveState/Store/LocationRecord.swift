@@ -78,7 +78,7 @@ final class LocationState {
     }
 
     @inline(__always)
-    func index(of domain: some StringProtocol) -> Int? {
+    func index(of domain: String) -> Int? {
         for index in values.indices where values[index].domain == domain { return index }
         return nil
     }

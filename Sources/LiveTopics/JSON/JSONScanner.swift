@@ -118,7 +118,7 @@ struct JSONScanner {
         let start = position
         let (raw, escaped) = try readRawString()
         if !escaped {
-            guard let string = String(validating: raw, as: UTF8.self) else { throw .invalidUTF8(at: start) }
+            guard let string = makeString(raw) else { throw .invalidUTF8(at: start) }
             return string
         }
         // Offsets inside the string count from its first byte after the quote.
@@ -307,4 +307,17 @@ struct JSONScanner {
         guard let string = String(validating: out, as: UTF8.self) else { throw .invalidUTF8(at: start - 1) }
         return string
     }
+}
+
+/// A string from UTF-8 bytes, or `nil` if they are not valid UTF-8. ASCII, the usual case,
+/// skips validation.
+@inline(__always)
+func makeString(_ bytes: UnsafeRawBufferPointer) -> String? {
+    var ascii = true
+    for byte in bytes where byte >= 0x80 {
+        ascii = false
+        break
+    }
+    if ascii { return String(decoding: bytes, as: UTF8.self) }
+    return String(validating: bytes, as: UTF8.self)
 }

@@ -28,8 +28,10 @@ public struct LiveProperties: Hashable, Sendable, Sequence, ExpressibleByDiction
     /// setting `nil` removes it.
     public subscript(name: String) -> String? {
         get {
-            for index in properties.indices where properties[index].name == name { return properties[index].value }
-            return nil
+            properties.withUnsafeBufferPointer { properties in
+                for index in properties.indices where properties[index].name == name { return properties[index].value }
+                return nil
+            }
         }
         set {
             if let index = properties.firstIndex(where: { $0.name == name }) {

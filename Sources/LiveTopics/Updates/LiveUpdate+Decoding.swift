@@ -198,7 +198,7 @@ extension LivePayload {
 
     fileprivate static func string(_ raw: UnsafeRawBufferPointer, escaped: Bool) throws(JSONScanner.Failure) -> String {
         if escaped { return try JSONScanner.unescape(raw, at: 0) }
-        guard let string = String(validating: raw, as: UTF8.self) else { throw .invalidUTF8(at: 0) }
+        guard let string = makeString(raw) else { throw .invalidUTF8(at: 0) }
         return string
     }
 
