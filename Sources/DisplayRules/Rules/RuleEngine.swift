@@ -78,6 +78,32 @@ public final class RuleEngine: Sendable {
         ruleIndexes = indexes
     }
 
+    /// A stable fingerprint of everything that decides styles (styles, rules, domain settings,
+    /// catalog): equal fingerprints derive equal styles from equal values, so a restart with
+    /// the same rules need not re-derive every stored location.
+    public var fingerprint: String {
+        var text = "main \(ruleSet.main.style.json)\n"
+        for (type, template) in ruleSet.types.sorted(by: { $0.key < $1.key }) { text += "type \(type) \(template.style.json)\n" }
+        for (id, template) in ruleSet.locations.sorted(by: { $0.key < $1.key }) { text += "location \(id) \(template.style.json)\n" }
+        for rule in ruleSet.rules {
+            text += "rule \(rule.name) \(rule.domain ?? "-") \(rule.condition.source) \(rule.scope?.filter.string ?? "-") "
+            text += "\(rule.style.style.json) \(rule.legend ?? "-") \(rule.layer ?? "-") \(rule.priority) \(rule.order)\n"
+        }
+        for (domain, settings) in ruleSet.domains.sorted(by: { $0.key < $1.key }) {
+            text += "domain \(domain) \(settings.staleAfter.map { "\($0)" } ?? "-")\n"
+        }
+        for (id, entry) in ruleSet.catalog.entries.sorted(by: { $0.key < $1.key }) {
+            text += "catalog \(id) \(entry.type ?? "-") \(entry.capacity.map(String.init) ?? "-")\n"
+        }
+        // FNV-1a, 64 bits: stable across processes, unlike Hasher.
+        var hash: UInt64 = 0xCBF2_9CE4_8422_2325
+        for byte in text.utf8 {
+            hash ^= UInt64(byte)
+            hash &*= 0x100_0000_01B3
+        }
+        return String(hash, radix: 16)
+    }
+
     /// The style for a location with these live values.
     public func derive(_ address: LocationAddress, values: LiveValues, hiddenLayers: Set<String> = []) -> DerivedStyle {
         let result = evaluate(address, values: values, hiddenLayers: hiddenLayers)

@@ -118,9 +118,33 @@ public final class LiveEngine {
         return store.replaceEngine(RuleEngine(ruleSet), now: now)
     }
 
-    public func restore(_ records: [LocationRecord], now: LiveTimestamp) -> [DerivedChange] {
+    /// Restores stored locations; then catches up on staleness and, when the rules differ
+    /// from the ones the stored styles were derived with, re-derives everything.
+    /// - Returns: the changes to publish.
+    public func restore(_ records: [LocationRecord], now: LiveTimestamp, sameRules: Bool = false) -> [DerivedChange] {
         store.restore(records)
-        return store.expire(now: now) + store.rederiveAll(now: now)
+        return catchUp(now: now, sameRules: sameRules)
+    }
+
+    /// Restores every location stored in a state file, streaming; see ``restore(_:now:sameRules:)``.
+    /// - Returns: how many were restored and the changes to publish.
+    public func restore(from database: StateDatabase, now: LiveTimestamp) throws -> (count: Int, unreadable: Int, changes: [DerivedChange]) {
+        let fingerprint = store.engine.fingerprint
+        let sameRules = try database.meta("rules") == fingerprint
+        store.reserveCapacity(try database.countRows())
+        var count = 0
+        let unreadable = try database.forEachRecord { record in
+            store.restore(record)
+            count += 1
+        }
+        let changes = catchUp(now: now, sameRules: sameRules)
+        try database.setMeta("rules", fingerprint)
+        return (count, unreadable, changes)
+    }
+
+    private func catchUp(now: LiveTimestamp, sameRules: Bool) -> [DerivedChange] {
+        let expired = store.expire(now: now)
+        return sameRules ? expired : expired + store.rederiveAll(now: now)
     }
 
     public func takeDueSummaries(now: LiveTimestamp) -> [SummaryTracker.Summary] {

@@ -15,13 +15,13 @@ public actor StoreWriter {
         self.logger = logger
     }
 
-    /// Every stored location.
-    public func restore() throws -> [LocationRecord] {
-        let (records, unreadable) = try database.readAll()
-        if unreadable > 0 {
-            logger.warning("skipped \(unreadable) stored locations that could not be read", metadata: ["store.path": "\(database.path)"])
+    /// Records the fingerprint of the rules the stored styles now follow.
+    public func setRulesFingerprint(_ fingerprint: String) {
+        do {
+            try database.setMeta("rules", fingerprint)
+        } catch {
+            logger.error("\(error)", metadata: ["store.path": "\(database.path)"])
         }
-        return records
     }
 
     /// Writes a batch in one transaction; a failure is logged and the batch kept for the next try.

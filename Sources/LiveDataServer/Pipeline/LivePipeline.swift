@@ -43,11 +43,16 @@ public actor LivePipeline {
         if config.store.isInMemory {
             writer = nil
         } else {
-            let writer = try StoreWriter(path: config.store.path, logger: logger)
-            let records = try await writer.restore()
-            self.writer = writer
-            let changes = engine.restore(records, now: .now)
-            logger.info("restored \(records.count) locations", metadata: ["store.path": "\(config.store.path)"])
+            // Read with a connection of our own, then hand the file to the writer.
+            let restored = try engine.restore(from: try StateDatabase(path: config.store.path), now: .now)
+            if restored.unreadable > 0 {
+                logger.warning(
+                    "skipped \(restored.unreadable) stored locations that could not be read",
+                    metadata: ["store.path": "\(config.store.path)"])
+            }
+            writer = try StoreWriter(path: config.store.path, logger: logger)
+            let changes = restored.changes
+            logger.info("restored \(restored.count) locations", metadata: ["store.path": "\(config.store.path)"])
             // Styles that changed while we were down (rules, staleness) go out once connected.
             for change in changes { queue(change) }
         }
@@ -170,6 +175,8 @@ public actor LivePipeline {
         config.subscriptions = newConfig.subscriptions
         let changes = engine.reload(ruleSet: newConfig.ruleSet, subscriptions: newConfig.subscriptions, now: .now)
         for change in changes { queue(change) }
+        await flush()
+        await writer?.setRulesFingerprint(engine.store.engine.fingerprint)
         legendDatasets.removeAll()
         for dataset in knownDatasets() { publishLegend(dataset) }
         let qos = MQTTQoS(rawValue: Int32(config.broker.qos)) ?? .atLeastOnce

@@ -41,7 +41,25 @@ public final class StateDatabase {
         try execute("PRAGMA synchronous=NORMAL")
         try execute(
             "CREATE TABLE IF NOT EXISTS locations (address TEXT PRIMARY KEY, record BLOB NOT NULL) WITHOUT ROWID")
+        try execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
         upsert = try prepare("INSERT OR REPLACE INTO locations (address, record) VALUES (?1, ?2)")
+    }
+
+    /// A stored setting (such as the fingerprint of the rules the styles were derived with).
+    public func meta(_ key: String) throws(Failure) -> String? {
+        let statement = try prepare("SELECT value FROM meta WHERE key = ?1")
+        defer { sqlite3_finalize(statement) }
+        sqlite3_bind_text(statement, 1, key, -1, transient)
+        guard sqlite3_step(statement) == SQLITE_ROW, let text = sqlite3_column_text(statement, 0) else { return nil }
+        return String(cString: text)
+    }
+
+    public func setMeta(_ key: String, _ value: String) throws(Failure) {
+        let statement = try prepare("INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)")
+        defer { sqlite3_finalize(statement) }
+        sqlite3_bind_text(statement, 1, key, -1, transient)
+        sqlite3_bind_text(statement, 2, value, -1, transient)
+        guard sqlite3_step(statement) == SQLITE_DONE else { throw failure("writing \(key)") }
     }
 
     deinit {
@@ -75,23 +93,32 @@ public final class StateDatabase {
     /// - Throws: ``Failure`` when the file cannot be read; a record that cannot be decoded is
     ///   skipped and counted in `unreadable`.
     public func readAll() throws(Failure) -> (records: [LocationRecord], unreadable: Int) {
+        var records: [LocationRecord] = []
+        if let count = try? countRows() { records.reserveCapacity(count) }
+        let unreadable = try forEachRecord { records.append($0) }
+        return (records, unreadable)
+    }
+
+    /// Calls `body` with every stored location, in address order, without holding them all.
+    /// - Returns: how many records could not be decoded (and were skipped).
+    /// - Throws: ``Failure`` when the file cannot be read.
+    @discardableResult
+    public func forEachRecord(_ body: (LocationRecord) -> Void) throws(Failure) -> Int {
         let statement = try prepare("SELECT record FROM locations")
         defer { sqlite3_finalize(statement) }
-        var records: [LocationRecord] = []
         var unreadable = 0
-        if let count = try? countRows() { records.reserveCapacity(count) }
         while true {
             let code = sqlite3_step(statement)
             if code == SQLITE_DONE { break }
             guard code == SQLITE_ROW else { throw failure("reading the locations") }
             let bytes = UnsafeRawBufferPointer(start: sqlite3_column_blob(statement, 0), count: Int(sqlite3_column_bytes(statement, 0)))
             do {
-                records.append(try RecordCodec.decode(bytes))
+                body(try RecordCodec.decode(bytes))
             } catch {
                 unreadable += 1
             }
         }
-        return (records, unreadable)
+        return unreadable
     }
 
     /// How many locations are stored.

@@ -214,15 +214,22 @@ public final class LiveStore {
     /// Puts back persisted locations: values, last published style and version. Staleness is
     /// rescheduled; call ``expire(now:)`` and ``rederiveAll(now:)`` after it to catch up.
     public func restore(_ restored: [LocationRecord]) {
-        states.reserveCapacity(restored.count)
-        for record in restored {
-            let state = location(record.address, record)
-            scheduleAll(state)
-            let legend = record.published?.legendState.flatMap { engine.legendStateID(title: $0) }
-            summaries.update(
-                state, contribution(state, legendState: legend, values: LiveValues(domains: state.values)),
-                titles: engine.legendTitles)
-        }
+        states.reserveCapacity(states.count + restored.count)
+        for record in restored { restore(record) }
+    }
+
+    /// Puts back one persisted location (see ``restore(_:)-([LocationRecord])``).
+    public func restore(_ record: LocationRecord) {
+        let state = location(record.address, record)
+        scheduleAll(state)
+        summaries.update(
+            state, contribution(state, legendState: state.publishedSelection.flatMap { engine.legendStateID($0) },
+            values: LiveValues(domains: state.values)), titles: engine.legendTitles)
+    }
+
+    /// Makes room for this many locations.
+    public func reserveCapacity(_ count: Int) {
+        states.reserveCapacity(count)
     }
 
     // MARK: - Deriving

@@ -87,14 +87,25 @@ final class LocationState {
 /// The dictionary key of a location: its path `dataset/venue/building/floor/room/location`,
 /// compared and hashed as bytes (as MQTT compares topics), and usable with a slice of an
 /// incoming topic without copying it.
+///
+/// The hash is computed once and compared first: Swift's dictionary compares keys at every
+/// probe, and comparing the hashes spares it a trip to each key's text in memory.
 struct LocationKey: Hashable {
     let path: Substring
+    let hash: Int
 
     init(_ path: Substring) {
         self.path = path
+        var hasher = Hasher()
+        let done: Void? = path.utf8.withContiguousStorageIfAvailable { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
+        if done == nil {
+            for byte in path.utf8 { hasher.combine(byte) }
+        }
+        hash = hasher.finalize()
     }
 
     static func == (a: LocationKey, b: LocationKey) -> Bool {
+        guard a.hash == b.hash else { return false }
         let equal = a.path.utf8.withContiguousStorageIfAvailable { x in
             b.path.utf8.withContiguousStorageIfAvailable { y in
                 x.count == y.count && (x.count == 0 || memcmp(x.baseAddress!, y.baseAddress!, x.count) == 0)
@@ -104,9 +115,6 @@ struct LocationKey: Hashable {
     }
 
     func hash(into hasher: inout Hasher) {
-        let done: Void? = path.utf8.withContiguousStorageIfAvailable { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
-        if done == nil {
-            for byte in path.utf8 { hasher.combine(byte) }
-        }
+        hasher.combine(hash)
     }
 }

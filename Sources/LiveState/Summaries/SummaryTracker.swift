@@ -100,6 +100,9 @@ public struct SummaryTracker {
 
     private var aggregates: [Key: Aggregate] = [:]
     private var dirty: [Aggregate] = []
+    /// The last floor asked for: locations tend to arrive floor by floor (a restore reads
+    /// them in address order), so most lookups end here.
+    private var lastFloor: (floor: Aggregate, building: Aggregate)?
     public var interval: Duration
 
     public init(interval: Duration) {
@@ -110,16 +113,26 @@ public struct SummaryTracker {
 
     /// The floor and building aggregates of a location, created on first use.
     mutating func aggregates(for address: LocationAddress) -> (floor: Aggregate, building: Aggregate) {
+        if let lastFloor {
+            let key = lastFloor.floor.summary.key
+            if key.floor == address.floor && key.building == address.building && key.venue == address.venue
+                && key.dataset == address.dataset
+            {
+                return lastFloor
+            }
+        }
         func aggregate(_ key: Key) -> Aggregate {
             if let existing = aggregates[key] { return existing }
             let created = Aggregate(key)
             aggregates[key] = created
             return created
         }
-        return (
-            aggregate(Key(dataset: address.dataset, venue: address.venue, building: address.building, floor: address.floor)),
-            aggregate(Key(dataset: address.dataset, venue: address.venue, building: address.building))
+        let found = (
+            floor: aggregate(Key(dataset: address.dataset, venue: address.venue, building: address.building, floor: address.floor)),
+            building: aggregate(Key(dataset: address.dataset, venue: address.venue, building: address.building))
         )
+        lastFloor = found
+        return found
     }
 
     /// Records what a location now contributes; `titles` name the legend states.

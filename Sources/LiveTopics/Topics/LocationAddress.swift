@@ -47,7 +47,7 @@ public struct LocationAddress: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// `dataset/venue/building/floor/room/location`.
-    public var description: String { [dataset, venue, building, floor, room, location].joined(separator: "/") }
+    public var description: String { "\(dataset)/\(venue)/\(building)/\(floor)/\(room)/\(location)" }
 
     /// The components as a JSON object, in topic order.
     public var json: String {
