@@ -14,7 +14,10 @@ let package = Package(
     targets: [
         .target(
             name: "BenchmarkFixtures",
-            dependencies: [.product(name: "LiveTopics", package: "livedata")],
+            dependencies: [
+                .product(name: "LiveTopics", package: "livedata"),
+                .product(name: "DisplayRules", package: "livedata"),
+            ],
             path: "Benchmarks/BenchmarkFixtures"
         ),
         .executableTarget(
@@ -35,6 +38,29 @@ let package = Package(
                 .product(name: "LiveTopics", package: "livedata"),
             ],
             path: "Benchmarks/PayloadDecodingBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+        .executableTarget(
+            name: "PipelineBenchmarks",
+            dependencies: [
+                "BenchmarkFixtures",
+                .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "LiveTopics", package: "livedata"),
+                .product(name: "LiveDataServer", package: "livedata"),
+            ],
+            path: "Benchmarks/PipelineBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+        .executableTarget(
+            name: "StateBenchmarks",
+            dependencies: [
+                "BenchmarkFixtures",
+                .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "LiveTopics", package: "livedata"),
+                .product(name: "LiveState", package: "livedata"),
+                .product(name: "LiveDataServer", package: "livedata"),
+            ],
+            path: "Benchmarks/StateBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
     ],

@@ -1,0 +1,54 @@
+import Benchmark
+import BenchmarkFixtures
+import LiveDataServer
+import LiveTopics
+
+/// The in-process path of one update: topic index, topic and payload decoding, store,
+/// rules, diff. 100,000 locations, 50 rules over seven domains; each reported operation is
+/// one update, from a stream of 200,000 over the venue after every location has values.
+let benchmarks: @Sendable () -> Void = {
+    Benchmark(
+        "Pipeline update, 100000 locations, 50 rules",
+        configuration: .init(
+            metrics: [.wallClock, .throughput, .mallocCountTotal], scalingFactor: .kilo, maxDuration: .seconds(10),
+            maxIterations: 2_000, setup: { _ = PipelineState.shared })
+    ) { benchmark in
+        let state = PipelineState.shared
+        var changes = 0
+        for _ in benchmark.scaledIterations {
+            if state.next() { changes += 1 }
+        }
+        blackHole(changes)
+    }
+}
+
+/// A warmed engine and the update stream, built once and shared by the iterations.
+final class PipelineState: @unchecked Sendable {
+    // Benchmarks run one at a time on one thread; this is never touched concurrently.
+    static let shared = PipelineState()
+
+    let engine: LiveEngine
+    let updates: [(topic: String, payload: [UInt8])]
+    var position = 0
+    var now = LiveTimestamp(millisecondsSince1970: 1_763_720_000_000)
+
+    init() {
+        let locations = 100_000
+        engine = LiveEngine(ruleSet: PipelineFixtures.ruleSet(), subscriptions: PipelineFixtures.subscriptions)
+        for update in PipelineFixtures.updates(count: locations * 3, locations: locations, seed: 1) {
+            now.millisecondsSince1970 += 1
+            _ = engine.process(topic: update.topic, payload: update.payload, receivedAt: now)
+        }
+        updates = PipelineFixtures.updates(count: 200_000, locations: locations, seed: 2)
+    }
+
+    /// Processes the next update; whether it changed a style.
+    @inline(__always)
+    func next() -> Bool {
+        let update = updates[position]
+        position = position == updates.count - 1 ? 0 : position + 1
+        now.millisecondsSince1970 += 1
+        if case .changed = engine.process(topic: update.topic, payload: update.payload, receivedAt: now) { return true }
+        return false
+    }
+}
