@@ -52,7 +52,18 @@ let package = Package(
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
         .executableTarget(
-            name: "StateBenchmarks",
+            name: "MemoryBenchmarks",
+            dependencies: [
+                "BenchmarkFixtures",
+                .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "LiveTopics", package: "livedata"),
+                .product(name: "LiveDataServer", package: "livedata"),
+            ],
+            path: "Benchmarks/MemoryBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+        .executableTarget(
+            name: "RestoreBenchmarks",
             dependencies: [
                 "BenchmarkFixtures",
                 .product(name: "Benchmark", package: "benchmark"),
@@ -60,7 +71,7 @@ let package = Package(
                 .product(name: "LiveState", package: "livedata"),
                 .product(name: "LiveDataServer", package: "livedata"),
             ],
-            path: "Benchmarks/StateBenchmarks",
+            path: "Benchmarks/RestoreBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
     ],

@@ -126,16 +126,18 @@ public final class LiveEngine {
         return catchUp(now: now, sameRules: sameRules)
     }
 
-    /// Restores every location stored in a state file, streaming; see ``restore(_:now:sameRules:)``.
+    /// Restores every location stored in the state file at `path` (read on a second thread
+    /// while this one fills the store); see ``restore(_:now:sameRules:)``.
     /// - Returns: how many were restored and the changes to publish.
-    public func restore(from database: StateDatabase, now: LiveTimestamp) throws -> (count: Int, unreadable: Int, changes: [DerivedChange]) {
+    public func restore(fromFile path: String, now: LiveTimestamp) throws -> (count: Int, unreadable: Int, changes: [DerivedChange]) {
+        let database = try StateDatabase(path: path)
         let fingerprint = store.engine.fingerprint
         let sameRules = try database.meta("rules") == fingerprint
         store.reserveCapacity(try database.countRows())
         var count = 0
-        let unreadable = try database.forEachRecord { record in
-            store.restore(record)
-            count += 1
+        let unreadable = try StateDatabase.readAll(path: path) { batch in
+            for record in batch { store.restore(record) }
+            count += batch.count
         }
         let changes = catchUp(now: now, sameRules: sameRules)
         try database.setMeta("rules", fingerprint)

@@ -44,7 +44,7 @@ public actor LivePipeline {
             writer = nil
         } else {
             // Read with a connection of our own, then hand the file to the writer.
-            let restored = try engine.restore(from: try StateDatabase(path: config.store.path), now: .now)
+            let restored = try engine.restore(fromFile: config.store.path, now: .now)
             if restored.unreadable > 0 {
                 logger.warning(
                     "skipped \(restored.unreadable) stored locations that could not be read",

@@ -119,12 +119,15 @@ enum RecordCodec {
             let domain = try reader.string()
             let timestamp = LiveTimestamp(millisecondsSince1970: unzigzag(try reader.varint()))
             let stale = try reader.byte() == 1
-            var properties = LiveProperties()
-            for _ in 0..<Int(try reader.varint()) {
+            let propertyCount = Int(try reader.varint())
+            var properties: [LiveProperties.Property] = []
+            properties.reserveCapacity(propertyCount)
+            for _ in 0..<propertyCount {
                 let name = try reader.string()
-                properties[name] = try reader.string()
+                properties.append(LiveProperties.Property(name: name, value: try reader.string()))
             }
-            values.append(DomainValue(domain: domain, properties: properties, timestamp: timestamp, stale: stale))
+            // Written from a LiveProperties, so the names are distinct.
+            values.append(DomainValue(domain: domain, properties: LiveProperties(distinct: properties), timestamp: timestamp, stale: stale))
         }
         var published: DerivedStyle?
         if try reader.byte() == 1 {
@@ -195,6 +198,7 @@ enum RecordCodec {
             let count = Int(try varint())
             guard count <= bytes.count - position else { throw DecodingError(reason: "it ends inside a string") }
             defer { position += count }
+            // Written from Swift strings, so valid UTF-8: no need to check it again.
             return String(decoding: UnsafeRawBufferPointer(rebasing: bytes[position..<(position + count)]), as: UTF8.self)
         }
 

@@ -17,6 +17,11 @@ public struct LiveProperties: Hashable, Sendable, Sequence, ExpressibleByDiction
 
     public init() {}
 
+    /// Properties from a list whose names are known to be distinct (a stored copy).
+    public init(distinct properties: [Property]) {
+        self.properties = properties
+    }
+
     public init(dictionaryLiteral elements: (String, String)...) {
         for (name, value) in elements { self[name] = value }
     }
