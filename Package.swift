@@ -65,9 +65,9 @@ let package = Package(
             dependencies: ["Mosquitto", "LiveTopics"],
             path: "Tests/LiveDataTestSupport"
         ),
-        .testTarget(name: "LiveTopicsTests", dependencies: ["LiveTopics"]),
+        .testTarget(name: "LiveTopicsTests", dependencies: ["LiveTopics", "LiveDataTestSupport"]),
         .testTarget(name: "DisplayRulesTests", dependencies: ["DisplayRules", "LiveTopics"]),
-        .testTarget(name: "LiveStateTests", dependencies: ["LiveState", "DisplayRules", "LiveTopics"]),
+        .testTarget(name: "LiveStateTests", dependencies: ["LiveState", "DisplayRules", "LiveTopics", "LiveDataTestSupport"]),
         .testTarget(
             name: "LiveDataConfigurationTests", dependencies: ["LiveDataConfiguration", "DisplayRules", "LiveTopics"]),
         .testTarget(name: "MosquittoTests", dependencies: ["Mosquitto", "LiveTopics"]),

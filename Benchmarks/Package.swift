@@ -17,6 +17,7 @@ let package = Package(
             dependencies: [
                 .product(name: "LiveTopics", package: "livedata"),
                 .product(name: "DisplayRules", package: "livedata"),
+                .product(name: "LiveDataServer", package: "livedata"),
             ],
             path: "Benchmarks/BenchmarkFixtures"
         ),

@@ -1,4 +1,5 @@
 import LiveTopics
+import LiveDataTestSupport
 import Testing
 
 @Suite("Topic index")
@@ -160,21 +161,4 @@ func randomTopic(_ random: inout SplitMix64) -> String {
     let count = Int(random.next() % 5) + 1
     let topic = (0..<count).map { _ in levelWords[Int(random.next() % UInt64(levelWords.count))] }.joined(separator: "/")
     return topic.isEmpty ? "b" : topic
-}
-
-/// A small seeded generator, so a failing case can be replayed.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-
-    init(seed: UInt64) {
-        state = seed
-    }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
 }

@@ -1,4 +1,5 @@
 import DisplayRules
+import LiveDataServer
 import LiveTopics
 
 /// A venue of `locations` locations, 50 display rules over four domains, and a stream of
@@ -119,5 +120,17 @@ public enum PipelineFixtures {
                     #""latitude":"55.6\#(random.next() % 1000)","longitude":"12.5\#(random.next() % 1000)","floorIndex":"\#(random.next() % 4)""#)
             }
         }
+    }
+
+    /// An engine tracking `count` locations, each with one occupancy value.
+    public static func filledEngine(_ count: Int) -> LiveEngine {
+        let engine = LiveEngine(ruleSet: ruleSet(), subscriptions: subscriptions)
+        var now = LiveTimestamp(millisecondsSince1970: 1_763_720_000_000)
+        for number in 0..<count {
+            now.millisecondsSince1970 += 1
+            let payload = Array(#"{"properties":{"nrOfPeople":"\#(number % 9)","capacity":"8"}}"#.utf8)
+            _ = engine.process(topic: topic(number, domain: "occupancy"), payload: payload, receivedAt: now)
+        }
+        return engine
     }
 }

@@ -16,24 +16,12 @@ let benchmarks: @Sendable () -> Void = {
             warmupIterations: 0, maxIterations: 1)
     ) { benchmark in
         let before = residentBytes()
-        let engine = filledEngine(count)
+        let engine = PipelineFixtures.filledEngine(count)
         let after = residentBytes()
         benchmark.measurement(.custom("bytes per location", useScalingFactor: false), (after - before) / count)
         blackHole(engine.store.count)
     }
 
-}
-
-/// An engine tracking `count` locations, each with one occupancy value.
-func filledEngine(_ count: Int) -> LiveEngine {
-    let engine = LiveEngine(ruleSet: PipelineFixtures.ruleSet(), subscriptions: PipelineFixtures.subscriptions)
-    var now = LiveTimestamp(millisecondsSince1970: 1_763_720_000_000)
-    for number in 0..<count {
-        now.millisecondsSince1970 += 1
-        let payload = Array(#"{"properties":{"nrOfPeople":"\#(number % 9)","capacity":"8"}}"#.utf8)
-        _ = engine.process(topic: PipelineFixtures.topic(number, domain: "occupancy"), payload: payload, receivedAt: now)
-    }
-    return engine
 }
 
 /// The process's resident memory, from /proc.

@@ -16,7 +16,7 @@ let benchmarks: @Sendable () -> Void = {
     ) { benchmark in
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("livedata-restore-benchmark.db").path
         if !FileManager.default.fileExists(atPath: path) {
-            let engine = filledEngine(count)
+            let engine = PipelineFixtures.filledEngine(count)
             let database = try StateDatabase(path: path)
             try database.write(engine.takeDirty())
             try database.setMeta("rules", engine.store.engine.fingerprint)
@@ -30,16 +30,3 @@ let benchmarks: @Sendable () -> Void = {
         blackHole(result.changes.count)
     }
 }
-
-/// An engine tracking `count` locations, each with one occupancy value.
-func filledEngine(_ count: Int) -> LiveEngine {
-    let engine = LiveEngine(ruleSet: PipelineFixtures.ruleSet(), subscriptions: PipelineFixtures.subscriptions)
-    var now = LiveTimestamp(millisecondsSince1970: 1_763_720_000_000)
-    for number in 0..<count {
-        now.millisecondsSince1970 += 1
-        let payload = Array(#"{"properties":{"nrOfPeople":"\#(number % 9)","capacity":"8"}}"#.utf8)
-        _ = engine.process(topic: PipelineFixtures.topic(number, domain: "occupancy"), payload: payload, receivedAt: now)
-    }
-    return engine
-}
-
