@@ -18,11 +18,16 @@ struct Livedata: AsyncParsableCommand {
                   --location room-7 --domain occupancy nrOfPeople=3 capacity=8
               livedata topic match 'ds1/+/B/#' ds1/hq/B/F3/R7/room-7/occupancy
               livedata rules check config/livedata.yaml
+              livedata serve --config config/livedata.yaml
+              livedata simulate --rate 50
 
             Exit codes: 0 ok, 1 runtime failure, 2 usage error, 78 bad configuration.
             """,
         version: "0.1.0",
-        subcommands: [SubscribeCommand.self, PublishCommand.self, TopicCommand.self, RulesCommand.self]
+        subcommands: [
+            ServeCommand.self, SubscribeCommand.self, PublishCommand.self, SimulateCommand.self, TopicCommand.self,
+            RulesCommand.self,
+        ]
     )
 }
 

@@ -85,6 +85,16 @@ public actor LivePipeline {
         for (topic, payload) in waiting { send(topic, payload, retain: config.output.retain) }
     }
 
+    /// Publishes `offline` at the status topic and waits for the broker to have it (a clean
+    /// disconnect does not trigger the will).
+    public func publishOffline() async {
+        do {
+            try await client.publish(topics.status, text: "offline", qos: .atLeastOnce, retain: true)
+        } catch {
+            logger.warning("could not publish offline: \(error)")
+        }
+    }
+
     /// Processes messages until the client's stream ends.
     public func run() async {
         for await message in client.messages {
