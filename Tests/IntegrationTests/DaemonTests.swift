@@ -1,0 +1,166 @@
+import Foundation
+import LiveDataTestSupport
+import Logging
+import Mosquitto
+import Testing
+
+/// `livedata serve` as a real subprocess against a real broker.
+@Suite("Daemon", .timeLimit(.minutes(3)))
+struct DaemonTests {
+    let logger = Logger(label: "test")
+
+    static func config(port: Int, store: String, vacantColor: String = "#4CAF50") -> String {
+        """
+        broker: {host: 127.0.0.1, port: \(port), clientId: daemon-test, keepalive: 5s}
+        subscriptions:
+          - {dataset: ds1, domain: occupancy}
+        styles:
+          main: {visible: true, polygonFillColor: "#E0E0E0"}
+        rules:
+          - name: occupied
+            domain: occupancy
+            when: nrOfPeople > 0
+            style: {polygonFillColor: "#D64545", label: "{nrOfPeople}/{capacity}"}
+            layer: occupancy
+          - name: vacant
+            domain: occupancy
+            when: nrOfPeople == 0
+            style: {polygonFillColor: "\(vacantColor)"}
+            layer: occupancy
+        store: {path: \(store)}
+        log: {level: debug}
+        """
+    }
+
+    struct Daemon {
+        let running: CommandRunner.Running
+        let notify: NotifySocket
+        let directory: URL
+        var configPath: String { directory.appendingPathComponent("livedata.yaml").path }
+        var storePath: String { directory.appendingPathComponent("state.db").path }
+
+        func signal(_ signal: Int32) { kill(running.process.processIdentifier, signal) }
+    }
+
+    func startDaemon(port: Int, directory: URL? = nil) async throws -> Daemon {
+        let directory = try directory ?? TestDirectory.make(prefix: "daemon")
+        let configPath = directory.appendingPathComponent("livedata.yaml").path
+        if !FileManager.default.fileExists(atPath: configPath) {
+            try Self.config(port: port, store: directory.appendingPathComponent("state.db").path)
+                .write(toFile: configPath, atomically: true, encoding: .utf8)
+        }
+        let notify = try NotifySocket()
+        let running = try CommandRunner().start(["serve", "--config", configPath], environment: ["NOTIFY_SOCKET": notify.path])
+        return Daemon(running: running, notify: notify, directory: directory)
+    }
+
+    func client(_ broker: MosquittoBroker) async throws -> MQTTClient {
+        let client = try MQTTClient(configuration: .test(port: broker.port), logger: logger)
+        try await client.connect()
+        return client
+    }
+
+    func publish(_ client: MQTTClient, _ location: String, people: Int) async throws {
+        try await client.publish(
+            "ds1/hq/B/F3/R7/\(location)/occupancy",
+            text: #"{"timestamp": \#(Int64(Date().timeIntervalSince1970 * 1000)), "properties": {"nrOfPeople": "\#(people)", "capacity": "8"}}"#,
+            qos: .atLeastOnce)
+    }
+
+    @Test("READY=1 arrives, updates become retained derived changes, SIGHUP reloads, SIGTERM exits 0 and flushes")
+    func lifecycle() async throws {
+        let broker = try await MosquittoBroker.start()
+        let daemon = try await startDaemon(port: broker.port)
+        #expect(await daemon.notify.wait(for: "READY=1"), "notify: \(daemon.notify.messages)\nstderr: \(daemon.running.standardError)")
+        let sensor = try await client(broker)
+        let watcher = try await client(broker)
+        let inbox = await Inbox.collecting(watcher.messages)
+        try await watcher.subscribe("livedata/#")
+
+        try await publish(sensor, "room-7", people: 0)
+        #expect(await inbox.wait { $0.contains { $0.topic == "livedata/style/ds1/hq/B/F3/R7/room-7" } })
+        #expect(await inbox.items.contains { $0.topic == "livedata/status" && $0.payloadString == "online" })
+
+        // A changed rule: SIGHUP re-publishes the location with the new color.
+        try Self.config(port: broker.port, store: daemon.storePath, vacantColor: "#00FFFF")
+            .write(toFile: daemon.configPath, atomically: true, encoding: .utf8)
+        daemon.signal(SIGHUP)
+        #expect(await daemon.notify.wait(for: "RELOADING=1"))
+        #expect(await inbox.wait { $0.contains { $0.payloadString.contains("#00FFFF") } })
+
+        // A broken config: logged, and the old one keeps running.
+        try "rules: [{name: x, when: \"nrOfPeople >\"}]\n".write(toFile: daemon.configPath, atomically: true, encoding: .utf8)
+        daemon.signal(SIGHUP)
+        #expect(await daemon.notify.wait(for: "STATUS=reload failed; running the previous config"))
+        #expect(daemon.running.process.isRunning)
+        try await publish(sensor, "room-8", people: 2)
+        #expect(await inbox.wait { $0.contains { $0.topic == "livedata/style/ds1/hq/B/F3/R7/room-8" } })
+
+        daemon.signal(SIGTERM)
+        let result = try await daemon.running.result(timeout: .seconds(10))
+        #expect(result.status == 0, "stderr: \(result.standardError)")
+        #expect(daemon.notify.messages.contains { $0.contains("STOPPING=1") })
+        #expect(await inbox.wait { $0.last { $0.topic == "livedata/status" }?.payloadString == "offline" })
+        #expect(result.standardError.contains("the new config is not valid; still running the old one"))
+        // The store was written on the way out.
+        let stored = try String(contentsOfFile: daemon.storePath + "", encoding: .isoLatin1)
+        #expect(stored.contains("room-8"))
+        await sensor.disconnect()
+        await watcher.disconnect()
+    }
+
+    @Test("a restart restores the state without re-publishing, and applies what the broker queued meanwhile")
+    func restart() async throws {
+        let broker = try await MosquittoBroker.start()
+        let first = try await startDaemon(port: broker.port)
+        #expect(await first.notify.wait(for: "READY=1"))
+        let sensor = try await client(broker)
+        let watcher = try await client(broker)
+        let inbox = await Inbox.collecting(watcher.messages)
+        try await watcher.subscribe("livedata/style/#")
+        try await publish(sensor, "room-1", people: 1)
+        try await publish(sensor, "room-2", people: 2)
+        #expect(await inbox.wait { $0.count >= 2 })
+        first.signal(SIGTERM)
+        #expect(try await first.running.result(timeout: .seconds(10)).status == 0)
+
+        // While it is down: the persistent session keeps this update for it.
+        try await publish(sensor, "room-3", people: 3)
+        let before = await inbox.items.count
+        let second = try await startDaemon(port: broker.port, directory: first.directory)
+        #expect(await second.notify.wait(for: "READY=1"))
+        #expect(await inbox.wait { $0.contains { $0.topic.hasSuffix("/room-3") } }, "the queued update was applied")
+        try await Task.sleep(for: .milliseconds(500))
+        let republished = await inbox.items.dropFirst(before).map(\.topic)
+        #expect(republished == ["livedata/style/ds1/hq/B/F3/R7/room-3"], "only the new location is published")
+        second.signal(SIGTERM)
+        #expect(try await second.running.result(timeout: .seconds(10)).status == 0)
+        await sensor.disconnect()
+        await watcher.disconnect()
+    }
+
+    @Test("a broker that starts after the daemon is picked up; until then the daemon waits and is not ready")
+    func brokerLater() async throws {
+        let broker = try await MosquittoBroker.start()
+        broker.stop()
+        let daemon = try await startDaemon(port: broker.port)
+        #expect(await daemon.notify.wait(for: "STATUS=waiting for the MQTT broker at 127.0.0.1:\(broker.port)"))
+        try await Task.sleep(for: .seconds(1))
+        #expect(daemon.running.process.isRunning)
+        #expect(!daemon.notify.messages.contains { $0.contains("READY=1") })
+        try await broker.restart()
+        #expect(await daemon.notify.wait(for: "READY=1", timeout: .seconds(30)))
+        daemon.signal(SIGTERM)
+        #expect(try await daemon.running.result(timeout: .seconds(10)).status == 0)
+    }
+
+    @Test("a config with errors exits 78 and names file, line and column")
+    func badConfig() async throws {
+        let directory = try TestDirectory.make(prefix: "badconfig")
+        let path = directory.appendingPathComponent("livedata.yaml").path
+        try "broker: {port: nope}\n".write(toFile: path, atomically: true, encoding: .utf8)
+        let result = try await CommandRunner().run(["serve", "--config", path])
+        #expect(result.status == 78)
+        #expect(result.errorLines.first == "error: \(path):1:16: broker.port must be a whole number, found \"nope\"")
+    }
+}
