@@ -88,11 +88,24 @@ public actor LivePipeline {
     /// Publishes `offline` at the status topic and waits for the broker to have it (a clean
     /// disconnect does not trigger the will).
     public func publishOffline() async {
+        // Not connected: the broker has published the will already, or will.
+        guard client.state == .connected else { return }
+        let client = client
+        let topic = topics.status
+        let published = Task {
+            try await client.publish(topic, text: "offline", qos: .atLeastOnce, retain: true)
+        }
+        // Do not hold up a shutdown for an acknowledgement that may not come.
+        let timeout = Task {
+            try await Task.sleep(for: .seconds(2))
+            published.cancel()
+        }
         do {
-            try await client.publish(topics.status, text: "offline", qos: .atLeastOnce, retain: true)
+            try await published.value
         } catch {
             logger.warning("could not publish offline: \(error)")
         }
+        timeout.cancel()
     }
 
     /// Processes messages until the client's stream ends.

@@ -27,12 +27,14 @@ struct ServeCommand: AsyncParsableCommand {
 
     func run() async throws {
         let settings = try RulesCommand.load(config)
-        var logger = Logger(label: "livedata") { label in StreamLogHandler.standardError(label: label) }
+        var logger = Logger(label: "livedata") { label in LineLogHandler(label: label) }
         logger.logLevel = Logger.Level(rawValue: settings.log.level) ?? .info
         let daemon = LiveDataDaemon(config: settings, configPath: config, logger: logger)
-        let group = ServiceGroup(
-            configuration: .init(
-                services: [.init(service: daemon)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        var configuration = ServiceGroupConfiguration(
+            services: [.init(service: daemon)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        // systemd allows TimeoutStopSec; exit well within it even if the broker does not answer.
+        configuration.maximumGracefulShutdownDuration = .seconds(5)
+        let group = ServiceGroup(configuration: configuration)
         try await group.run()
     }
 }

@@ -178,7 +178,9 @@ struct SimulatedVenue {
         let index = Int.random(in: 0..<locations.count, using: &random)
         var location = locations[index]
         let busy = Self.busyness(at: date)
-        let timestamp = LiveTimestamp(millisecondsSince1970: Int64(date.timeIntervalSince1970 * 1000))
+        // The simulated clock only drives how busy it is; updates carry the real time, so that
+        // a restarted simulator is never older than what the daemon stored.
+        let timestamp = LiveTimestamp.now
         let domain: String
         var properties = LiveProperties()
         switch location.kind {
