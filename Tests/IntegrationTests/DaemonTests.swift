@@ -9,7 +9,7 @@ import Testing
 struct DaemonTests {
     let logger = Logger(label: "test")
 
-    static func config(port: Int, store: String, vacantColor: String = "#4CAF50") -> String {
+    static func config(port: Int, store: String, httpPort: Int = 0, vacantColor: String = "#4CAF50") -> String {
         """
         broker: {host: 127.0.0.1, port: \(port), clientId: daemon-test, keepalive: 5s}
         subscriptions:
@@ -28,6 +28,7 @@ struct DaemonTests {
             style: {polygonFillColor: "\(vacantColor)"}
             layer: occupancy
         store: {path: \(store)}
+        http: {listen: "127.0.0.1:\(httpPort)", token: sesame}
         log: {level: debug}
         """
     }
@@ -36,6 +37,7 @@ struct DaemonTests {
         let running: CommandRunner.Running
         let notify: NotifySocket
         let directory: URL
+        let httpPort: Int
         var configPath: String { directory.appendingPathComponent("livedata.yaml").path }
         var storePath: String { directory.appendingPathComponent("state.db").path }
 
@@ -45,13 +47,12 @@ struct DaemonTests {
     func startDaemon(port: Int, directory: URL? = nil) async throws -> Daemon {
         let directory = try directory ?? TestDirectory.make(prefix: "daemon")
         let configPath = directory.appendingPathComponent("livedata.yaml").path
-        if !FileManager.default.fileExists(atPath: configPath) {
-            try Self.config(port: port, store: directory.appendingPathComponent("state.db").path)
-                .write(toFile: configPath, atomically: true, encoding: .utf8)
-        }
+        let httpPort = try freeLoopbackPort()
+        try Self.config(port: port, store: directory.appendingPathComponent("state.db").path, httpPort: httpPort)
+            .write(toFile: configPath, atomically: true, encoding: .utf8)
         let notify = try NotifySocket()
         let running = try CommandRunner().start(["serve", "--config", configPath], environment: ["NOTIFY_SOCKET": notify.path])
-        return Daemon(running: running, notify: notify, directory: directory)
+        return Daemon(running: running, notify: notify, directory: directory, httpPort: httpPort)
     }
 
     func client(_ broker: MosquittoBroker) async throws -> MQTTClient {
@@ -81,8 +82,34 @@ struct DaemonTests {
         #expect(await inbox.wait { $0.contains { $0.topic == "livedata/style/ds1/hq/B/F3/R7/room-7" } })
         #expect(await inbox.items.contains { $0.topic == "livedata/status" && $0.payloadString == "online" })
 
+        // The HTTP interface answers.
+        let port = daemon.httpPort
+        #expect(try HTTPProbe.request("GET", port: port, path: "/healthz").status == 200)
+        #expect(try HTTPProbe.request("GET", port: port, path: "/readyz").body == #"{"status": "ready"}"#)
+        let location = try HTTPProbe.request("GET", port: port, path: "/v1/locations/room-7")
+        #expect(location.status == 200)
+        #expect(location.body.hasPrefix(#"{"location": "room-7", "topic": {"dataset": "ds1""#))
+        let missing = try HTTPProbe.request("GET", port: port, path: "/v1/locations/nowhere")
+        #expect(missing.status == 404 && missing.body == #"{"error": "no location \"nowhere\" is tracked"}"#)
+        #expect(try HTTPProbe.request("GET", port: port, path: "/v1/floors/ds1/hq/B/F3").body.contains("room-7"))
+        #expect(try HTTPProbe.request("GET", port: port, path: "/v1/legend").body.hasPrefix(#"{"entries": ["#))
+        #expect(try HTTPProbe.request("GET", port: port, path: "/v1/layers").body == #"{"layers": [{"name": "occupancy", "hidden": false}]}"#)
+        let metrics = try HTTPProbe.request("GET", port: port, path: "/metrics")
+        #expect(metrics.body.contains("livedata_updates_applied_total 1"))
+        #expect(metrics.body.contains("livedata_locations_tracked 1"))
+        #expect(metrics.body.contains("livedata_broker_connected 1"))
+        #expect(metrics.body.contains("livedata_processing_seconds_count 1"))
+        // Writing needs the token; with it, hiding the layer re-publishes the location as not visible.
+        #expect(try HTTPProbe.request("PUT", port: port, path: "/v1/layers/occupancy", body: #"{"hidden": true}"#).status == 401)
+        let hidden = try HTTPProbe.request(
+            "PUT", port: port, path: "/v1/layers/occupancy", headers: ["Authorization": "Bearer sesame"], body: #"{"hidden": true}"#)
+        #expect(hidden.body == #"{"layer": "occupancy", "hidden": true, "changed": 1}"#)
+        #expect(await inbox.wait { $0.contains { $0.payloadString.contains(#""visible": false"#) } })
+        _ = try HTTPProbe.request(
+            "PUT", port: port, path: "/v1/layers/occupancy", headers: ["Authorization": "Bearer sesame"], body: #"{"visible": true}"#)
+
         // A changed rule: SIGHUP re-publishes the location with the new color.
-        try Self.config(port: broker.port, store: daemon.storePath, vacantColor: "#00FFFF")
+        try Self.config(port: broker.port, store: daemon.storePath, httpPort: daemon.httpPort, vacantColor: "#00FFFF")
             .write(toFile: daemon.configPath, atomically: true, encoding: .utf8)
         daemon.signal(SIGHUP)
         #expect(await daemon.notify.wait(for: "RELOADING=1"))

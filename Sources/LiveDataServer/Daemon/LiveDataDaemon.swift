@@ -15,11 +15,14 @@ public struct LiveDataDaemon: Service {
     let logger: Logger
     let notifier: SystemdNotifier
     let reconnect: MQTTBackoff
+    let handle: DaemonHandle
 
     public init(
         config: LiveDataConfig, configPath: String, logger: Logger, notifier: SystemdNotifier = SystemdNotifier(),
-        reconnect: MQTTBackoff = MQTTBackoff(initial: .milliseconds(500), maximum: .seconds(30))
+        reconnect: MQTTBackoff = MQTTBackoff(initial: .milliseconds(500), maximum: .seconds(30)),
+        handle: DaemonHandle = DaemonHandle()
     ) {
+        self.handle = handle
         self.config = config
         self.configPath = configPath
         self.logger = logger
@@ -34,6 +37,7 @@ public struct LiveDataDaemon: Service {
         let client = try MQTTClient(configuration: mqtt, logger: logger)
         notifier.status("restoring the state")
         let pipeline = try await LivePipeline(config: config, client: client, logger: logger)
+        handle.set(pipeline)
         let address = mqtt.address
         notifier.status("waiting for the MQTT broker at \(address)")
         logger.info("starting", metadata: ["mqtt.broker": "\(address)", "config.file": "\(configPath)"])
@@ -43,6 +47,7 @@ public struct LiveDataDaemon: Service {
             group.addTask {
                 do {
                     try await pipeline.subscribe()
+                    await pipeline.markReady()
                     let locations = await pipeline.statistics.locations
                     notifier.ready(status: "connected to \(address); \(locations) locations")
                     logger.info("ready", metadata: ["store.locations": "\(locations)"])

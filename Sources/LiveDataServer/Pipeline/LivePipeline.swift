@@ -29,6 +29,10 @@ public actor LivePipeline {
     /// Messages the library refused while disconnected: the latest per topic, sent on reconnection.
     private var unsent: [String: [UInt8]] = [:]
     private var lastRejectionLog: ContinuousClock.Instant?
+    /// Restored, connected and subscribed.
+    public private(set) var isReady = false
+    /// Seconds from a message's arrival to its derived change being handed to the client.
+    public private(set) var latency = LatencyHistogram()
     private var suppressedRejections = 0
 
     /// Builds the engine and restores the stored state (publishing nothing yet).
@@ -56,6 +60,29 @@ public actor LivePipeline {
             // Styles that changed while we were down (rules, staleness) go out once connected.
             for change in changes { queue(change) }
         }
+    }
+
+    public func markReady() { isReady = true }
+
+    /// The broker connection's state.
+    public nonisolated var brokerState: MQTTConnectionState { client.state }
+
+    /// A location's record, by its id (the topic's location level).
+    public func record(id: String) -> LocationRecord? {
+        engine.store.records { $0.location == id }.first
+    }
+
+    /// Every location of a floor.
+    public func floor(dataset: String, venue: String, building: String, floor: String) -> [LocationRecord] {
+        engine.store.records {
+            $0.floor == floor && $0.building == building && $0.venue == venue && $0.dataset == dataset
+        }
+    }
+
+    /// Every layer the rules and styles name, and whether it is hidden.
+    public var layers: [(name: String, hidden: Bool)] {
+        let hidden = engine.store.hiddenLayers
+        return Set(config.ruleSet.layers).union(hidden).sorted().map { ($0, hidden.contains($0)) }
     }
 
     public var statistics: Statistics {
@@ -146,6 +173,7 @@ public actor LivePipeline {
         case .changed(let change):
             if !legendDatasets.contains(change.address.dataset) { publishLegend(change.address.dataset) }
             queue(change)
+            latency.record(ContinuousClock.now - message.receivedAt)
         case .rejected(let reason, let text):
             logRejection(reason, text, topic: message.topic)
         case .unchanged, .ignoredOutOfOrder, .notSubscribed:
@@ -257,5 +285,24 @@ public actor LivePipeline {
         logger.warning(
             "dropped an update: \(text)\(more)",
             metadata: ["mqtt.topic": "\(topic)", "update.rejected": "\(reason.rawValue)"])
+    }
+}
+
+/// A Prometheus-style histogram of durations, in seconds.
+public struct LatencyHistogram: Sendable {
+    public static let bounds: [Double] = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1]
+    /// Per bound, how many observations were at most that (not cumulative); the last is +Inf.
+    public private(set) var counts = Array(repeating: 0, count: bounds.count + 1)
+    public private(set) var sum = 0.0
+    public private(set) var count = 0
+
+    public init() {}
+
+    mutating func record(_ duration: Duration) {
+        let seconds = Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+        let index = Self.bounds.firstIndex { seconds <= $0 } ?? Self.bounds.count
+        counts[index] += 1
+        sum += seconds
+        count += 1
     }
 }

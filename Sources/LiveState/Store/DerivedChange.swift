@@ -28,25 +28,40 @@ public struct DerivedChange: Sendable, Equatable {
 
     /// `{"location": …, "topic": {…}, "style": {…}, "changed": […], "rules": […], "live": {…}, "version": N, "updatedAt": …}`
     public var json: String {
-        var object = JSONObjectWriter()
-        object.add("location", address.location)
-        object.add("topic", json: address.json)
-        object.add("style", json: derived.style.json)
-        object.add("changed", json: jsonArray(changed.map(\.rawValue)))
-        object.add("rules", json: jsonArray(derived.rules))
-        var live = JSONObjectWriter()
-        for value in self.live {
-            var properties = JSONObjectWriter()
-            for property in value.properties { properties.add(property.name, property.value) }
-            properties.add("timestamp", value.timestamp.description)
-            live.add(value.domain, json: properties.json)
-        }
-        object.add("live", json: live.json)
-        object.add("version", Int(version))
-        object.add("updatedAt", updatedAt.description)
-        return object.json
+        locationJSON(address, derived, changed: changed, live: live, version: version, updatedAt: updatedAt)
     }
 
     /// The topic below the prefix: `style/dataset/venue/building/floor/room/location`.
     public var topicSuffix: String { "style/" + address.description }
+}
+
+/// A location's state as JSON, in the derived-change layout (`changed` and `updatedAt` when given).
+func locationJSON(
+    _ address: LocationAddress, _ derived: DerivedStyle?, changed: [StyleField]?, live: [DomainValue], version: UInt64,
+    updatedAt: LiveTimestamp?
+) -> String {
+    var object = JSONObjectWriter()
+    object.add("location", address.location)
+    object.add("topic", json: address.json)
+    object.add("style", json: (derived?.style ?? Style()).json)
+    if let changed { object.add("changed", json: jsonArray(changed.map(\.rawValue))) }
+    object.add("rules", json: jsonArray(derived?.rules ?? []))
+    var values = JSONObjectWriter()
+    for value in live {
+        var properties = JSONObjectWriter()
+        for property in value.properties { properties.add(property.name, property.value) }
+        properties.add("timestamp", value.timestamp.description)
+        values.add(value.domain, json: properties.json)
+    }
+    object.add("live", json: values.json)
+    object.add("version", Int(version))
+    if let updatedAt { object.add("updatedAt", updatedAt.description) }
+    return object.json
+}
+
+extension LocationRecord {
+    /// `{"location": …, "topic": {…}, "style": {…}, "rules": […], "live": {…}, "version": N}`
+    public var json: String {
+        locationJSON(address, published, changed: nil, live: fresh, version: version, updatedAt: nil)
+    }
 }

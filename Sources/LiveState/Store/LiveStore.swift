@@ -68,6 +68,11 @@ public final class LiveStore {
     /// Every tracked location's record.
     public var records: [LocationRecord] { states.values.map { $0.record(engine) } }
 
+    /// The records of the locations that pass a test on their address (a scan).
+    public func records(where include: (LocationAddress) -> Bool) -> [LocationRecord] {
+        states.values.filter { include($0.address) }.map { $0.record(engine) }.sorted { $0.address.description < $1.address.description }
+    }
+
     /// Whether the location with this path (`dataset/venue/building/floor/room/location`) is tracked.
     public func isTracked(path: Substring) -> Bool { states[LocationKey(path)] != nil }
 

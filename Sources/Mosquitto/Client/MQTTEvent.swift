@@ -36,17 +36,26 @@ public enum MQTTEvent: Sendable, Equatable, CustomStringConvertible {
 
 /// A message received from the broker.
 public struct MQTTMessage: Sendable, Equatable {
+    public static func == (a: MQTTMessage, b: MQTTMessage) -> Bool {
+        a.topic == b.topic && a.payload == b.payload && a.qos == b.qos && a.retain == b.retain
+    }
+
     public var topic: String
     public var payload: [UInt8]
     public var qos: MQTTQoS
     /// Sent by the broker from its retained store, not live.
     public var retain: Bool
+    /// When the network thread received it (for end-to-end latency).
+    public var receivedAt: ContinuousClock.Instant
 
-    public init(topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool) {
+    public init(
+        topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool, receivedAt: ContinuousClock.Instant = .now
+    ) {
         self.topic = topic
         self.payload = payload
         self.qos = qos
         self.retain = retain
+        self.receivedAt = receivedAt
     }
 
     /// The payload as UTF-8 text (invalid sequences replaced).
