@@ -51,7 +51,8 @@ struct DaemonTests {
         try Self.config(port: port, store: directory.appendingPathComponent("state.db").path, httpPort: httpPort)
             .write(toFile: configPath, atomically: true, encoding: .utf8)
         let notify = try NotifySocket()
-        let running = try CommandRunner().start(["serve", "--config", configPath], environment: ["NOTIFY_SOCKET": notify.path])
+        let running = try CommandRunner().start(
+            ["serve", "--config", configPath], environment: ["NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "400000"])
         return Daemon(running: running, notify: notify, directory: directory, httpPort: httpPort)
     }
 
@@ -73,6 +74,7 @@ struct DaemonTests {
         let broker = try await MosquittoBroker.start()
         let daemon = try await startDaemon(port: broker.port)
         #expect(await daemon.notify.wait(for: "READY=1"), "notify: \(daemon.notify.messages)\nstderr: \(daemon.running.standardError)")
+        #expect(await daemon.notify.wait(for: "WATCHDOG=1", timeout: .seconds(3)), "pings at half of WATCHDOG_USEC")
         let sensor = try await client(broker)
         let watcher = try await client(broker)
         let inbox = await Inbox.collecting(watcher.messages)

@@ -12,16 +12,22 @@ public final class NotifySocket: Sendable {
     private let descriptor: Int32
     private let received = Mutex<[String]>([])
 
-    public init() throws {
-        let directory = try TestDirectory.make(prefix: "notify")
-        path = directory.appendingPathComponent("notify.sock").path
+    /// - Parameter abstract: bind an abstract socket name (`@…`, as systemd may use) instead of a file.
+    public init(abstract: Bool = false) throws {
+        if abstract {
+            path = "@livedata-test-\(UUID().uuidString.prefix(8))"
+        } else {
+            path = try TestDirectory.make(prefix: "notify").appendingPathComponent("notify.sock").path
+        }
         descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
+        var bytes = Array(path.utf8)
+        if abstract { bytes[0] = 0 }
         withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: bytes) }
+        let length = socklen_t(MemoryLayout<sa_family_t>.size + bytes.count + (abstract ? 0 : 1))
         let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) }
         }
         guard descriptor >= 0, bound == 0 else {
             throw MosquittoBroker.Failure.toolFailed("cannot bind the notify socket at \(path)")
@@ -31,7 +37,7 @@ public final class NotifySocket: Sendable {
 
     deinit {
         close(descriptor)
-        unlink(path)
+        if !path.hasPrefix("@") { unlink(path) }
     }
 
     /// Every message so far (each may hold several `KEY=value` lines).
