@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import Logging
 import LiveDataConfiguration
 import LiveState
 import LiveTopics
@@ -16,7 +17,7 @@ public enum HTTPInterface {
 
     /// The HTTP server as a service for the daemon's ServiceGroup.
     /// - Throws: ``BadListenAddress``.
-    public static func application(settings: HTTPSettings, handle: DaemonHandle) throws -> some Service {
+    public static func application(settings: HTTPSettings, handle: DaemonHandle, logger: Logger) throws -> some Service {
         guard let colon = settings.listen.lastIndex(of: ":"), let port = Int(settings.listen[settings.listen.index(after: colon)...])
         else {
             throw BadListenAddress(address: settings.listen)
@@ -24,7 +25,7 @@ public enum HTTPInterface {
         let host = String(settings.listen[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
         return Application(
             router: router(token: settings.token, handle: handle),
-            configuration: .init(address: .hostname(host, port: port), serverName: "livedata"))
+            configuration: .init(address: .hostname(host, port: port), serverName: "livedata"), logger: logger)
     }
 
     static func router(token: String?, handle: DaemonHandle) -> Router<BasicRequestContext> {

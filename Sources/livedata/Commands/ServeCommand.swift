@@ -31,7 +31,7 @@ struct ServeCommand: AsyncParsableCommand {
         logger.logLevel = Logger.Level(rawValue: settings.log.level) ?? .info
         let handle = DaemonHandle()
         let daemon = LiveDataDaemon(config: settings, configPath: config, logger: logger, handle: handle)
-        let http = try HTTPInterface.application(settings: settings.http, handle: handle)
+        let http = try HTTPInterface.application(settings: settings.http, handle: handle, logger: logger)
         var configuration = ServiceGroupConfiguration(
             services: [.init(service: daemon), .init(service: http)], gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger)
