@@ -73,6 +73,19 @@ struct LiveStoreTests {
         #expect(store.counters.applied == 4)
     }
 
+    @Test("the same values again move the timestamp and the expiry on, and change nothing else")
+    func repeatedValues() throws {
+        let store = LiveStore(engine: try Self.engine(staleAfter: .seconds(60)))
+        _ = store.apply(try update(["nrOfPeople": "3"]), now: at(0))
+        #expect(store.apply(try update(["nrOfPeople": "3"], at: 50_000), now: at(50_000)) == .unchanged)
+        let address = LocationAddress(try update(["x": "y"]).topic)
+        #expect(store[address]?.values.first?.timestamp == at(50_000))
+        // Not stale at the first deadline: the repeat moved it to 110 s.
+        #expect(store.expire(now: at(60_000)).isEmpty)
+        #expect(store.expire(now: at(110_000)).count == 1)
+        #expect(store.counters.applied == 2)
+    }
+
     @Test("an older update for the same location and domain is ignored and counted")
     func outOfOrder() throws {
         let store = LiveStore(engine: try Self.engine(staleAfter: nil))

@@ -122,6 +122,17 @@ public final class LiveStore {
                     counters.ignoredOutOfOrder += 1
                     return .ignoredOutOfOrder
                 }
+                // The same values again (sensors repeat themselves): rules read values, not
+                // timestamps, so only the timestamp and the expiry move on.
+                if !stale, !state.values[index].stale, state.values[index].properties == properties {
+                    state.values[index].timestamp = timestamp
+                    if let staleNumber, let staleAfter {
+                        schedule(state, number: staleNumber, deadline: timestamp.adding(staleAfter))
+                    }
+                    counters.applied += 1
+                    markDirty(state)
+                    return .unchanged
+                }
                 state.values[index] = value
             } else {
                 state.values.append(value)
