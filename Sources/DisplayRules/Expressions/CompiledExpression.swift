@@ -64,82 +64,15 @@ public struct CompiledExpression: Sendable, CustomStringConvertible {
         return found
     }
 
-    /// Whether the condition holds for these live values.
+    /// Whether the condition holds for these live values: a one-off check (rule sets are
+    /// compiled together, once, by ``RuleEngine``), with the same evaluator.
     public func evaluate(_ values: LiveValues) -> Bool {
-        Self.truth(root, values)
+        var builder = RuleProgram.Builder()
+        let root = builder.flatten(self.root)
+        return builder.evaluate(root, values)
     }
 
     public var description: String { source }
-
-    private static func truth(_ node: Node, _ values: LiveValues) -> Bool {
-        switch node {
-        case .boolean(let value): return value
-        case .and(let a, let b): return truth(a, values) && truth(b, values)
-        case .or(let a, let b): return truth(a, values) || truth(b, values)
-        case .not(let inner): return !truth(inner, values)
-        case .exists(let reference): return values[reference] != nil
-        case .truth(let inner): return boolean(inner, values) ?? false
-        case .compare(let op, let kind, let a, let b):
-            switch kind {
-            case .numeric:
-                guard let x = number(a, values), let y = number(b, values) else { return false }
-                switch op {
-                case .equal: return x == y
-                case .notEqual: return x != y
-                case .less: return x < y
-                case .lessOrEqual: return x <= y
-                case .greater: return x > y
-                case .greaterOrEqual: return x >= y
-                }
-            case .text:
-                guard let x = text(a, values), let y = text(b, values) else { return false }
-                return op == .equal ? x == y : x != y
-            case .boolean:
-                guard let x = boolean(a, values), let y = boolean(b, values) else { return false }
-                return op == .equal ? x == y : x != y
-            }
-        default:
-            return false
-        }
-    }
-
-    private static func number(_ node: Node, _ values: LiveValues) -> Double? {
-        switch node {
-        case .number(let value): return value
-        case .property(let reference): return values[reference].flatMap(parseNumber)
-        case .negate(let inner): return number(inner, values).map { -$0 }
-        case .arithmetic(let op, let a, let b):
-            guard let x = number(a, values), let y = number(b, values) else { return nil }
-            switch op {
-            case .add: return x + y
-            case .subtract: return x - y
-            case .multiply: return x * y
-            case .divide: return y == 0 ? nil : x / y
-            }
-        default: return nil
-        }
-    }
-
-    private static func text(_ node: Node, _ values: LiveValues) -> String? {
-        switch node {
-        case .string(let value): return value
-        case .property(let reference): return values[reference]
-        default: return nil
-        }
-    }
-
-    private static func boolean(_ node: Node, _ values: LiveValues) -> Bool? {
-        switch node {
-        case .boolean(let value): return value
-        case .property(let reference):
-            switch values[reference] {
-            case "true", "True", "TRUE", "1": return true
-            case "false", "False", "FALSE", "0": return false
-            default: return nil
-            }
-        default: return nil
-        }
-    }
 }
 
 /// Reads a property's text as a number: a fast path for plain decimals, `Double` otherwise.

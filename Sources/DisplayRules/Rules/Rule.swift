@@ -36,19 +36,6 @@ public struct Rule: Sendable {
         if self.style.style.layer == nil, let layer { self.style.style.layer = layer }
     }
 
-    /// Whether the rule applies to a location: its domain has a value there, the scope
-    /// allows the location, and the condition holds.
-    public func applies(to address: LocationAddress, values: LiveValues) -> Bool {
-        if let domain {
-            guard values.has(domain) else { return false }
-            if let scope, !scope.matches(address, domain: domain) { return false }
-        } else {
-            guard !values.isEmpty else { return false }
-            if let scope, !values.fresh.contains(where: { scope.matches(address, domain: $0.domain) }) { return false }
-        }
-        return condition.evaluate(values)
-    }
-
     /// The title this rule shows in the legend.
     public var legendTitle: String { legend ?? name }
 }

@@ -59,22 +59,68 @@ final class RuleProgram: Sendable {
     let titleIDs: [Int32]
 
     init(_ rules: [Rule]) {
-        var nodes: [Node] = []
-        var literals: [String] = []
-        var slots: [PropertyReference] = []
-        var slotIndex: [PropertyReference: Int32] = [:]
+        var builder = Builder()
         var domains: [String] = []
-        func slot(_ reference: PropertyReference) -> Int32 {
-            if let index = slotIndex[reference] { return index }
-            slots.append(reference)
-            slotIndex[reference] = Int32(slots.count - 1)
-            return Int32(slots.count - 1)
+        var compiled: [CompiledRule] = []
+        for rule in rules {
+            var domainIndex: Int32 = -1
+            if let domain = rule.domain {
+                if let existing = domains.firstIndex(of: domain) {
+                    domainIndex = Int32(existing)
+                } else {
+                    domains.append(domain)
+                    domainIndex = Int32(domains.count - 1)
+                }
+            }
+            compiled.append(
+                CompiledRule(domain: domainIndex, root: builder.flatten(rule.condition.root), hasScope: rule.scope != nil))
         }
-        func add(_ node: Node) -> Int32 {
-            nodes.append(node)
-            return Int32(nodes.count - 1)
+        nodes = builder.nodes
+        literals = builder.literals
+        let slots = builder.slots
+        self.slots = slots
+        slotDomains = slots.map { reference in
+            reference.domain.flatMap { domains.firstIndex(of: $0) }.map(Int32.init) ?? -1
         }
-        func flatten(_ node: CompiledExpression.Node) -> Int32 {
+        self.domains = domains
+        self.rules = compiled
+        var dependents: [String: RuleSelection] = [:]
+        var everywhere = RuleSelection(ruleCount: rules.count)
+        for (index, rule) in rules.enumerated() {
+            guard let domain = rule.domain else {
+                everywhere.insert(index)
+                continue
+            }
+            var read = Set([domain])
+            for reference in rule.condition.references { if let other = reference.domain { read.insert(other) } }
+            for name in read { dependents[name, default: RuleSelection(ruleCount: rules.count)].insert(index) }
+        }
+        self.dependents = dependents
+        self.everywhere = everywhere
+        ruleNames = rules.map(\.name)
+        styles = rules.map(\.style)
+        scopes = rules.map(\.scope)
+        ruleDomains = rules.map(\.domain)
+        legendTitles = rules.map(\.legendTitle)
+        var distinct: [String] = []
+        titleIDs = rules.map { rule in
+            if let index = distinct.firstIndex(of: rule.legendTitle) { return Int32(index) }
+            distinct.append(rule.legendTitle)
+            return Int32(distinct.count - 1)
+        }
+        distinctTitles = distinct
+    }
+
+    /// Flattens condition trees into plain nodes, giving each property read a slot.
+    struct Builder {
+        private(set) var nodes: [Node] = []
+        private(set) var literals: [String] = []
+        private(set) var slots: [PropertyReference] = []
+        private var slotIndex: [PropertyReference: Int32] = [:]
+
+        /// Adds a condition's nodes.
+        /// - Returns: the index of its root.
+        mutating func flatten(_ node: CompiledExpression.Node) -> Int32 {
             switch node {
             case .number(let value): return add(Node(kind: .number, value: value))
             case .string(let text):
@@ -119,52 +165,34 @@ final class RuleProgram: Sendable {
             case .truth(let inner): return add(Node(kind: .truth, a: flatten(inner)))
             }
         }
-        var compiled: [CompiledRule] = []
-        for rule in rules {
-            var domainIndex: Int32 = -1
-            if let domain = rule.domain {
-                if let existing = domains.firstIndex(of: domain) {
-                    domainIndex = Int32(existing)
-                } else {
-                    domains.append(domain)
-                    domainIndex = Int32(domains.count - 1)
+
+        private mutating func slot(_ reference: PropertyReference) -> Int32 {
+            if let index = slotIndex[reference] { return index }
+            slots.append(reference)
+            slotIndex[reference] = Int32(slots.count - 1)
+            return Int32(slots.count - 1)
+        }
+
+        private mutating func add(_ node: Node) -> Int32 {
+            nodes.append(node)
+            return Int32(nodes.count - 1)
+        }
+
+        /// Evaluates the condition rooted at `root` against `values`.
+        func evaluate(_ root: Int32, _ values: LiveValues) -> Bool {
+            withUnsafeTemporaryAllocation(of: SlotValue.self, capacity: max(slots.count, 1)) { slotValues in
+                slotValues.initialize(repeating: SlotValue())
+                defer { _ = slotValues.deinitialize() }
+                return nodes.withUnsafeBufferPointer { nodes in
+                    literals.withUnsafeBufferPointer { literals in
+                        slots.withUnsafeBufferPointer { references in
+                            Evaluator(nodes: nodes, literals: literals, slots: slotValues, references: references, values: values)
+                                .truth(root)
+                        }
+                    }
                 }
             }
-            compiled.append(CompiledRule(domain: domainIndex, root: flatten(rule.condition.root), hasScope: rule.scope != nil))
         }
-        self.nodes = nodes
-        self.literals = literals
-        self.slots = slots
-        slotDomains = slots.map { reference in
-            reference.domain.flatMap { domains.firstIndex(of: $0) }.map(Int32.init) ?? -1
-        }
-        self.domains = domains
-        self.rules = compiled
-        var dependents: [String: RuleSelection] = [:]
-        var everywhere = RuleSelection(ruleCount: rules.count)
-        for (index, rule) in rules.enumerated() {
-            guard let domain = rule.domain else {
-                everywhere.insert(index)
-                continue
-            }
-            var read = Set([domain])
-            for reference in rule.condition.references { if let other = reference.domain { read.insert(other) } }
-            for name in read { dependents[name, default: RuleSelection(ruleCount: rules.count)].insert(index) }
-        }
-        self.dependents = dependents
-        self.everywhere = everywhere
-        ruleNames = rules.map(\.name)
-        styles = rules.map(\.style)
-        scopes = rules.map(\.scope)
-        ruleDomains = rules.map(\.domain)
-        legendTitles = rules.map(\.legendTitle)
-        var distinct: [String] = []
-        titleIDs = rules.map { rule in
-            if let index = distinct.firstIndex(of: rule.legendTitle) { return Int32(index) }
-            distinct.append(rule.legendTitle)
-            return Int32(distinct.count - 1)
-        }
-        distinctTitles = distinct
     }
 
     /// Evaluates conditions, reading each slot's property on first use.
