@@ -110,7 +110,7 @@ final class ConfigReader {
             return nil
         }
         if let range, !range.contains(value) {
-            error(node, "\(what) must be between \(number(range.lowerBound)) and \(number(range.upperBound)), found \(scalar.string)")
+            error(node, "\(what) must be between \(jsonNumber(range.lowerBound)) and \(jsonNumber(range.upperBound)), found \(scalar.string)")
             return nil
         }
         return value
@@ -182,8 +182,4 @@ private func editDistance(_ a: String, _ b: String) -> Int {
         previous = current
     }
     return previous[b.count]
-}
-
-func number(_ value: Double) -> String {
-    value == value.rounded() ? String(Int(value)) : String(value)
 }

@@ -257,7 +257,7 @@ extension LiveDataConfig {
             }
         }
         if let zoomFrom = style.zoomFrom, let zoomTo = style.zoomTo, zoomFrom > zoomTo {
-            reader.error(node, "\(what): zoomFrom (\(number(zoomFrom))) is above zoomTo (\(number(zoomTo)))")
+            reader.error(node, "\(what): zoomFrom (\(jsonNumber(zoomFrom))) is above zoomTo (\(jsonNumber(zoomTo)))")
         }
         do {
             return try StyleTemplate(style, domain: domain)

@@ -148,19 +148,19 @@ extension Style {
     public var json: String {
         var object = JSONObjectWriter()
         if let visible { object.add("visible", visible) }
-        if let zoomFrom { object.add("zoomFrom", json: number(zoomFrom)) }
-        if let zoomTo { object.add("zoomTo", json: number(zoomTo)) }
+        if let zoomFrom { object.add("zoomFrom", zoomFrom) }
+        if let zoomTo { object.add("zoomTo", zoomTo) }
         if let icon { object.add("icon", icon) }
         if let iconVisible { object.add("iconVisible", iconVisible) }
-        if let iconSize { object.add("iconSize", json: number(iconSize)) }
+        if let iconSize { object.add("iconSize", iconSize) }
         if let label { object.add("label", label) }
         if let labelVisible { object.add("labelVisible", labelVisible) }
         if let polygonVisible { object.add("polygonVisible", polygonVisible) }
         if let polygonFillColor { object.add("polygonFillColor", polygonFillColor.description) }
-        if let polygonFillOpacity { object.add("polygonFillOpacity", json: number(polygonFillOpacity)) }
+        if let polygonFillOpacity { object.add("polygonFillOpacity", polygonFillOpacity) }
         if let polygonStrokeColor { object.add("polygonStrokeColor", polygonStrokeColor.description) }
-        if let polygonStrokeWidth { object.add("polygonStrokeWidth", json: number(polygonStrokeWidth)) }
-        if let polygonStrokeOpacity { object.add("polygonStrokeOpacity", json: number(polygonStrokeOpacity)) }
+        if let polygonStrokeWidth { object.add("polygonStrokeWidth", polygonStrokeWidth) }
+        if let polygonStrokeOpacity { object.add("polygonStrokeOpacity", polygonStrokeOpacity) }
         if let badge {
             var badgeObject = JSONObjectWriter()
             if let text = badge.text { badgeObject.add("text", text) }
@@ -172,10 +172,4 @@ extension Style {
         if let layer { object.add("layer", layer) }
         return object.json
     }
-}
-
-/// A number as JSON: integers without a fraction.
-func number(_ value: Double) -> String {
-    if value == value.rounded(), abs(value) < 1e15 { return String(Int64(value)) }
-    return String(value)
 }

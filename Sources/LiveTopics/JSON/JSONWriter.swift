@@ -19,6 +19,12 @@ public struct JSONObjectWriter: Sendable {
         text += String(value)
     }
 
+    /// Adds a number member (whole numbers without a fraction).
+    public mutating func add(_ key: String, _ value: Double) {
+        separator(key)
+        text += jsonNumber(value)
+    }
+
     /// Adds a boolean member.
     public mutating func add(_ key: String, _ value: Bool) {
         separator(key)
@@ -40,6 +46,12 @@ public struct JSONObjectWriter: Sendable {
         appendQuoted(key, to: &text)
         text += ": "
     }
+}
+
+/// A number as JSON, and as people read it: whole numbers without a fraction (`16`, `0.5`).
+public func jsonNumber(_ value: Double) -> String {
+    if value == value.rounded(), abs(value) < 1e15 { return String(Int64(value)) }
+    return String(value)
 }
 
 /// A JSON array of strings.

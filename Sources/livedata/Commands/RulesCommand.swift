@@ -127,16 +127,12 @@ struct RulesCommand: ParsableCommand {
             var json = change.json
             if let zoom {
                 var object = JSONObjectWriter()
-                object.add("level", json: number(zoom))
+                object.add("level", zoom)
                 object.add("visible", change.derived.style.isVisible(atZoom: zoom))
                 json.removeLast()
                 json += ", \"zoom\": \(object.json)}"
             }
             printLine(json)
-        }
-
-        private func number(_ value: Double) -> String {
-            value == value.rounded() ? String(Int(value)) : String(value)
         }
     }
 }
