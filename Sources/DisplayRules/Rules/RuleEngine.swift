@@ -134,11 +134,14 @@ public final class RuleEngine: Sendable {
 
     /// The index in ``legendTitles`` of the last selected rule's title, if any rule is selected.
     public func legendStateID(_ selection: RuleSelection) -> Int32? {
-        let words = [selection.low, selection.high] + (selection.overflow ?? [])
-        for word in words.indices.reversed() where words[word] != 0 {
-            let bit = 63 - words[word].leadingZeroBitCount
-            return program.titleIDs[word * 64 + bit]
+        // Runs on every update: read the words in place rather than through `words`,
+        // which would build an array.
+        func last(_ word: UInt64, _ offset: Int) -> Int32 { program.titleIDs[offset + 63 - word.leadingZeroBitCount] }
+        if let overflow = selection.overflow {
+            for index in overflow.indices.reversed() where overflow[index] != 0 { return last(overflow[index], 128 + index * 64) }
         }
+        if selection.high != 0 { return last(selection.high, 64) }
+        if selection.low != 0 { return last(selection.low, 0) }
         return nil
     }
 
