@@ -118,16 +118,9 @@ public final class LiveEngine {
         return store.replaceEngine(RuleEngine(ruleSet), now: now)
     }
 
-    /// Restores stored locations; then catches up on staleness and, when the rules differ
-    /// from the ones the stored styles were derived with, re-derives everything.
-    /// - Returns: the changes to publish.
-    public func restore(_ records: [LocationRecord], now: LiveTimestamp, sameRules: Bool = false) -> [DerivedChange] {
-        store.restore(records)
-        return catchUp(now: now, sameRules: sameRules)
-    }
-
     /// Restores every location stored in the state file at `path` (read on a second thread
-    /// while this one fills the store); see ``restore(_:now:sameRules:)``.
+    /// while this one fills the store), then catches up on staleness and, when the rules
+    /// differ from the ones the stored styles were derived with, re-derives everything.
     /// - Returns: how many were restored and the changes to publish.
     public func restore(fromFile path: String, now: LiveTimestamp) throws -> (count: Int, unreadable: Int, changes: [DerivedChange]) {
         let database = try StateDatabase(path: path)

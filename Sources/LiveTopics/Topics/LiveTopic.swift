@@ -82,7 +82,7 @@ public struct LiveTopic: Hashable, Sendable, CustomStringConvertible {
     public var description: String { components.joined(separator: "/") }
 
     /// The six components that name the location (everything but the domain), joined by `/`.
-    public var locationPath: String { components.dropLast().joined(separator: "/") }
+    public var locationPath: String { LocationAddress(self).description }
 
     /// Checks one component on its own.
     /// - Throws: ``TopicError/invalidComponent(component:value:reason:)``.

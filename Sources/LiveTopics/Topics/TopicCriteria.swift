@@ -57,13 +57,7 @@ public struct TopicCriteria: Hashable, Sendable, CustomStringConvertible {
 
     /// Whether a live topic meets these criteria.
     public func matches(_ topic: LiveTopic) -> Bool {
-        switch form {
-        case .filter(let filter):
-            return filter.matches(topic.description)
-        case .components(let values):
-            for (component, value) in values where topic[component] != value { return false }
-            return true
-        }
+        matches(LocationAddress(topic), domain: topic.domain)
     }
 
     public var description: String { filter.string }
