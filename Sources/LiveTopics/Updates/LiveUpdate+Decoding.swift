@@ -158,16 +158,8 @@ extension LiveUpdate {
         topic: LiveTopic, payload: [UInt8], receivedAt: LiveTimestamp,
         maximumPayloadSize: Int = LiveUpdate.defaultMaximumPayloadSize
     ) throws(LiveUpdateError) {
-        let result: Result<LiveUpdate, LiveUpdateError> = payload.withUnsafeBytes { bytes in
-            do throws(LiveUpdateError) {
-                return .success(
-                    try LiveUpdate(
-                        topic: topic, payload: bytes, receivedAt: receivedAt, maximumPayloadSize: maximumPayloadSize))
-            } catch {
-                return .failure(error)
-            }
-        }
-        self = try result.get()
+        self.init(
+            topic: topic, payload: try LivePayload(payload, maximumPayloadSize: maximumPayloadSize), receivedAt: receivedAt)
     }
 
     /// Decodes a payload given as text.
