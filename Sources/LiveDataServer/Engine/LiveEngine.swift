@@ -149,4 +149,6 @@ public final class LiveEngine {
     public func takeDirty() -> [LocationRecord] { store.takeDirty() }
 
     public func markDirty(_ addresses: [LocationAddress]) { store.markDirty(addresses) }
+
+    public func discardDirty() { store.discardDirty() }
 }

@@ -195,7 +195,8 @@ public actor LivePipeline {
     /// Writes every changed location to the state file.
     public func flush() async {
         guard let writer else {
-            _ = engine.takeDirty()
+            // Nothing is written: forget the changes without building records of them.
+            engine.discardDirty()
             return
         }
         let dirty = engine.takeDirty()

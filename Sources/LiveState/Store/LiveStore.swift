@@ -217,6 +217,12 @@ public final class LiveStore {
         }
     }
 
+    /// Forgets which locations changed, when nothing is written (an in-memory store).
+    public func discardDirty() {
+        for state in dirty { state.dirty = false }
+        dirty.removeAll(keepingCapacity: true)
+    }
+
     /// Marks locations for writing again (after a failed write).
     public func markDirty(_ addresses: [LocationAddress]) {
         for address in addresses {
