@@ -69,10 +69,16 @@ public final class RuleEngine: Sendable {
     public let ruleSet: RuleSet
     let program: RuleProgram
     private let ruleIndexes: [String: Int]
+    /// The type templates, numbered.
+    private let typeTemplates: [StyleTemplate]
+    private let typeIndexes: [String: Int32]
 
     public init(_ ruleSet: RuleSet) {
         self.ruleSet = ruleSet
         program = RuleProgram(ruleSet.rules)
+        let types = ruleSet.types.sorted { $0.key < $1.key }
+        typeTemplates = types.map(\.value)
+        typeIndexes = Dictionary(uniqueKeysWithValues: types.enumerated().map { ($1.key, Int32($0)) })
         var indexes: [String: Int] = [:]
         for (index, rule) in ruleSet.rules.enumerated() { indexes[rule.name] = index }
         ruleIndexes = indexes
@@ -177,13 +183,34 @@ public final class RuleEngine: Sendable {
         _ address: LocationAddress, values: LiveValues, hiddenLayers: Set<String>,
         previous: RuleSelection? = nil, changedDomain: String? = nil
     ) -> (style: Style, selection: RuleSelection) {
-        var builder = StyleBuilder(ruleSet.main)
+        let location = locate(address, values)
+        let selection = select(address, location.values, previous: previous, changedDomain: changedDomain)
+        return finish(layered(selection, location), location.values, hiddenLayers: hiddenLayers, selection)
+    }
+
+    /// What the catalog and the style layers say about one location.
+    struct Location {
+        var values: LiveValues
+        /// Index of its type's template in `typeTemplates`, or -1.
+        var type: Int32
+        /// Its own template, if it has one.
+        var template: StyleTemplate?
+    }
+
+    private func locate(_ address: LocationAddress, _ values: LiveValues) -> Location {
         let entry = ruleSet.catalog.isEmpty ? nil : ruleSet.catalog[address.location]
         var values = values
         if values.catalogCapacity == nil, let capacity = entry?.capacity { values.catalogCapacity = String(capacity) }
-        if let type = entry?.type, let template = ruleSet.types[type] { builder.apply(template) }
-        if !ruleSet.locations.isEmpty, let template = ruleSet.locations[address.location] { builder.apply(template) }
+        let type = entry?.type.flatMap { typeIndexes[$0] } ?? -1
+        let template = ruleSet.locations.isEmpty ? nil : ruleSet.locations[address.location]
+        return Location(values: values, type: type, template: template)
+    }
 
+    /// Which rules apply: all of them evaluated, or, with `previous` and `changedDomain`,
+    /// only those the changed domain can affect.
+    private func select(
+        _ address: LocationAddress, _ values: LiveValues, previous: RuleSelection?, changedDomain: String?
+    ) -> RuleSelection {
         // Which of the rules' domains have a fresh value here.
         var present: UInt64 = 0
         let domains = program.domains
@@ -193,11 +220,8 @@ public final class RuleEngine: Sendable {
             }
         }
         let anyFresh = !values.isEmpty
-        // Rules to evaluate: all of them, or only those the changed domain can affect.
         var recheck: RuleSelection?
-        if previous != nil, let changedDomain {
-            recheck = (program.dependents[changedDomain] ?? RuleSelection(ruleCount: program.rules.count)).union(program.everywhere)
-        }
+        if previous != nil, let changedDomain { recheck = program.recheck(changed: changedDomain) }
         var selection = RuleSelection(ruleCount: program.rules.count)
         let slotCount = program.slots.count
         withUnsafeTemporaryAllocation(of: RuleProgram.SlotValue.self, capacity: max(slotCount, 1)) { slots in
@@ -207,39 +231,52 @@ public final class RuleEngine: Sendable {
                 program.literals.withUnsafeBufferPointer { literals in
                     program.slots.withUnsafeBufferPointer { references in
                         program.rules.withUnsafeBufferPointer { rules in
-                            program.styles.withUnsafeBufferPointer { styles in
-                                let evaluator = RuleProgram.Evaluator(
-                                    nodes: nodes, literals: literals, slots: slots, references: references, values: values)
-                                for index in rules.indices {
-                                    if let recheck, let previous, !recheck.contains(index) {
-                                        // Its inputs did not change: it holds as it did.
-                                        if previous.contains(index) {
-                                            builder.apply(styles[index])
-                                            selection.insert(index)
-                                        }
-                                        continue
-                                    }
-                                    let rule = rules[index]
-                                    if rule.domain >= 0 {
-                                        if rule.domain < 64 {
-                                            guard present & (1 << UInt64(rule.domain)) != 0 else { continue }
-                                        } else if !values.has(domains[Int(rule.domain)]) {
-                                            continue
-                                        }
-                                    } else if !anyFresh {
-                                        continue
-                                    }
-                                    if rule.hasScope, !program.inScope(index, address, values: values) { continue }
-                                    guard evaluator.truth(rule.root) else { continue }
-                                    builder.apply(styles[index])
-                                    selection.insert(index)
+                            let evaluator = RuleProgram.Evaluator(
+                                nodes: nodes, literals: literals, slots: slots, references: references, values: values)
+                            for index in rules.indices {
+                                if let recheck, let previous, !recheck.contains(index) {
+                                    // Its inputs did not change: it holds as it did.
+                                    if previous.contains(index) { selection.insert(index) }
+                                    continue
                                 }
+                                let rule = rules[index]
+                                if rule.domain >= 0 {
+                                    if rule.domain < 64 {
+                                        guard present & (1 << UInt64(rule.domain)) != 0 else { continue }
+                                    } else if !values.has(domains[Int(rule.domain)]) {
+                                        continue
+                                    }
+                                } else if !anyFresh {
+                                    continue
+                                }
+                                if rule.hasScope, !program.inScope(index, address, values: values) { continue }
+                                guard evaluator.truth(rule.root) else { continue }
+                                selection.insert(index)
                             }
                         }
                     }
                 }
             }
         }
+        return selection
+    }
+
+    /// The style layers of a location and its selected rules, in application order:
+    /// main → type → location → rules, each overriding field by field.
+    private func layered(_ selection: RuleSelection, _ location: Location) -> StyleBuilder {
+        var builder = StyleBuilder(ruleSet.main)
+        if location.type >= 0 { builder.apply(typeTemplates[Int(location.type)]) }
+        if let template = location.template { builder.apply(template) }
+        program.styles.withUnsafeBufferPointer { styles in
+            for index in styles.indices where selection.contains(index) { builder.apply(styles[index]) }
+        }
+        return builder
+    }
+
+    /// The derived style: label and badge templates rendered, hidden layers made invisible.
+    private func finish(
+        _ builder: StyleBuilder, _ values: LiveValues, hiddenLayers: Set<String>, _ selection: RuleSelection
+    ) -> (style: Style, selection: RuleSelection) {
         var style = builder.style
         if let label = builder.label { style.label = label.isConstant ? label.source : label.render { values[$0] } }
         if let badgeText = builder.badgeText {

@@ -54,6 +54,9 @@ final class RuleProgram: Sendable {
     /// rules of the domain and those that read it. Rules without a domain are in every set.
     let dependents: [String: RuleSelection]
     let everywhere: RuleSelection
+    /// Per entry of `domains`, its dependents together with `everywhere`: what an update of
+    /// that domain re-evaluates, found without hashing the domain's name.
+    let recheckByDomain: [RuleSelection]
     /// Each distinct legend title once, in rule order, and each rule's index into it.
     let distinctTitles: [String]
     let titleIDs: [Int32]
@@ -97,6 +100,7 @@ final class RuleProgram: Sendable {
         }
         self.dependents = dependents
         self.everywhere = everywhere
+        recheckByDomain = domains.map { (dependents[$0] ?? RuleSelection(ruleCount: rules.count)).union(everywhere) }
         ruleNames = rules.map(\.name)
         styles = rules.map(\.style)
         scopes = rules.map(\.scope)
@@ -109,6 +113,13 @@ final class RuleProgram: Sendable {
             return Int32(distinct.count - 1)
         }
         distinctTitles = distinct
+    }
+
+    /// The rules to evaluate again when `domain`'s value changed: those that read it and
+    /// those without a domain.
+    func recheck(changed domain: String) -> RuleSelection {
+        for index in domains.indices where domains[index] == domain { return recheckByDomain[index] }
+        return (dependents[domain] ?? RuleSelection(ruleCount: rules.count)).union(everywhere)
     }
 
     /// Flattens condition trees into plain nodes, giving each property read a slot.

@@ -87,7 +87,31 @@ public struct Style: Hashable, Sendable {
 
     /// The fields that differ between two styles, in field order.
     public func changedFields(from old: Style) -> [StyleField] {
-        StyleField.allCases.filter { !$0.equal(self, old) }
+        Array(changedFieldSet(from: old))
+    }
+
+    /// The fields that differ between two styles, as a set of bits.
+    public func changedFieldSet(from old: Style) -> StyleFieldSet {
+        var set = StyleFieldSet()
+        func check(_ field: StyleField, _ equal: Bool) { if !equal { set.insert(field) } }
+        check(.visible, visible == old.visible)
+        check(.zoomFrom, zoomFrom == old.zoomFrom)
+        check(.zoomTo, zoomTo == old.zoomTo)
+        check(.icon, icon == old.icon)
+        check(.iconVisible, iconVisible == old.iconVisible)
+        check(.iconSize, iconSize == old.iconSize)
+        check(.label, label == old.label)
+        check(.labelVisible, labelVisible == old.labelVisible)
+        check(.polygonVisible, polygonVisible == old.polygonVisible)
+        check(.polygonFillColor, polygonFillColor == old.polygonFillColor)
+        check(.polygonFillOpacity, polygonFillOpacity == old.polygonFillOpacity)
+        check(.polygonStrokeColor, polygonStrokeColor == old.polygonStrokeColor)
+        check(.polygonStrokeWidth, polygonStrokeWidth == old.polygonStrokeWidth)
+        check(.polygonStrokeOpacity, polygonStrokeOpacity == old.polygonStrokeOpacity)
+        check(.badge, badge == old.badge)
+        check(.displayRank, displayRank == old.displayRank)
+        check(.layer, layer == old.layer)
+        return set
     }
 
     /// Whether no field is set.
@@ -120,26 +144,51 @@ public enum StyleField: String, CaseIterable, Sendable {
     case polygonFillColor, polygonFillOpacity, polygonStrokeColor, polygonStrokeWidth, polygonStrokeOpacity
     case badge, displayRank, layer
 
-    func equal(_ a: Style, _ b: Style) -> Bool {
+    /// The field's position in field order (its bit in a ``StyleFieldSet``).
+    public var ordinal: Int {
         switch self {
-        case .visible: a.visible == b.visible
-        case .zoomFrom: a.zoomFrom == b.zoomFrom
-        case .zoomTo: a.zoomTo == b.zoomTo
-        case .icon: a.icon == b.icon
-        case .iconVisible: a.iconVisible == b.iconVisible
-        case .iconSize: a.iconSize == b.iconSize
-        case .label: a.label == b.label
-        case .labelVisible: a.labelVisible == b.labelVisible
-        case .polygonVisible: a.polygonVisible == b.polygonVisible
-        case .polygonFillColor: a.polygonFillColor == b.polygonFillColor
-        case .polygonFillOpacity: a.polygonFillOpacity == b.polygonFillOpacity
-        case .polygonStrokeColor: a.polygonStrokeColor == b.polygonStrokeColor
-        case .polygonStrokeWidth: a.polygonStrokeWidth == b.polygonStrokeWidth
-        case .polygonStrokeOpacity: a.polygonStrokeOpacity == b.polygonStrokeOpacity
-        case .badge: a.badge == b.badge
-        case .displayRank: a.displayRank == b.displayRank
-        case .layer: a.layer == b.layer
+        case .visible: 0
+        case .zoomFrom: 1
+        case .zoomTo: 2
+        case .icon: 3
+        case .iconVisible: 4
+        case .iconSize: 5
+        case .label: 6
+        case .labelVisible: 7
+        case .polygonVisible: 8
+        case .polygonFillColor: 9
+        case .polygonFillOpacity: 10
+        case .polygonStrokeColor: 11
+        case .polygonStrokeWidth: 12
+        case .polygonStrokeOpacity: 13
+        case .badge: 14
+        case .displayRank: 15
+        case .layer: 16
         }
+    }
+
+    var bit: UInt32 { 1 << UInt32(ordinal) }
+}
+
+/// A set of style fields, one bit each, in field order: what changed between two styles,
+/// kept without allocating.
+public struct StyleFieldSet: Hashable, Sendable, Sequence {
+    public private(set) var bits: UInt32 = 0
+
+    public init() {}
+
+    public init(bits: UInt32) {
+        self.bits = bits
+    }
+
+    public var isEmpty: Bool { bits == 0 }
+
+    public mutating func insert(_ field: StyleField) { bits |= field.bit }
+
+    public func contains(_ field: StyleField) -> Bool { bits & field.bit != 0 }
+
+    public func makeIterator() -> some IteratorProtocol<StyleField> {
+        StyleField.allCases.lazy.filter { contains($0) }.makeIterator()
     }
 }
 

@@ -128,8 +128,9 @@ public final class LiveEngine {
         let sameRules = try database.meta("rules") == fingerprint
         store.reserveCapacity(try database.countRows())
         var count = 0
-        let unreadable = try StateDatabase.readAll(path: path) { batch in
-            for record in batch { store.restore(record) }
+        let engine = store.engine
+        let unreadable = try StateDatabase.readAll(path: path, preparing: { LiveStore.prepare($0, engine: engine) }) { batch in
+            for location in batch { store.restore(location) }
             count += batch.count
         }
         let changes = catchUp(now: now, sameRules: sameRules)

@@ -47,9 +47,8 @@ enum RecordCodec {
     }
 
     private static func style(_ style: Style, _ out: inout [UInt8]) {
-        var mask: UInt32 = 0
-        for (bit, field) in StyleField.allCases.enumerated() where field.isSet(in: style) { mask |= 1 << UInt32(bit) }
-        varint(UInt64(mask), &out)
+        // The fields that differ from an empty style are the ones set.
+        varint(UInt64(style.changedFieldSet(from: Style()).bits), &out)
         if let value = style.visible { out.append(value ? 1 : 0) }
         if let value = style.zoomFrom { double(value, &out) }
         if let value = style.zoomTo { double(value, &out) }
@@ -140,8 +139,8 @@ enum RecordCodec {
     }
 
     private static func decodeStyle(_ reader: inout Reader) throws(DecodingError) -> Style {
-        let mask = UInt32(truncatingIfNeeded: try reader.varint())
-        func has(_ field: StyleField) -> Bool { mask & (1 << UInt32(StyleField.allCases.firstIndex(of: field)!)) != 0 }
+        let fields = StyleFieldSet(bits: UInt32(truncatingIfNeeded: try reader.varint()))
+        func has(_ field: StyleField) -> Bool { fields.contains(field) }
         var style = Style()
         if has(.visible) { style.visible = try reader.byte() == 1 }
         if has(.zoomFrom) { style.zoomFrom = try reader.double() }
@@ -210,30 +209,6 @@ enum RecordCodec {
             guard position + 8 <= bytes.count else { throw DecodingError(reason: "it ends inside a number") }
             defer { position += 8 }
             return Double(bitPattern: UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: position, as: UInt64.self)))
-        }
-    }
-}
-
-extension StyleField {
-    func isSet(in style: Style) -> Bool {
-        switch self {
-        case .visible: style.visible != nil
-        case .zoomFrom: style.zoomFrom != nil
-        case .zoomTo: style.zoomTo != nil
-        case .icon: style.icon != nil
-        case .iconVisible: style.iconVisible != nil
-        case .iconSize: style.iconSize != nil
-        case .label: style.label != nil
-        case .labelVisible: style.labelVisible != nil
-        case .polygonVisible: style.polygonVisible != nil
-        case .polygonFillColor: style.polygonFillColor != nil
-        case .polygonFillOpacity: style.polygonFillOpacity != nil
-        case .polygonStrokeColor: style.polygonStrokeColor != nil
-        case .polygonStrokeWidth: style.polygonStrokeWidth != nil
-        case .polygonStrokeOpacity: style.polygonStrokeOpacity != nil
-        case .badge: style.badge != nil
-        case .displayRank: style.displayRank != nil
-        case .layer: style.layer != nil
         }
     }
 }

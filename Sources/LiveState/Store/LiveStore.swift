@@ -43,7 +43,7 @@ public final class LiveStore {
 
     public init(engine: RuleEngine, summaryInterval: Duration = .seconds(1)) {
         self.engine = engine
-        summaries = SummaryTracker(interval: summaryInterval)
+        summaries = SummaryTracker(interval: summaryInterval, titles: engine.legendTitles)
         numberStaleDomains()
     }
 
@@ -184,7 +184,7 @@ public final class LiveStore {
         numberStaleDomains()
         expiries.removeAll()
         // Legend-state numbers and stale-domain numbers belong to the old rules: start over.
-        summaries.resetTotals()
+        summaries.resetTotals(titles: engine.legendTitles)
         for state in states.values {
             state.restorePublished(state.published(old), engine: engine)
             state.contribution = nil
@@ -242,11 +242,49 @@ public final class LiveStore {
 
     /// Puts back one persisted location (see ``restore(_:)-([LocationRecord])``).
     public func restore(_ record: LocationRecord) {
-        let state = location(record.address, record)
+        restore(Self.prepare(record, engine: engine))
+    }
+
+    /// A persisted location made ready to put back: what can be worked out without the
+    /// store (its key, its rules as a selection, what it adds to its summaries) is, so that
+    /// a restore can do that on the thread that reads the file.
+    public struct PreparedLocation: Sendable {
+        let record: LocationRecord
+        let key: LocationKey
+        let engine: RuleEngine
+        let selection: RuleSelection?
+        let contribution: SummaryTracker.Contribution
+    }
+
+    /// Prepares a persisted location for ``restore(_:)-(PreparedLocation)`` under `engine`
+    /// (the store's); safe on any thread.
+    public static func prepare(_ record: LocationRecord, engine: RuleEngine) -> PreparedLocation {
+        let selection = record.published.flatMap { engine.selection(named: $0.rules) }
+        return PreparedLocation(
+            record: record, key: LocationKey(Substring(record.address.description)), engine: engine, selection: selection,
+            contribution: contribution(
+                record.address, legendState: selection.flatMap { engine.legendStateID($0) },
+                values: record.values, engine: engine))
+    }
+
+    /// Puts back one prepared location (see ``restore(_:)-([LocationRecord])``).
+    public func restore(_ prepared: PreparedLocation) {
+        guard prepared.engine === engine else {
+            // Prepared under rules the store no longer has.
+            return restore(prepared.record)
+        }
+        let record = prepared.record
+        let state: LocationState
+        if let existing = states[prepared.key] {
+            state = existing
+            state.values = record.values
+            state.restorePublished(record.published, selection: prepared.selection)
+            state.version = record.version
+        } else {
+            state = insert(record, key: prepared.key, selection: prepared.selection)
+        }
         scheduleAll(state)
-        summaries.update(
-            state, contribution(state, legendState: state.publishedSelection.flatMap { engine.legendStateID($0) },
-            values: LiveValues(domains: state.values)), titles: engine.legendTitles)
+        summaries.update(state, prepared.contribution)
     }
 
     /// Makes room for this many locations.
@@ -256,21 +294,16 @@ public final class LiveStore {
 
     // MARK: - Deriving
 
-    private func location(_ address: LocationAddress, _ record: LocationRecord? = nil) -> LocationState {
+    private func location(_ address: LocationAddress) -> LocationState {
         let key = LocationKey(Substring(address.description))
-        if let state = states[key] {
-            if let record {
-                state.values = record.values
-                state.restorePublished(record.published, engine: engine)
-                state.version = record.version
-            }
-            return state
-        }
-        let (floor, building) = summaries.aggregates(for: address)
-        let state = LocationState(
-            record ?? LocationRecord(address: address), engine: engine, floor: floor, building: building)
+        return states[key] ?? insert(LocationRecord(address: address), key: key, selection: nil)
+    }
+
+    private func insert(_ record: LocationRecord, key: LocationKey, selection: RuleSelection?) -> LocationState {
+        let (floor, building) = summaries.aggregates(for: record.address)
+        let state = LocationState(record, selection: selection, floor: floor, building: building)
         states[key] = state
-        datasets.insert(address.dataset)
+        if !datasets.contains(record.address.dataset) { datasets.insert(record.address.dataset) }
         return state
     }
 
@@ -305,12 +338,11 @@ public final class LiveStore {
             state.address, values: values, hiddenLayers: hiddenLayers, previous: state.publishedSelection,
             changedDomain: changedDomain)
         summaries.update(
-            state, contribution(state, legendState: engine.legendStateID(selection), values: values),
-            titles: engine.legendTitles)
-        if let published = state.publishedStyle, state.publishedSelection == selection, published == style {
+            state, contribution(state, legendState: engine.legendStateID(selection), values: values))
+        let changed = style.changedFieldSet(from: state.publishedStyle ?? Style())
+        if state.publishedStyle != nil, state.publishedSelection == selection, changed.isEmpty {
             return .unchanged
         }
-        let changed = style.changedFields(from: state.publishedStyle ?? Style())
         state.publishedStyle = style
         state.publishedSelection = selection
         state.unmappedRuleNames = nil
@@ -318,20 +350,28 @@ public final class LiveStore {
         counters.changes += 1
         return .changed(
             DerivedChange(
-                address: state.address, derived: engine.derivedStyle(style, selection), changed: changed,
-                live: values.fresh, version: state.version, updatedAt: now))
+                address: state.address, style: style, selection: selection, engine: engine, changed: changed,
+                values: state.values, version: state.version, updatedAt: now))
     }
 
     private func contribution(
         _ state: LocationState, legendState: Int32?, values: LiveValues
     ) -> SummaryTracker.Contribution {
+        Self.contribution(state.address, legendState: legendState, values: values.domains, engine: engine)
+    }
+
+    /// What a location adds to its summaries: its legend state, the people its occupancy
+    /// counts and its capacity (the occupancy's, else the catalog's).
+    private static func contribution(
+        _ address: LocationAddress, legendState: Int32?, values: [DomainValue], engine: RuleEngine
+    ) -> SummaryTracker.Contribution {
         var people: Int32 = 0
         var capacity: Int32?
-        for index in values.domains.indices where values.domains[index].domain == "occupancy" && !values.domains[index].stale {
-            people = values.domains[index].properties["nrOfPeople"].flatMap { Int32($0) } ?? 0
-            capacity = values.domains[index].properties["capacity"].flatMap { Int32($0) }
+        for index in values.indices where values[index].domain == "occupancy" && !values[index].stale {
+            people = values[index].properties["nrOfPeople"].flatMap { Int32($0) } ?? 0
+            capacity = values[index].properties["capacity"].flatMap { Int32($0) }
         }
-        let total = capacity ?? engine.ruleSet.catalog[state.address.location]?.capacity.map { Int32(clamping: $0) } ?? 0
+        let total = capacity ?? engine.ruleSet.catalog[address.location]?.capacity.map { Int32(clamping: $0) } ?? 0
         return .init(state: legendState ?? -1, people: people, capacity: total)
     }
 

@@ -51,20 +51,29 @@ final class LocationState {
     /// the expiry queue: at most one entry per value.
     var scheduledExpiries: UInt64 = 0
 
-    init(_ record: LocationRecord, engine: RuleEngine, floor: SummaryTracker.Aggregate, building: SummaryTracker.Aggregate) {
+    init(
+        _ record: LocationRecord, selection: RuleSelection?, floor: SummaryTracker.Aggregate,
+        building: SummaryTracker.Aggregate
+    ) {
         address = record.address
         values = record.values
         version = record.version
         floorSummary = floor
         buildingSummary = building
-        restorePublished(record.published, engine: engine)
+        restorePublished(record.published, selection: selection)
     }
 
     /// Sets the published style from a record's, mapping its rule names onto `engine`.
     func restorePublished(_ published: DerivedStyle?, engine: RuleEngine) {
+        restorePublished(published, selection: published.flatMap { engine.selection(named: $0.rules) })
+    }
+
+    /// Sets the published style from a record's, whose rule names `selection` maps onto
+    /// the current rules (`nil` when they do not map).
+    func restorePublished(_ published: DerivedStyle?, selection: RuleSelection?) {
         publishedStyle = published?.style
-        publishedSelection = published.flatMap { engine.selection(named: $0.rules) }
-        unmappedRuleNames = published != nil && publishedSelection == nil ? published?.rules : nil
+        publishedSelection = selection
+        unmappedRuleNames = published != nil && selection == nil ? published?.rules : nil
     }
 
     func published(_ engine: RuleEngine) -> DerivedStyle? {
@@ -90,7 +99,7 @@ final class LocationState {
 ///
 /// The hash is computed once and compared first: Swift's dictionary compares keys at every
 /// probe, and comparing the hashes spares it a trip to each key's text in memory.
-struct LocationKey: Hashable {
+struct LocationKey: Hashable, Sendable {
     let path: Substring
     let hash: Int
 

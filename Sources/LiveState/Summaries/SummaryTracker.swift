@@ -63,36 +63,59 @@ public struct SummaryTracker {
         }
     }
 
-    /// The running totals of one floor or building.
+    /// The running totals of one floor or building. Legend states are counted by number
+    /// (the engine's legend-title index, shifted by one so that "none" is 0), so that an
+    /// update moves two counters instead of hashing two titles.
     final class Aggregate {
-        var summary: Summary
+        let key: Key
+        var locations = 0
+        var counts: [Int] = []
+        var people = 0
+        var capacity = 0
         var dirty = false
         var lastHandedOut: LiveTimestamp?
 
         init(_ key: Key) {
-            summary = Summary(key: key, locations: 0, states: [:], people: 0, capacity: 0)
+            self.key = key
         }
 
-        func replace(_ old: Contribution?, with new: Contribution, titles: [String]) {
-            func title(_ id: Int32) -> String { id >= 0 && Int(id) < titles.count ? titles[Int(id)] : SummaryTracker.noState }
+        private func count(_ state: Int32, _ delta: Int) {
+            let index = Int(state) + 1
+            if index >= counts.count { counts.append(contentsOf: repeatElement(0, count: index - counts.count + 1)) }
+            counts[index] += delta
+        }
+
+        func replace(_ old: Contribution?, with new: Contribution) {
             if let old {
                 if old.state != new.state {
-                    let oldTitle = title(old.state)
-                    if let count = summary.states[oldTitle] { summary.states[oldTitle] = count > 1 ? count - 1 : nil }
-                    summary.states[title(new.state), default: 0] += 1
+                    count(old.state, -1)
+                    count(new.state, 1)
                 }
-                summary.people -= Int(old.people)
-                summary.capacity -= Int(old.capacity)
+                people -= Int(old.people)
+                capacity -= Int(old.capacity)
             } else {
-                summary.locations += 1
-                summary.states[title(new.state), default: 0] += 1
+                locations += 1
+                count(new.state, 1)
             }
-            summary.people += Int(new.people)
-            summary.capacity += Int(new.capacity)
+            people += Int(new.people)
+            capacity += Int(new.capacity)
+        }
+
+        /// The totals, with legend states named by `titles`.
+        func summary(titles: [String]) -> Summary {
+            var states: [String: Int] = [:]
+            for (index, count) in counts.enumerated() where count > 0 {
+                let title = index > 0 && index <= titles.count ? titles[index - 1] : SummaryTracker.noState
+                states[title, default: 0] += count
+            }
+            return Summary(key: key, locations: locations, states: states, people: people, capacity: capacity)
         }
 
         func reset() {
-            summary = Summary(key: summary.key, locations: 0, states: [:], people: 0, capacity: 0)
+            locations = 0
+            counts.removeAll(keepingCapacity: true)
+            people = 0
+            capacity = 0
         }
     }
 
@@ -104,17 +127,20 @@ public struct SummaryTracker {
     /// them in address order), so most lookups end here.
     private var lastFloor: (floor: Aggregate, building: Aggregate)?
     public var interval: Duration
+    /// The legend titles that contributions' states number.
+    var titles: [String]
 
-    public init(interval: Duration) {
+    public init(interval: Duration, titles: [String] = []) {
         self.interval = interval
+        self.titles = titles
     }
 
-    public func summary(_ key: Key) -> Summary? { aggregates[key]?.summary }
+    public func summary(_ key: Key) -> Summary? { aggregates[key]?.summary(titles: titles) }
 
     /// The floor and building aggregates of a location, created on first use.
     mutating func aggregates(for address: LocationAddress) -> (floor: Aggregate, building: Aggregate) {
         if let lastFloor {
-            let key = lastFloor.floor.summary.key
+            let key = lastFloor.floor.key
             if key.floor == address.floor && key.building == address.building && key.venue == address.venue
                 && key.dataset == address.dataset
             {
@@ -135,22 +161,27 @@ public struct SummaryTracker {
         return found
     }
 
-    /// Records what a location now contributes; `titles` name the legend states.
-    mutating func update(_ location: LocationState, _ contribution: Contribution, titles: [String]) {
+    /// Records what a location now contributes.
+    mutating func update(_ location: LocationState, _ contribution: Contribution) {
         guard location.contribution != contribution else { return }
         let old = location.contribution
         location.contribution = contribution
-        for aggregate in [location.floorSummary, location.buildingSummary] {
-            aggregate.replace(old, with: contribution, titles: titles)
-            if !aggregate.dirty {
-                aggregate.dirty = true
-                dirty.append(aggregate)
-            }
+        replace(location.floorSummary, old, contribution)
+        replace(location.buildingSummary, old, contribution)
+    }
+
+    private mutating func replace(_ aggregate: Aggregate, _ old: Contribution?, _ new: Contribution) {
+        aggregate.replace(old, with: new)
+        if !aggregate.dirty {
+            aggregate.dirty = true
+            dirty.append(aggregate)
         }
     }
 
-    /// Empties every total (before every location contributes again under new rules).
-    mutating func resetTotals() {
+    /// Empties every total (before every location contributes again under new rules,
+    /// whose legend titles are `titles`).
+    mutating func resetTotals(titles: [String]) {
+        self.titles = titles
         for aggregate in aggregates.values { aggregate.reset() }
     }
 
@@ -166,7 +197,7 @@ public struct SummaryTracker {
             }
             aggregate.dirty = false
             aggregate.lastHandedOut = now
-            due.append(aggregate.summary)
+            due.append(aggregate.summary(titles: titles))
         }
         dirty = waiting
         return due.sorted { $0.key < $1.key }
