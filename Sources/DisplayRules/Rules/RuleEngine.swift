@@ -53,6 +53,19 @@ public struct RuleSelection: Hashable, Sendable {
         }
     }
 
+    /// The highest rule selected in both, if any.
+    func last(in mask: RuleSelection) -> Int? {
+        if let overflow, let other = mask.overflow {
+            for index in overflow.indices.reversed() {
+                let both = overflow[index] & other[index]
+                if both != 0 { return 128 + index * 64 + 63 - both.leadingZeroBitCount }
+            }
+        }
+        if high & mask.high != 0 { return 64 + 63 - (high & mask.high).leadingZeroBitCount }
+        if low & mask.low != 0 { return 63 - (low & mask.low).leadingZeroBitCount }
+        return nil
+    }
+
     /// How many rules are selected.
     var count: Int { words.reduce(0) { $0 + $1.nonzeroBitCount } }
 
@@ -183,9 +196,76 @@ public final class RuleEngine: Sendable {
         _ address: LocationAddress, values: LiveValues, hiddenLayers: Set<String>,
         previous: RuleSelection? = nil, changedDomain: String? = nil
     ) -> (style: Style, selection: RuleSelection) {
+        let key = styleKey(address, values: values, hiddenLayers: hiddenLayers, previous: previous, changedDomain: changedDomain)
+        return (style(key, at: address), key.selection)
+    }
+
+    /// What decides a location's style under these rules, without layering the style: which
+    /// rules apply, the label and badge text they render, whether the style's layer is
+    /// hidden. Equal keys at one location mean equal styles, so comparing keys is the diff;
+    /// ``style(_:at:)`` builds the style when it is needed.
+    ///
+    /// With `previous` and `changedDomain`, as in ``evaluate(_:values:hiddenLayers:previous:changedDomain:)``.
+    public func styleKey(
+        _ address: LocationAddress, values: LiveValues, hiddenLayers: Set<String>,
+        previous: RuleSelection? = nil, changedDomain: String? = nil
+    ) -> StyleKey {
         let location = locate(address, values)
         let selection = select(address, location.values, previous: previous, changedDomain: changedDomain)
-        return finish(layered(selection, location), location.values, hiddenLayers: hiddenLayers, selection)
+        let values = location.values
+        func render(_ template: LabelTemplate?) -> String? {
+            guard let template else { return nil }
+            return template.isConstant ? template.source : template.render { values[$0] }
+        }
+        var hidden = false
+        if !hiddenLayers.isEmpty, let layer = winning(selection, location, program.layerRules, \.style.layer) {
+            hidden = hiddenLayers.contains(layer)
+        }
+        return StyleKey(
+            selection: selection, label: render(winning(selection, location, program.labelRules, \.label)),
+            badgeText: render(winning(selection, location, program.badgeTextRules, \.badgeText)), hidden: hidden)
+    }
+
+    /// The style a key stands for at a location: the layers of its rules, its label and
+    /// badge text, made invisible when its layer is hidden.
+    public func style(_ key: StyleKey, at address: LocationAddress) -> Style {
+        let builder = layered(key.selection, locate(address, LiveValues(domains: [])))
+        var style = builder.style
+        if builder.label != nil { style.label = key.label }
+        if builder.badgeText != nil { style.badge?.text = key.badgeText }
+        if key.hidden { style.visible = false }
+        return style
+    }
+
+    /// The key of a style derived under rules: the selection its rule names map to, its
+    /// label and badge text, whether it was made invisible by a hidden layer. `nil` when the
+    /// names do not map, or (`verified`) the style is not what these rules make of them.
+    /// Without `verified` the caller vouches that the rules are these (equal fingerprints).
+    public func styleKey(of derived: DerivedStyle, at address: LocationAddress, verified: Bool = true) -> StyleKey? {
+        guard let selection = selection(named: derived.rules) else { return nil }
+        var key = StyleKey(selection: selection, label: derived.style.label, badgeText: derived.style.badge?.text, hidden: false)
+        guard verified else {
+            // Invisible, though the layers alone would show it: its layer was hidden.
+            if derived.style.visible == false {
+                let location = locate(address, LiveValues(domains: []))
+                key.hidden = winning(selection, location, program.visibleRules, \.style.visible) != false
+            }
+            return key
+        }
+        if style(key, at: address) == derived.style { return key }
+        key.hidden = true
+        return style(key, at: address) == derived.style ? key : nil
+    }
+
+    /// The value of one style field after layering: from the highest selected rule among
+    /// `rules` (those that set it), else the location's, type's or main template.
+    private func winning<Value>(
+        _ selection: RuleSelection, _ location: Location, _ rules: RuleSelection, _ field: KeyPath<StyleTemplate, Value?>
+    ) -> Value? {
+        if let index = selection.last(in: rules) { return program.styles[index][keyPath: field] }
+        if let value = location.template?[keyPath: field] { return value }
+        if location.type >= 0, let value = typeTemplates[Int(location.type)][keyPath: field] { return value }
+        return ruleSet.main[keyPath: field]
     }
 
     /// What the catalog and the style layers say about one location.
@@ -272,19 +352,18 @@ public final class RuleEngine: Sendable {
         }
         return builder
     }
+}
 
-    /// The derived style: label and badge templates rendered, hidden layers made invisible.
-    private func finish(
-        _ builder: StyleBuilder, _ values: LiveValues, hiddenLayers: Set<String>, _ selection: RuleSelection
-    ) -> (style: Style, selection: RuleSelection) {
-        var style = builder.style
-        if let label = builder.label { style.label = label.isConstant ? label.source : label.render { values[$0] } }
-        if let badgeText = builder.badgeText {
-            style.badge?.text = badgeText.isConstant ? badgeText.source : badgeText.render { values[$0] }
-        }
-        if !hiddenLayers.isEmpty, let layer = style.layer, hiddenLayers.contains(layer) { style.visible = false }
-        return (style, selection)
-    }
+/// What decides a derived style besides the rules (see ``RuleEngine/styleKey(_:values:hiddenLayers:previous:changedDomain:)``).
+public struct StyleKey: Hashable, Sendable {
+    /// The rules that apply.
+    public var selection: RuleSelection
+    /// The rendered text of the winning label template, if any.
+    public var label: String?
+    /// The rendered text of the winning badge text template, if any.
+    public var badgeText: String?
+    /// The style's layer is hidden: the location is not visible.
+    public var hidden: Bool
 }
 
 /// Accumulates style layers and the templates of the winning label and badge text.

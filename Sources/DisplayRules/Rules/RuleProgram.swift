@@ -57,6 +57,11 @@ final class RuleProgram: Sendable {
     /// Per entry of `domains`, its dependents together with `everywhere`: what an update of
     /// that domain re-evaluates, found without hashing the domain's name.
     let recheckByDomain: [RuleSelection]
+    /// The rules whose style sets a label, a badge text, a layer.
+    let labelRules: RuleSelection
+    let badgeTextRules: RuleSelection
+    let layerRules: RuleSelection
+    let visibleRules: RuleSelection
     /// Each distinct legend title once, in rule order, and each rule's index into it.
     let distinctTitles: [String]
     let titleIDs: [Int32]
@@ -101,6 +106,15 @@ final class RuleProgram: Sendable {
         self.dependents = dependents
         self.everywhere = everywhere
         recheckByDomain = domains.map { (dependents[$0] ?? RuleSelection(ruleCount: rules.count)).union(everywhere) }
+        func selecting(_ test: (StyleTemplate) -> Bool) -> RuleSelection {
+            var selection = RuleSelection(ruleCount: rules.count)
+            for (index, rule) in rules.enumerated() where test(rule.style) { selection.insert(index) }
+            return selection
+        }
+        labelRules = selecting { $0.label != nil }
+        badgeTextRules = selecting { $0.badgeText != nil }
+        layerRules = selecting { $0.style.layer != nil }
+        visibleRules = selecting { $0.style.visible != nil }
         ruleNames = rules.map(\.name)
         styles = rules.map(\.style)
         scopes = rules.map(\.scope)

@@ -129,7 +129,9 @@ public final class LiveEngine {
         store.reserveCapacity(try database.countRows())
         var count = 0
         let engine = store.engine
-        let unreadable = try StateDatabase.readAll(path: path, preparing: { LiveStore.prepare($0, engine: engine) }) { batch in
+        let unreadable = try StateDatabase.readAll(path: path, preparing: {
+            LiveStore.prepare($0, engine: engine, sameRules: sameRules)
+        }) { batch in
             for location in batch { store.restore(location) }
             count += batch.count
         }

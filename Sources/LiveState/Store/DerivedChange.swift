@@ -4,16 +4,21 @@ import LiveTopics
 /// A location's style changed: what to publish, retained, at
 /// `{prefix}/style/{dataset}/{venue}/{building}/{floor}/{room}/{location}`.
 ///
-/// Made on the hot path, read when published: it keeps what it was made from (the style,
-/// the selected rules, the location's values, the changed fields as bits) and builds the
-/// lists of rule names, fields and fresh values only when asked.
+/// Made on the hot path, read when published: it keeps the style's key, the one before and
+/// the location's values, and builds the style, the names of its rules, the changed fields
+/// and the fresh values only when asked.
 public struct DerivedChange: Sendable, Equatable {
+    /// The published style a change replaces.
+    enum Before: Sendable {
+        case none
+        case key(StyleKey)
+        case style(LegacyStyle)
+    }
+
     public var address: LocationAddress
-    public var style: Style
-    let selection: RuleSelection
+    let key: StyleKey
+    let before: Before
     let engine: RuleEngine
-    /// Fields that differ from the last published style (all set fields the first time).
-    public var changedFields: StyleFieldSet
     /// The location's values, stale ones included (``live`` leaves them out).
     let values: [DomainValue]
     /// Counts this location's published changes.
@@ -21,24 +26,38 @@ public struct DerivedChange: Sendable, Equatable {
     public var updatedAt: LiveTimestamp
 
     init(
-        address: LocationAddress, style: Style, selection: RuleSelection, engine: RuleEngine, changed: StyleFieldSet,
-        values: [DomainValue], version: UInt64, updatedAt: LiveTimestamp
+        address: LocationAddress, key: StyleKey, before: Before, engine: RuleEngine, values: [DomainValue], version: UInt64,
+        updatedAt: LiveTimestamp
     ) {
         self.address = address
-        self.style = style
-        self.selection = selection
+        self.key = key
+        self.before = before
         self.engine = engine
-        self.changedFields = changed
         self.values = values
         self.version = version
         self.updatedAt = updatedAt
     }
 
+    /// The new style.
+    public var style: Style { engine.style(key, at: address) }
+
     /// The style with the names of the rules behind it.
-    public var derived: DerivedStyle { engine.derivedStyle(style, selection) }
+    public var derived: DerivedStyle { engine.derivedStyle(style, key.selection) }
+
+    /// Fields that differ from the last published style (all set fields the first time).
+    public var changedFields: StyleFieldSet { changedFields(style) }
 
     /// Fields that differ from the last published style, in field order.
     public var changed: [StyleField] { Array(changedFields) }
+
+    private func changedFields(_ style: Style) -> StyleFieldSet {
+        let old: Style = switch before {
+        case .none: Style()
+        case .key(let key): engine.style(key, at: address)
+        case .style(let legacy): legacy.derived.style
+        }
+        return style.changedFieldSet(from: old)
+    }
 
     /// The fresh live values the style was derived from.
     public var live: [DomainValue] { values.filter { !$0.stale } }
@@ -50,7 +69,10 @@ public struct DerivedChange: Sendable, Equatable {
 
     /// `{"location": …, "topic": {…}, "style": {…}, "changed": […], "rules": […], "live": {…}, "version": N, "updatedAt": …}`
     public var json: String {
-        locationJSON(address, derived, changed: changed, live: live, version: version, updatedAt: updatedAt)
+        let style = self.style
+        return locationJSON(
+            address, engine.derivedStyle(style, key.selection), changed: Array(changedFields(style)), live: live,
+            version: version, updatedAt: updatedAt)
     }
 
     /// The topic below the prefix: `style/dataset/venue/building/floor/room/location`.

@@ -186,7 +186,8 @@ public final class LiveStore {
         // Legend-state numbers and stale-domain numbers belong to the old rules: start over.
         summaries.resetTotals(titles: engine.legendTitles)
         for state in states.values {
-            state.restorePublished(state.published(old), engine: engine)
+            let published = state.publishedStyle(old)
+            state.setPublished(published.map { .legacy(LegacyStyle($0, selection: engine.selection(named: $0.rules))) } ?? .none)
             state.contribution = nil
             state.scheduledExpiries = 0
             scheduleAll(state)
@@ -242,26 +243,32 @@ public final class LiveStore {
 
     /// Puts back one persisted location (see ``restore(_:)-([LocationRecord])``).
     public func restore(_ record: LocationRecord) {
-        restore(Self.prepare(record, engine: engine))
+        restore(Self.prepare(record, engine: engine, sameRules: false))
     }
 
     /// A persisted location made ready to put back: what can be worked out without the
-    /// store (its key, its rules as a selection, what it adds to its summaries) is, so that
-    /// a restore can do that on the thread that reads the file.
+    /// store (its key, its published style as the rules tell it, what it adds to its
+    /// summaries) is, so that a restore can do that on the thread that reads the file.
     public struct PreparedLocation: Sendable {
         let record: LocationRecord
         let key: LocationKey
         let engine: RuleEngine
-        let selection: RuleSelection?
+        let published: PublishedStyle
         let contribution: SummaryTracker.Contribution
     }
 
     /// Prepares a persisted location for ``restore(_:)-(PreparedLocation)`` under `engine`
-    /// (the store's); safe on any thread.
-    public static func prepare(_ record: LocationRecord, engine: RuleEngine) -> PreparedLocation {
-        let selection = record.published.flatMap { engine.selection(named: $0.rules) }
+    /// (the store's); safe on any thread. `sameRules`: the record was written under these
+    /// very rules (equal fingerprints), so its style need not be checked against them.
+    public static func prepare(_ record: LocationRecord, engine: RuleEngine, sameRules: Bool) -> PreparedLocation {
+        let published = PublishedStyle(record.published, at: record.address, engine: engine, trusted: sameRules)
+        let selection: RuleSelection? = switch published {
+        case .none: nil
+        case .key(let key): key.selection
+        case .legacy(let legacy): legacy.selection
+        }
         return PreparedLocation(
-            record: record, key: LocationKey(Substring(record.address.description)), engine: engine, selection: selection,
+            record: record, key: LocationKey(Substring(record.address.description)), engine: engine, published: published,
             contribution: contribution(
                 record.address, legendState: selection.flatMap { engine.legendStateID($0) },
                 values: record.values, engine: engine))
@@ -278,10 +285,10 @@ public final class LiveStore {
         if let existing = states[prepared.key] {
             state = existing
             state.values = record.values
-            state.restorePublished(record.published, selection: prepared.selection)
+            state.setPublished(prepared.published)
             state.version = record.version
         } else {
-            state = insert(record, key: prepared.key, selection: prepared.selection)
+            state = insert(record, key: prepared.key, published: prepared.published)
         }
         scheduleAll(state)
         summaries.update(state, prepared.contribution)
@@ -296,12 +303,12 @@ public final class LiveStore {
 
     private func location(_ address: LocationAddress) -> LocationState {
         let key = LocationKey(Substring(address.description))
-        return states[key] ?? insert(LocationRecord(address: address), key: key, selection: nil)
+        return states[key] ?? insert(LocationRecord(address: address), key: key, published: .none)
     }
 
-    private func insert(_ record: LocationRecord, key: LocationKey, selection: RuleSelection?) -> LocationState {
+    private func insert(_ record: LocationRecord, key: LocationKey, published: PublishedStyle) -> LocationState {
         let (floor, building) = summaries.aggregates(for: record.address)
-        let state = LocationState(record, selection: selection, floor: floor, building: building)
+        let state = LocationState(record, published: published, floor: floor, building: building)
         states[key] = state
         if !datasets.contains(record.address.dataset) { datasets.insert(record.address.dataset) }
         return state
@@ -331,27 +338,36 @@ public final class LiveStore {
     }
 
     /// Re-derives a location's style; with `changedDomain`, only the rules that read that
-    /// domain are evaluated again (the others keep their last result).
+    /// domain are evaluated again (the others keep their last result). The diff compares
+    /// style keys; the style itself is built when the change is published.
     private func rederive(_ state: LocationState, now: LiveTimestamp, changedDomain: String? = nil) -> Outcome {
         let values = LiveValues(domains: state.values)
-        let (style, selection) = engine.evaluate(
-            state.address, values: values, hiddenLayers: hiddenLayers, previous: state.publishedSelection,
-            changedDomain: changedDomain)
-        summaries.update(
-            state, contribution(state, legendState: engine.legendStateID(selection), values: values))
-        let changed = style.changedFieldSet(from: state.publishedStyle ?? Style())
-        if state.publishedStyle != nil, state.publishedSelection == selection, changed.isEmpty {
-            return .unchanged
+        let key = engine.styleKey(
+            state.address, values: values, hiddenLayers: hiddenLayers,
+            previous: state.legacy == nil ? state.published?.selection : nil, changedDomain: changedDomain)
+        summaries.update(state, contribution(state, legendState: engine.legendStateID(key.selection), values: values))
+        let before: DerivedChange.Before
+        if let legacy = state.legacy {
+            state.legacy = nil
+            state.published = key
+            if legacy.selection == key.selection, legacy.derived.style == engine.style(key, at: state.address) {
+                return .unchanged
+            }
+            before = .style(legacy)
+        } else if let published = state.published {
+            if published == key { return .unchanged }
+            state.published = key
+            before = .key(published)
+        } else {
+            state.published = key
+            before = .none
         }
-        state.publishedStyle = style
-        state.publishedSelection = selection
-        state.unmappedRuleNames = nil
         state.version += 1
         counters.changes += 1
         return .changed(
             DerivedChange(
-                address: state.address, style: style, selection: selection, engine: engine, changed: changed,
-                values: state.values, version: state.version, updatedAt: now))
+                address: state.address, key: key, before: before, engine: engine, values: state.values,
+                version: state.version, updatedAt: now))
     }
 
     private func contribution(

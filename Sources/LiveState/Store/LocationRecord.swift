@@ -33,13 +33,12 @@ public struct LocationRecord: Hashable, Sendable {
 final class LocationState {
     let address: LocationAddress
     var values: [DomainValue]
-    /// The last published style (`nil` until the first change is published).
-    var publishedStyle: Style?
-    /// The rules behind `publishedStyle`, as the current engine numbers them.
-    var publishedSelection: RuleSelection?
-    /// The rules' names, kept only when they do not map onto the current rules (restored
-    /// from an older config); the next derivation then counts as a change.
-    var unmappedRuleNames: [String]?
+    /// The last published style, as its key under the current rules: `nil` until the first
+    /// change is published, and while `legacy` stands in for it.
+    var published: StyleKey?
+    /// A published style that the current rules do not make (restored from a file written
+    /// under other rules, or published before a reload), until the next derivation.
+    var legacy: LegacyStyle?
     var version: UInt64
     /// What it adds to its floor and building summaries.
     var contribution: SummaryTracker.Contribution?
@@ -52,7 +51,7 @@ final class LocationState {
     var scheduledExpiries: UInt64 = 0
 
     init(
-        _ record: LocationRecord, selection: RuleSelection?, floor: SummaryTracker.Aggregate,
+        _ record: LocationRecord, published: PublishedStyle, floor: SummaryTracker.Aggregate,
         building: SummaryTracker.Aggregate
     ) {
         address = record.address
@@ -60,36 +59,74 @@ final class LocationState {
         version = record.version
         floorSummary = floor
         buildingSummary = building
-        restorePublished(record.published, selection: selection)
+        setPublished(published)
     }
 
-    /// Sets the published style from a record's, mapping its rule names onto `engine`.
-    func restorePublished(_ published: DerivedStyle?, engine: RuleEngine) {
-        restorePublished(published, selection: published.flatMap { engine.selection(named: $0.rules) })
+    func setPublished(_ published: PublishedStyle) {
+        switch published {
+        case .none:
+            self.published = nil
+            legacy = nil
+        case .key(let key):
+            self.published = key
+            legacy = nil
+        case .legacy(let style):
+            self.published = nil
+            legacy = style
+        }
     }
 
-    /// Sets the published style from a record's, whose rule names `selection` maps onto
-    /// the current rules (`nil` when they do not map).
-    func restorePublished(_ published: DerivedStyle?, selection: RuleSelection?) {
-        publishedStyle = published?.style
-        publishedSelection = selection
-        unmappedRuleNames = published != nil && selection == nil ? published?.rules : nil
-    }
-
-    func published(_ engine: RuleEngine) -> DerivedStyle? {
-        guard let style = publishedStyle else { return nil }
-        if let selection = publishedSelection { return engine.derivedStyle(style, selection) }
-        return DerivedStyle(style: style, rules: unmappedRuleNames ?? [])
+    /// The last published style and its rules, as `engine` (the current rules) tells them.
+    func publishedStyle(_ engine: RuleEngine) -> DerivedStyle? {
+        if let legacy { return legacy.derived }
+        guard let published else { return nil }
+        return engine.derivedStyle(engine.style(published, at: address), published.selection)
     }
 
     func record(_ engine: RuleEngine) -> LocationRecord {
-        LocationRecord(address: address, values: values, published: published(engine), version: version)
+        LocationRecord(address: address, values: values, published: publishedStyle(engine), version: version)
     }
 
     @inline(__always)
     func index(of domain: String) -> Int? {
         for index in values.indices where values[index].domain == domain { return index }
         return nil
+    }
+}
+
+/// A location's last published style, as the store keeps it.
+enum PublishedStyle: Sendable {
+    case none
+    /// A style the current rules make from this key.
+    case key(StyleKey)
+    /// A style the current rules do not make.
+    case legacy(LegacyStyle)
+
+    /// What to keep of a style published under `engine`'s rules (`trusted`: the rules
+    /// have not changed since, so the style is what they make of its rule names and texts)
+    /// or under other rules.
+    init(_ derived: DerivedStyle?, at address: LocationAddress, engine: RuleEngine, trusted: Bool) {
+        guard let derived else {
+            self = .none
+            return
+        }
+        if let key = engine.styleKey(of: derived, at: address, verified: !trusted) {
+            self = .key(key)
+        } else {
+            self = .legacy(LegacyStyle(derived, selection: engine.selection(named: derived.rules)))
+        }
+    }
+}
+
+/// A published style that the current rules do not make, with its rule names mapped onto
+/// the current rules where they all exist (for the legend state until it is replaced).
+final class LegacyStyle: Sendable {
+    let derived: DerivedStyle
+    let selection: RuleSelection?
+
+    init(_ derived: DerivedStyle, selection: RuleSelection?) {
+        self.derived = derived
+        self.selection = selection
     }
 }
 
