@@ -7,7 +7,8 @@ import Testing
 
 @Suite("Incremental derivation")
 struct IncrementalDerivationTests {
-    /// Rules that read their own domain, other domains, nothing domain-specific, and scopes.
+    /// Rules that read their own domain, other domains, nothing domain-specific, and scopes;
+    /// labels and badges that read their own domain and another.
     static func engine() throws -> RuleEngine {
         var rules: [Rule] = []
         func add(_ name: String, _ domain: String?, _ condition: String, _ style: Style, priority: Int, scope: TopicCriteria? = nil) throws {
@@ -20,7 +21,7 @@ struct IncrementalDerivationTests {
         try add("occupied", "occupancy", "nrOfPeople > 0", Style(label: "{nrOfPeople}/{capacity}", polygonFillColor: Color("#D64545")), priority: 1)
         try add("full", "occupancy", "nrOfPeople >= capacity", Style(badge: Badge(text: "full")), priority: 5)
         try add("booked-empty", "availability", "available == \"false\" and occupancy.nrOfPeople == 0", Style(icon: "noshow.svg"), priority: 9)
-        try add("free", "availability", "available", Style(polygonFillColor: Color("#00FF00")), priority: 2)
+        try add("free", "availability", "available", Style(label: "{occupancy.nrOfPeople} here", polygonFillColor: Color("#00FF00")), priority: 2)
         try add("hot-busy", "temperature", "temperature > 25 and occupancy.nrOfPeople > 2", Style(badge: Badge(text: "{temperature}")), priority: 8)
         try add("stuffy", "co2", "co2Level > 1000", Style(polygonStrokeWidth: 3), priority: 3, scope: try TopicCriteria(building: "b1"))
         try add("anything", nil, "exists(nrOfPeople) or exists(co2.co2Level)", Style(displayRank: 7), priority: 4)

@@ -210,11 +210,41 @@ public final class RuleEngine: Sendable {
         _ address: LocationAddress, values: LiveValues, hiddenLayers: Set<String>,
         previous: RuleSelection? = nil, changedDomain: String? = nil
     ) -> StyleKey {
+        styleKey(address, values: values, hiddenLayers: hiddenLayers, previous: previous, previousKey: nil, changedDomain: changedDomain)
+    }
+
+    /// ``styleKey(_:values:hiddenLayers:previous:changedDomain:)`` after `previous`, the
+    /// location's last key: a label or badge text whose template is the one that won before
+    /// and does not read the changed domain keeps its text without rendering it again.
+    public func styleKey(
+        _ address: LocationAddress, values: LiveValues, hiddenLayers: Set<String>, previous: StyleKey?,
+        changedDomain: String?
+    ) -> StyleKey {
+        styleKey(
+            address, values: values, hiddenLayers: hiddenLayers, previous: previous?.selection, previousKey: previous,
+            changedDomain: changedDomain)
+    }
+
+    private func styleKey(
+        _ address: LocationAddress, values: LiveValues, hiddenLayers: Set<String>,
+        previous: RuleSelection?, previousKey: StyleKey?, changedDomain: String?
+    ) -> StyleKey {
         let location = locate(address, values)
-        let selection = select(address, location.values, previous: previous, changedDomain: changedDomain)
+        let changedIndex = changedDomain.flatMap { program.domainIndex($0) }
+        let selection = select(address, location.values, previous: previous, changedDomain: changedDomain, index: changedIndex)
         let values = location.values
-        func render(_ template: LabelTemplate?) -> String? {
-            guard let template else { return nil }
+        let changedBit = RuleProgram.readBit(changedIndex)
+        func text(
+            _ rules: RuleSelection, _ reads: [UInt64], _ field: KeyPath<StyleTemplate, LabelTemplate?>,
+            _ previousText: KeyPath<StyleKey, String?>
+        ) -> String? {
+            let winner = selection.last(in: rules)
+            if let previousKey, changedDomain != nil, let winner, previousKey.selection.last(in: rules) == winner,
+                reads[winner] & changedBit == 0
+            {
+                return previousKey[keyPath: previousText]
+            }
+            guard let template = winning(selection, location, rules, field) else { return nil }
             return template.isConstant ? template.source : template.render { values[$0] }
         }
         var hidden = false
@@ -222,8 +252,8 @@ public final class RuleEngine: Sendable {
             hidden = hiddenLayers.contains(layer)
         }
         return StyleKey(
-            selection: selection, label: render(winning(selection, location, program.labelRules, \.label)),
-            badgeText: render(winning(selection, location, program.badgeTextRules, \.badgeText)), hidden: hidden)
+            selection: selection, label: text(program.labelRules, program.labelReads, \.label, \.label),
+            badgeText: text(program.badgeTextRules, program.badgeTextReads, \.badgeText, \.badgeText), hidden: hidden)
     }
 
     /// The style a key stands for at a location: the layers of its rules, its label and
@@ -289,7 +319,7 @@ public final class RuleEngine: Sendable {
     /// Which rules apply: all of them evaluated, or, with `previous` and `changedDomain`,
     /// only those the changed domain can affect.
     private func select(
-        _ address: LocationAddress, _ values: LiveValues, previous: RuleSelection?, changedDomain: String?
+        _ address: LocationAddress, _ values: LiveValues, previous: RuleSelection?, changedDomain: String?, index: Int?
     ) -> RuleSelection {
         // Which of the rules' domains have a fresh value here.
         var present: UInt64 = 0
@@ -301,7 +331,7 @@ public final class RuleEngine: Sendable {
         }
         let anyFresh = !values.isEmpty
         var recheck: RuleSelection?
-        if previous != nil, let changedDomain { recheck = program.recheck(changed: changedDomain) }
+        if previous != nil, let changedDomain { recheck = program.recheck(changed: changedDomain, index: index) }
         var selection = RuleSelection(ruleCount: program.rules.count)
         let slotCount = program.slots.count
         withUnsafeTemporaryAllocation(of: RuleProgram.SlotValue.self, capacity: max(slotCount, 1)) { slots in

@@ -62,6 +62,10 @@ final class RuleProgram: Sendable {
     let badgeTextRules: RuleSelection
     let layerRules: RuleSelection
     let visibleRules: RuleSelection
+    /// Per rule, the domains its label and badge text templates read: bit `i` for
+    /// `domains[i]` (of the first 63), bit 63 for any other or an unqualified reference.
+    let labelReads: [UInt64]
+    let badgeTextReads: [UInt64]
     /// Each distinct legend title once, in rule order, and each rule's index into it.
     let distinctTitles: [String]
     let titleIDs: [Int32]
@@ -115,6 +119,18 @@ final class RuleProgram: Sendable {
         badgeTextRules = selecting { $0.badgeText != nil }
         layerRules = selecting { $0.style.layer != nil }
         visibleRules = selecting { $0.style.visible != nil }
+        func reads(_ template: LabelTemplate?) -> UInt64 {
+            guard let template else { return 0 }
+            var mask: UInt64 = 0
+            for (index, domain) in domains.enumerated() where index < 63 && template.reads(domain) { mask |= 1 << UInt64(index) }
+            let elsewhere = template.references.contains { reference in
+                guard let domain = reference.domain else { return true }
+                return (domains.firstIndex(of: domain) ?? 63) >= 63
+            }
+            return elsewhere ? mask | 1 << 63 : mask
+        }
+        labelReads = rules.map { reads($0.style.label) }
+        badgeTextReads = rules.map { reads($0.style.badgeText) }
         ruleNames = rules.map(\.name)
         styles = rules.map(\.style)
         scopes = rules.map(\.scope)
@@ -129,11 +145,23 @@ final class RuleProgram: Sendable {
         distinctTitles = distinct
     }
 
-    /// The rules to evaluate again when `domain`'s value changed: those that read it and
-    /// those without a domain.
-    func recheck(changed domain: String) -> RuleSelection {
-        for index in domains.indices where domains[index] == domain { return recheckByDomain[index] }
+    /// The index of a domain in `domains`, if a rule has it.
+    func domainIndex(_ domain: String) -> Int? {
+        for index in domains.indices where domains[index] == domain { return index }
+        return nil
+    }
+
+    /// The rules to evaluate again when `domain` (at `index` in `domains`) changed: those
+    /// that read it and those without a domain.
+    func recheck(changed domain: String, index: Int?) -> RuleSelection {
+        if let index { return recheckByDomain[index] }
         return (dependents[domain] ?? RuleSelection(ruleCount: rules.count)).union(everywhere)
+    }
+
+    /// The bit of a domain (at `index` in `domains`) in `labelReads` and `badgeTextReads`.
+    static func readBit(_ index: Int?) -> UInt64 {
+        guard let index, index < 63 else { return 1 << 63 }
+        return 1 << UInt64(index)
     }
 
     /// Flattens condition trees into plain nodes, giving each property read a slot.

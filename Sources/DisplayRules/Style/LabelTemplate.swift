@@ -13,6 +13,8 @@ public struct LabelTemplate: Hashable, Sendable, CustomStringConvertible {
 
     public let source: String
     public let parts: [Part]
+    /// Whether the template has no references (it renders to the same text every time).
+    public let isConstant: Bool
 
     /// Parses a template; bare names belong to `domain` (`nil` for styles outside rules,
     /// where every reference must be qualified or is looked up in every domain).
@@ -63,11 +65,12 @@ public struct LabelTemplate: Hashable, Sendable, CustomStringConvertible {
         if !text.isEmpty { parts.append(.text(text)) }
         self.source = source
         self.parts = parts
+        isConstant = !parts.contains { if case .property = $0 { true } else { false } }
     }
 
-    /// Whether the template has no references (it renders to the same text every time).
-    public var isConstant: Bool {
-        !parts.contains { if case .property = $0 { true } else { false } }
+    /// Whether a value of `domain` can change the rendered text.
+    func reads(_ domain: String) -> Bool {
+        references.contains { $0.domain == nil || $0.domain == domain }
     }
 
     /// The references, in order.

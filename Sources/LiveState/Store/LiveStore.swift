@@ -344,7 +344,7 @@ public final class LiveStore {
         let values = LiveValues(domains: state.values)
         let key = engine.styleKey(
             state.address, values: values, hiddenLayers: hiddenLayers,
-            previous: state.legacy == nil ? state.published?.selection : nil, changedDomain: changedDomain)
+            previous: state.legacy == nil ? state.published : nil, changedDomain: changedDomain)
         summaries.update(state, contribution(state, legendState: engine.legendStateID(key.selection), values: values))
         let before: DerivedChange.Before
         if let legacy = state.legacy {
