@@ -12,7 +12,7 @@ let benchmarks: @Sendable () -> Void = {
 
     Benchmark(
         "Restore 1000000 locations from SQLite",
-        configuration: .init(metrics: [.wallClock], warmupIterations: 0, maxIterations: 3)
+        configuration: .init(metrics: [.wallClock], warmupIterations: 0, maxDuration: .seconds(60), maxIterations: 3)
     ) { benchmark in
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("livedata-restore-benchmark.db").path
         if !FileManager.default.fileExists(atPath: path) {

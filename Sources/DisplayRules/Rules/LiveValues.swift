@@ -47,6 +47,52 @@ public struct LiveValues: Sendable {
         }
     }
 
+    /// Where a property's value is: its domain's and its own index, or `domain` -1 for the
+    /// catalog's capacity.
+    struct Position {
+        var domain: Int32
+        var property: Int32
+    }
+
+    /// Where the value ``subscript(_:)`` reads is, if there is one.
+    func position(of reference: PropertyReference) -> Position? {
+        domains.withUnsafeBufferPointer { domains in
+            func find(_ domain: Int) -> Position? {
+                domains[domain].properties.properties.withUnsafeBufferPointer { properties in
+                    for index in properties.indices where properties[index].name == reference.name {
+                        return Position(domain: Int32(domain), property: Int32(index))
+                    }
+                    return nil
+                }
+            }
+            let capacity = catalogCapacity != nil ? Position(domain: -1, property: 0) : nil
+            if let domain = reference.domain {
+                for index in domains.indices where domains[index].domain == domain {
+                    if !domains[index].stale, let position = find(index) { return position }
+                    break
+                }
+                return domain == "occupancy" && reference.name == "capacity" ? capacity : nil
+            }
+            for index in domains.indices where !domains[index].stale {
+                if let position = find(index) { return position }
+            }
+            return reference.name == "capacity" ? capacity : nil
+        }
+    }
+
+    /// The text at a position found by ``position(of:)``.
+    func text(at position: Position) -> String {
+        position.domain < 0 ? catalogCapacity! : domains[Int(position.domain)].properties.properties[Int(position.property)].value
+    }
+
+    /// Passes the text at a position to `body` without copying it out.
+    func withText<Result>(at position: Position, _ body: (String) -> Result) -> Result {
+        if position.domain < 0 { return body(catalogCapacity!) }
+        return domains.withUnsafeBufferPointer { domains in
+            domains[Int(position.domain)].properties.properties.withUnsafeBufferPointer { body($0[Int(position.property)].value) }
+        }
+    }
+
     /// Whether a domain has a value.
     public func has(_ domain: String) -> Bool {
         for value in domains where value.domain == domain { return !value.stale }

@@ -30,11 +30,15 @@ final class RuleProgram: Sendable {
         var hasScope: Bool
     }
 
-    /// A slot's value during one derivation, read on first use.
+    /// A slot's value during one derivation, read on first use. Plain data: where the
+    /// text is among the values (not a copy of it) and the number parsed from it, so that
+    /// filling and dropping slots costs no reference counting.
     struct SlotValue {
-        var filled = false
-        var text: String?
-        var number: Double?
+        /// 0 not read yet, 1 missing, 2 found.
+        var state: UInt8 = 0
+        var hasNumber = false
+        var number: Double = 0
+        var position = LiveValues.Position(domain: 0, property: 0)
     }
 
     let nodes: [Node]
@@ -259,11 +263,21 @@ final class RuleProgram: Sendable {
         @inline(__always)
         func slot(_ index: Int32) -> SlotValue {
             let index = Int(index)
-            if !slots[index].filled {
-                let text = values[references[index]]
-                slots[index] = SlotValue(filled: true, text: text, number: text.flatMap(parseNumber))
+            if slots[index].state == 0 {
+                if let position = values.position(of: references[index]) {
+                    let number = values.withText(at: position) { parseNumber($0) }
+                    slots[index] = SlotValue(state: 2, hasNumber: number != nil, number: number ?? 0, position: position)
+                } else {
+                    slots[index].state = 1
+                }
             }
             return slots[index]
+        }
+
+        /// A slot's text, if its property has a value.
+        func text(_ index: Int32) -> String? {
+            let slot = slot(index)
+            return slot.state == 2 ? values.text(at: slot.position) : nil
         }
 
         func truth(_ index: Int32) -> Bool {
@@ -273,7 +287,7 @@ final class RuleProgram: Sendable {
             case .and: return truth(node.a) && truth(node.b)
             case .or: return truth(node.a) || truth(node.b)
             case .not: return !truth(node.a)
-            case .exists: return slot(node.a).text != nil
+            case .exists: return slot(node.a).state == 2
             case .truth: return boolean(node.a) ?? false
             case .compare:
                 switch node.compareKind {
@@ -303,7 +317,9 @@ final class RuleProgram: Sendable {
             let node = nodes[Int(index)]
             switch node.kind {
             case .number: return node.value
-            case .property: return slot(node.a).number
+            case .property:
+                let slot = slot(node.a)
+                return slot.hasNumber ? slot.number : nil
             case .negate: return number(node.a).map { -$0 }
             case .arithmetic:
                 guard let x = number(node.a), let y = number(node.b) else { return nil }
@@ -322,7 +338,7 @@ final class RuleProgram: Sendable {
                 let node = nodes[Int(index)]
                 switch node.kind {
                 case .string: return literals[Int(node.a)]
-                case .property: return slot(node.a).text
+                case .property: return self.text(node.a)
                 default: return nil
                 }
             }
@@ -335,7 +351,7 @@ final class RuleProgram: Sendable {
             switch node.kind {
             case .boolean: return node.value != 0
             case .property:
-                switch slot(node.a).text {
+                switch text(node.a) {
                 case "true", "True", "TRUE", "1": return true
                 case "false", "False", "FALSE", "0": return false
                 default: return nil
