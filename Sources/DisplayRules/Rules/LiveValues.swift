@@ -27,24 +27,10 @@ public struct LiveValues: Sendable {
         self.catalogCapacity = catalogCapacity
     }
 
-    /// The value of a property, or `nil`. An unqualified reference looks in every domain.
+    /// The value of a property, or `nil`. An unqualified reference looks in every domain;
+    /// `occupancy.capacity` falls back on the catalog's capacity.
     public subscript(reference: PropertyReference) -> String? {
-        // Through a buffer: indexing the array would copy each value (and retain its
-        // properties) out of it.
-        domains.withUnsafeBufferPointer { domains in
-            if let domain = reference.domain {
-                for index in domains.indices where domains[index].domain == domain {
-                    if !domains[index].stale, let text = domains[index].properties[reference.name] { return text }
-                    break
-                }
-                if domain == "occupancy" && reference.name == "capacity" { return catalogCapacity }
-                return nil
-            }
-            for index in domains.indices where !domains[index].stale {
-                if let text = domains[index].properties[reference.name] { return text }
-            }
-            return reference.name == "capacity" ? catalogCapacity : nil
-        }
+        position(of: reference).map { text(at: $0) }
     }
 
     /// Where a property's value is: its domain's and its own index, or `domain` -1 for the
@@ -54,7 +40,7 @@ public struct LiveValues: Sendable {
         var property: Int32
     }
 
-    /// Where the value ``subscript(_:)`` reads is, if there is one.
+    /// Where a property's value is, if it has one (see ``subscript(_:)``).
     func position(of reference: PropertyReference) -> Position? {
         domains.withUnsafeBufferPointer { domains in
             func find(_ domain: Int) -> Position? {
