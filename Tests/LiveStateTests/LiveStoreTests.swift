@@ -281,3 +281,58 @@ struct PersistenceTests {
         #expect(restored.expire(now: now.adding(.seconds(61))).count == 5)
     }
 }
+
+@Suite("Location table")
+struct LocationTableTests {
+    static func state(_ address: LocationAddress) -> LocationState {
+        let aggregate = SummaryTracker.Aggregate(SummaryTracker.Key(dataset: "d", venue: "v", building: "b"))
+        return LocationState(LocationRecord(address: address), published: .none, floor: aggregate, building: aggregate)
+    }
+
+    static func address(_ number: Int) -> LocationAddress {
+        LocationAddress(
+            dataset: "ds1", venue: "hq", building: "b\(number % 3)", floor: "f\(number % 7)", room: "r\(number % 11)",
+            location: "loc-\(number)")
+    }
+
+    @Test("every location is found by its path and its address as the table grows; others are not")
+    func findsWhatWasInserted() {
+        var table = LocationTable()
+        for number in 0..<5_000 {
+            let address = Self.address(number)
+            table.insert(Self.state(address), hash: LocationTable.hash(address))
+        }
+        #expect(table.count == 5_000)
+        for number in 0..<5_000 {
+            let address = Self.address(number)
+            #expect(table.find(address)?.address == address)
+            #expect(table.find(Substring(address.description + "/occupancy").dropLast("/occupancy".count))?.address == address)
+        }
+        #expect(table.find(Self.address(5_000)) == nil)
+        #expect(table.find("ds1/hq/b0/f0/r0") == nil)
+        #expect(table.locations.count == 5_000)
+    }
+
+    @Test("locations whose paths hash alike are told apart by their addresses")
+    func collisions() {
+        var table = LocationTable()
+        let addresses = (0..<40).map(Self.address)
+        for address in addresses { table.insert(Self.state(address), hash: 42) }
+        for address in addresses {
+            let found = address.withPathBytes { table.find($0, hash: 42) }
+            #expect(found?.address == address)
+        }
+        let missing = Self.address(99).withPathBytes { table.find($0, hash: 42) }
+        #expect(missing == nil)
+    }
+
+    @Test("a path hashes the same from a topic slice and from an address; different paths differ")
+    func hashing() {
+        let address = Self.address(7)
+        let topic = address.description + "/co2"
+        #expect(LocationTable.hash(address) == LocationTable.hash(topic.dropLast(4)))
+        let hashes = Set((0..<1_000).map { LocationTable.hash(Self.address($0)) })
+        #expect(hashes.count == 1_000)
+        #expect(!hashes.contains(0))
+    }
+}

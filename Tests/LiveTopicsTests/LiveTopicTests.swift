@@ -83,4 +83,19 @@ struct LiveTopicTests {
         #expect(criteria[.building] == "B")
         #expect(criteria[.floor] == nil)
     }
+
+    @Test("an address's path bytes are its description, and only those bytes are its path")
+    func addressPath() throws {
+        let address = LocationAddress(try LiveTopic(parsing: "ds1/hq/B/F3/R7/room-7/occupancy"))
+        let bytes = address.withPathBytes { Array($0) }
+        #expect(String(decoding: bytes, as: UTF8.self) == address.description)
+        func hasPath(_ path: String) -> Bool { Array(path.utf8).withUnsafeBytes { address.hasPath($0) } }
+        #expect(hasPath("ds1/hq/B/F3/R7/room-7"))
+        for other in [
+            "ds1/hq/B/F3/R7/room-", "ds1/hq/B/F3/R7/room-77", "ds1/hq/B/F3/R7/room-7/", "ds1/hq/B/F3/R7room-7",
+            "ds1/hq/B/F3/R7/room-8", "ds2/hq/B/F3/R7/room-7", "ds1/hq/B/F3R7//room-7", "", "ds1/hq/B/F3/R7",
+        ] {
+            #expect(!hasPath(other), "\(other)")
+        }
+    }
 }

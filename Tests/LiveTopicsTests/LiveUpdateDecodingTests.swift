@@ -50,6 +50,21 @@ struct LiveUpdateDecodingTests {
         #expect(update.properties["x"] == nil)
     }
 
+    @Test(
+        "strings are read eight bytes at a time: a quote, escape or control character anywhere in a word is found",
+        arguments: 0..<20)
+    func wordAtATimeStrings(offset: Int) throws {
+        let padding = String(repeating: "a", count: offset)
+        // A quote ending the string at every offset within a word.
+        #expect(try decode(#"{"properties": {"name": "\#(padding)"}}"#).properties["name"] == padding)
+        // An escape at every offset.
+        #expect(try decode(#"{"properties": {"name": "\#(padding)\"x"}}"#).properties["name"] == padding + "\"x")
+        // A raw control character at every offset is refused.
+        #expect(throws: LiveUpdateError.self) { try decode("{\"properties\": {\"name\": \"\(padding)\u{1}abcdefghij\"}}") }
+        // Bytes above 0x7F (UTF-8) do not stop the scan early or confuse it.
+        #expect(try decode(#"{"properties": {"name": "\#(padding)café crème brûlée"}}"#).properties["name"] == padding + "café crème brûlée")
+    }
+
     @Test("unknown fields of any shape are ignored")
     func unknownFields() throws {
         let update = try decode(

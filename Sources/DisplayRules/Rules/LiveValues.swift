@@ -45,7 +45,7 @@ public struct LiveValues: Sendable {
         domains.withUnsafeBufferPointer { domains in
             func find(_ domain: Int) -> Position? {
                 domains[domain].properties.properties.withUnsafeBufferPointer { properties in
-                    for index in properties.indices where properties[index].name == reference.name {
+                    for index in properties.indices where properties[index].name.isSameIdentifier(as: reference.name) {
                         return Position(domain: Int32(domain), property: Int32(index))
                     }
                     return nil
@@ -53,7 +53,7 @@ public struct LiveValues: Sendable {
             }
             let capacity = catalogCapacity != nil ? Position(domain: -1, property: 0) : nil
             if let domain = reference.domain {
-                for index in domains.indices where domains[index].domain == domain {
+                for index in domains.indices where domains[index].domain.isSameIdentifier(as: domain) {
                     if !domains[index].stale, let position = find(index) { return position }
                     break
                 }

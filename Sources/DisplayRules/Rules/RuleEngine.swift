@@ -15,64 +15,6 @@ public struct DerivedStyle: Hashable, Sendable {
     }
 }
 
-/// Which rules applied, one bit per rule in application order: compared on every update
-/// instead of lists of names. Up to 128 rules fit without allocating.
-public struct RuleSelection: Hashable, Sendable {
-    var low: UInt64 = 0
-    var high: UInt64 = 0
-    var overflow: [UInt64]?
-
-    init(ruleCount: Int) {
-        if ruleCount > 128 { overflow = Array(repeating: 0, count: (ruleCount - 128 + 63) / 64) }
-    }
-
-    func contains(_ index: Int) -> Bool {
-        switch index {
-        case 0..<64: low & (1 << UInt64(index)) != 0
-        case 64..<128: high & (1 << UInt64(index - 64)) != 0
-        default: overflow![(index - 128) >> 6] & (1 << UInt64(index & 63)) != 0
-        }
-    }
-
-    /// The rules in either selection.
-    func union(_ other: RuleSelection) -> RuleSelection {
-        var result = self
-        result.low |= other.low
-        result.high |= other.high
-        if let overflow = other.overflow {
-            result.overflow = zip(result.overflow ?? overflow.map { _ in 0 }, overflow).map { $0 | $1 }
-        }
-        return result
-    }
-
-    mutating func insert(_ index: Int) {
-        switch index {
-        case 0..<64: low |= 1 << UInt64(index)
-        case 64..<128: high |= 1 << UInt64(index - 64)
-        default: overflow![(index - 128) >> 6] |= 1 << UInt64(index & 63)
-        }
-    }
-
-    /// The highest rule selected in both, if any.
-    func last(in mask: RuleSelection) -> Int? {
-        if let overflow, let other = mask.overflow {
-            for index in overflow.indices.reversed() {
-                let both = overflow[index] & other[index]
-                if both != 0 { return 128 + index * 64 + 63 - both.leadingZeroBitCount }
-            }
-        }
-        if high & mask.high != 0 { return 64 + 63 - (high & mask.high).leadingZeroBitCount }
-        if low & mask.low != 0 { return 63 - (low & mask.low).leadingZeroBitCount }
-        return nil
-    }
-
-    /// How many rules are selected.
-    var count: Int { words.reduce(0) { $0 + $1.nonzeroBitCount } }
-
-    /// The words, lowest rules first.
-    var words: [UInt64] { [low, high] + (overflow ?? []) }
-}
-
 /// Derives styles: main → type → location → live rules, each overriding field by field;
 /// then labels are rendered and hidden layers made invisible.
 ///
@@ -317,7 +259,7 @@ public final class RuleEngine: Sendable {
     }
 
     /// Which rules apply: all of them evaluated, or, with `previous` and `changedDomain`,
-    /// only those the changed domain can affect.
+    /// only those the changed domain can affect (the others keep their previous result).
     private func select(
         _ address: LocationAddress, _ values: LiveValues, previous: RuleSelection?, changedDomain: String?, index: Int?
     ) -> RuleSelection {
@@ -325,14 +267,22 @@ public final class RuleEngine: Sendable {
         var present: UInt64 = 0
         let domains = program.domains
         for value in values.domains.indices where !values.domains[value].stale {
-            for index in domains.indices where index < 64 && domains[index] == values.domains[value].domain {
+            let name = values.domains[value].domain
+            for index in domains.indices where index < 64 && domains[index].isSameIdentifier(as: name) {
                 present |= 1 << UInt64(index)
             }
         }
         let anyFresh = !values.isEmpty
-        var recheck: RuleSelection?
-        if previous != nil, let changedDomain { recheck = program.recheck(changed: changedDomain, index: index) }
-        var selection = RuleSelection(ruleCount: program.rules.count)
+        var selection: RuleSelection
+        let candidates: RuleSelection
+        if let previous, let changedDomain {
+            let recheck = program.recheck(changed: changedDomain, index: index)
+            selection = previous.subtracting(recheck)
+            candidates = recheck
+        } else {
+            selection = RuleSelection(ruleCount: program.rules.count)
+            candidates = program.allRules
+        }
         let slotCount = program.slots.count
         withUnsafeTemporaryAllocation(of: RuleProgram.SlotValue.self, capacity: max(slotCount, 1)) { slots in
             slots.initialize(repeating: RuleProgram.SlotValue())
@@ -343,25 +293,19 @@ public final class RuleEngine: Sendable {
                         program.rules.withUnsafeBufferPointer { rules in
                             let evaluator = RuleProgram.Evaluator(
                                 nodes: nodes, literals: literals, slots: slots, references: references, values: values)
-                            for index in rules.indices {
-                                if let recheck, let previous, !recheck.contains(index) {
-                                    // Its inputs did not change: it holds as it did.
-                                    if previous.contains(index) { selection.insert(index) }
-                                    continue
-                                }
+                            candidates.forEach { index in
                                 let rule = rules[index]
                                 if rule.domain >= 0 {
                                     if rule.domain < 64 {
-                                        guard present & (1 << UInt64(rule.domain)) != 0 else { continue }
+                                        guard present & (1 << UInt64(rule.domain)) != 0 else { return }
                                     } else if !values.has(domains[Int(rule.domain)]) {
-                                        continue
+                                        return
                                     }
                                 } else if !anyFresh {
-                                    continue
+                                    return
                                 }
-                                if rule.hasScope, !program.inScope(index, address, values: values) { continue }
-                                guard evaluator.truth(rule.root) else { continue }
-                                selection.insert(index)
+                                if rule.hasScope, !program.inScope(index, address, values: values) { return }
+                                if evaluator.truth(rule.root) { selection.insert(index) }
                             }
                         }
                     }

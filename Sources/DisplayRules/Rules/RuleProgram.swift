@@ -58,6 +58,8 @@ final class RuleProgram: Sendable {
     /// rules of the domain and those that read it. Rules without a domain are in every set.
     let dependents: [String: RuleSelection]
     let everywhere: RuleSelection
+    /// Every rule.
+    let allRules: RuleSelection
     /// Per entry of `domains`, its dependents together with `everywhere`: what an update of
     /// that domain re-evaluates, found without hashing the domain's name.
     let recheckByDomain: [RuleSelection]
@@ -113,6 +115,7 @@ final class RuleProgram: Sendable {
         }
         self.dependents = dependents
         self.everywhere = everywhere
+        allRules = RuleSelection.all(ruleCount: rules.count)
         recheckByDomain = domains.map { (dependents[$0] ?? RuleSelection(ruleCount: rules.count)).union(everywhere) }
         func selecting(_ test: (StyleTemplate) -> Bool) -> RuleSelection {
             var selection = RuleSelection(ruleCount: rules.count)
@@ -151,7 +154,7 @@ final class RuleProgram: Sendable {
 
     /// The index of a domain in `domains`, if a rule has it.
     func domainIndex(_ domain: String) -> Int? {
-        for index in domains.indices where domains[index] == domain { return index }
+        for index in domains.indices where domains[index].isSameIdentifier(as: domain) { return index }
         return nil
     }
 

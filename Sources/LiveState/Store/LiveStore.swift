@@ -34,7 +34,7 @@ public final class LiveStore {
     public private(set) var summaries: SummaryTracker
     /// Datasets of the tracked locations.
     public private(set) var datasets = Set<String>()
-    private var states: [LocationKey: LocationState] = [:]
+    private var locations = LocationTable()
     private var expiries = ExpiryQueue()
     private var dirty: [LocationState] = []
     /// The domains with a `staleAfter`, numbered for the expiry bitmask of each location.
@@ -58,23 +58,23 @@ public final class LiveStore {
     }
 
     /// How many locations are tracked.
-    public var count: Int { states.count }
+    public var count: Int { locations.count }
 
     /// A location's record.
     public subscript(address: LocationAddress) -> LocationRecord? {
-        states[LocationKey(Substring(address.description))]?.record(engine)
+        locations.find(address)?.record(engine)
     }
 
     /// Every tracked location's record.
-    public var records: [LocationRecord] { states.values.map { $0.record(engine) } }
+    public var records: [LocationRecord] { locations.locations.map { $0.record(engine) } }
 
     /// The records of the locations that pass a test on their address (a scan).
     public func records(where include: (LocationAddress) -> Bool) -> [LocationRecord] {
-        states.values.filter { include($0.address) }.map { $0.record(engine) }.sorted { $0.address.description < $1.address.description }
+        locations.locations.filter { include($0.address) }.map { $0.record(engine) }.sorted { $0.address.description < $1.address.description }
     }
 
     /// Whether the location with this path (`dataset/venue/building/floor/room/location`) is tracked.
-    public func isTracked(path: Substring) -> Bool { states[LocationKey(path)] != nil }
+    public func isTracked(path: Substring) -> Bool { locations.find(path) != nil }
 
     /// When the next value goes stale, if any will.
     public var nextExpiry: LiveTimestamp? { expiries.next }
@@ -97,7 +97,7 @@ public final class LiveStore {
     public func apply(
         path: Substring, domain: Substring, payload: LivePayload, receivedAt now: LiveTimestamp
     ) -> Outcome? {
-        guard let state = states[LocationKey(path)] else { return nil }
+        guard let state = locations.find(path) else { return nil }
         let domain = String(domain)
         return apply(
             state, domain: domain, properties: payload.properties, timestamp: payload.timestamp ?? now,
@@ -185,7 +185,7 @@ public final class LiveStore {
         expiries.removeAll()
         // Legend-state numbers and stale-domain numbers belong to the old rules: start over.
         summaries.resetTotals(titles: engine.legendTitles)
-        for state in states.values {
+        for state in locations.locations {
             let published = state.publishedStyle(old)
             state.setPublished(published.map { .legacy(LegacyStyle($0, selection: engine.selection(named: $0.rules))) } ?? .none)
             state.contribution = nil
@@ -198,7 +198,7 @@ public final class LiveStore {
     /// Re-derives every location (after a restore, a rules change, a layer toggle).
     public func rederiveAll(now: LiveTimestamp) -> [DerivedChange] {
         var changes: [DerivedChange] = []
-        for state in states.values {
+        for state in locations.locations {
             if case .changed(let change) = rederive(state, now: now) {
                 changes.append(change)
                 markDirty(state)
@@ -227,7 +227,7 @@ public final class LiveStore {
     /// Marks locations for writing again (after a failed write).
     public func markDirty(_ addresses: [LocationAddress]) {
         for address in addresses {
-            if let state = states[LocationKey(Substring(address.description))] { markDirty(state) }
+            if let state = locations.find(address) { markDirty(state) }
         }
     }
 
@@ -237,7 +237,7 @@ public final class LiveStore {
     /// Puts back persisted locations: values, last published style and version. Staleness is
     /// rescheduled; call ``expire(now:)`` and ``rederiveAll(now:)`` after it to catch up.
     public func restore(_ restored: [LocationRecord]) {
-        states.reserveCapacity(states.count + restored.count)
+        locations.reserveCapacity(locations.count + restored.count)
         for record in restored { restore(record) }
     }
 
@@ -251,7 +251,8 @@ public final class LiveStore {
     /// summaries) is, so that a restore can do that on the thread that reads the file.
     public struct PreparedLocation: Sendable {
         let record: LocationRecord
-        let key: LocationKey
+        /// Its path's hash in the location table.
+        let hash: UInt64
         let engine: RuleEngine
         let published: PublishedStyle
         let contribution: SummaryTracker.Contribution
@@ -268,7 +269,7 @@ public final class LiveStore {
         case .legacy(let legacy): legacy.selection
         }
         return PreparedLocation(
-            record: record, key: LocationKey(Substring(record.address.description)), engine: engine, published: published,
+            record: record, hash: LocationTable.hash(record.address), engine: engine, published: published,
             contribution: contribution(
                 record.address, legendState: selection.flatMap { engine.legendStateID($0) },
                 values: record.values, engine: engine))
@@ -282,13 +283,13 @@ public final class LiveStore {
         }
         let record = prepared.record
         let state: LocationState
-        if let existing = states[prepared.key] {
+        if let existing = record.address.withPathBytes({ locations.find($0, hash: prepared.hash) }) {
             state = existing
             state.values = record.values
             state.setPublished(prepared.published)
             state.version = record.version
         } else {
-            state = insert(record, key: prepared.key, published: prepared.published)
+            state = insert(record, hash: prepared.hash, published: prepared.published)
         }
         scheduleAll(state)
         summaries.update(state, prepared.contribution)
@@ -296,20 +297,22 @@ public final class LiveStore {
 
     /// Makes room for this many locations.
     public func reserveCapacity(_ count: Int) {
-        states.reserveCapacity(count)
+        locations.reserveCapacity(count)
     }
 
     // MARK: - Deriving
 
     private func location(_ address: LocationAddress) -> LocationState {
-        let key = LocationKey(Substring(address.description))
-        return states[key] ?? insert(LocationRecord(address: address), key: key, published: .none)
+        address.withPathBytes { path in
+            let hash = LocationTable.hash(path)
+            return locations.find(path, hash: hash) ?? insert(LocationRecord(address: address), hash: hash, published: .none)
+        }
     }
 
-    private func insert(_ record: LocationRecord, key: LocationKey, published: PublishedStyle) -> LocationState {
+    private func insert(_ record: LocationRecord, hash: UInt64, published: PublishedStyle) -> LocationState {
         let (floor, building) = summaries.aggregates(for: record.address)
         let state = LocationState(record, published: published, floor: floor, building: building)
-        states[key] = state
+        locations.insert(state, hash: hash)
         if !datasets.contains(record.address.dataset) { datasets.insert(record.address.dataset) }
         return state
     }
@@ -345,7 +348,14 @@ public final class LiveStore {
         let key = engine.styleKey(
             state.address, values: values, hiddenLayers: hiddenLayers,
             previous: state.legacy == nil ? state.published : nil, changedDomain: changedDomain)
-        summaries.update(state, contribution(state, legendState: engine.legendStateID(key.selection), values: values))
+        let legendState = engine.legendStateID(key.selection)
+        if let changedDomain, !changedDomain.isSameIdentifier(as: "occupancy"), var contribution = state.contribution {
+            // People and capacity come from occupancy alone: only the legend state can move.
+            contribution.state = legendState ?? -1
+            summaries.update(state, contribution)
+        } else {
+            summaries.update(state, contribution(state, legendState: legendState, values: values))
+        }
         let before: DerivedChange.Before
         if let legacy = state.legacy {
             state.legacy = nil

@@ -1,8 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import DisplayRules
 import LiveTopics
 
@@ -89,7 +84,7 @@ final class LocationState {
 
     @inline(__always)
     func index(of domain: String) -> Int? {
-        for index in values.indices where values[index].domain == domain { return index }
+        for index in values.indices where values[index].domain.isSameIdentifier(as: domain) { return index }
         return nil
     }
 }
@@ -127,40 +122,5 @@ final class LegacyStyle: Sendable {
     init(_ derived: DerivedStyle, selection: RuleSelection?) {
         self.derived = derived
         self.selection = selection
-    }
-}
-
-/// The dictionary key of a location: its path `dataset/venue/building/floor/room/location`,
-/// compared and hashed as bytes (as MQTT compares topics), and usable with a slice of an
-/// incoming topic without copying it.
-///
-/// The hash is computed once and compared first: Swift's dictionary compares keys at every
-/// probe, and comparing the hashes spares it a trip to each key's text in memory.
-struct LocationKey: Hashable, Sendable {
-    let path: Substring
-    let hash: Int
-
-    init(_ path: Substring) {
-        self.path = path
-        var hasher = Hasher()
-        let done: Void? = path.utf8.withContiguousStorageIfAvailable { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
-        if done == nil {
-            for byte in path.utf8 { hasher.combine(byte) }
-        }
-        hash = hasher.finalize()
-    }
-
-    static func == (a: LocationKey, b: LocationKey) -> Bool {
-        guard a.hash == b.hash else { return false }
-        let equal = a.path.utf8.withContiguousStorageIfAvailable { x in
-            b.path.utf8.withContiguousStorageIfAvailable { y in
-                x.count == y.count && (x.count == 0 || memcmp(x.baseAddress!, y.baseAddress!, x.count) == 0)
-            }
-        }
-        return (equal ?? nil) ?? a.path.utf8.elementsEqual(b.path.utf8)
-    }
-
-    func hash(into hasher: inout Hasher) {
-        hasher.combine(hash)
     }
 }

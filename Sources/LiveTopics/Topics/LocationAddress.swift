@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Where a location is: the first six components of its live topics
 /// (`dataset/venue/building/floor/room/location`).
 public struct LocationAddress: Hashable, Sendable, CustomStringConvertible {
@@ -44,6 +50,63 @@ public struct LocationAddress: Hashable, Sendable, CustomStringConvertible {
         case .location: location
         case .domain: nil
         }
+    }
+
+    /// Passes `dataset/venue/building/floor/room/location` as bytes to `body`, without
+    /// building a string (addresses are keyed by these bytes, as topics arrive with them).
+    public func withPathBytes<Result>(_ body: (UnsafeRawBufferPointer) -> Result) -> Result {
+        let count =
+            dataset.utf8.count + venue.utf8.count + building.utf8.count + floor.utf8.count + room.utf8.count
+            + location.utf8.count + 5
+        return withUnsafeTemporaryAllocation(byteCount: count, alignment: 1) { buffer in
+            var offset = 0
+            Self.append(dataset, to: buffer, at: &offset)
+            Self.append(venue, to: buffer, at: &offset)
+            Self.append(building, to: buffer, at: &offset)
+            Self.append(floor, to: buffer, at: &offset)
+            Self.append(room, to: buffer, at: &offset)
+            Self.append(location, to: buffer, at: &offset, last: true)
+            return body(UnsafeRawBufferPointer(buffer))
+        }
+    }
+
+    /// Whether `path` is this address's `dataset/venue/building/floor/room/location`,
+    /// byte for byte (as MQTT compares topics).
+    public func hasPath(_ path: UnsafeRawBufferPointer) -> Bool {
+        var offset = 0
+        return Self.match(dataset, path, at: &offset) && Self.match(venue, path, at: &offset)
+            && Self.match(building, path, at: &offset) && Self.match(floor, path, at: &offset)
+            && Self.match(room, path, at: &offset) && Self.match(location, path, at: &offset, last: true)
+    }
+
+    // Static with the offset passed in, rather than nested functions capturing it: a
+    // captured variable is boxed and every use of it checked for exclusive access.
+    private static func append(
+        _ component: String, to buffer: UnsafeMutableRawBufferPointer, at offset: inout Int, last: Bool = false
+    ) {
+        for byte in component.utf8 {
+            buffer[offset] = byte
+            offset += 1
+        }
+        if !last {
+            buffer[offset] = UInt8(ascii: "/")
+            offset += 1
+        }
+    }
+
+    private static func match(_ component: String, _ path: UnsafeRawBufferPointer, at offset: inout Int, last: Bool = false) -> Bool {
+        let count = component.utf8.count
+        let start = offset
+        guard start + count + (last ? 0 : 1) <= path.count else { return false }
+        let equal = component.utf8.withContiguousStorageIfAvailable { bytes in
+            count == 0 || memcmp(bytes.baseAddress!, path.baseAddress! + start, count) == 0
+        } ?? component.utf8.elementsEqual(path[start..<start + count])
+        guard equal else { return false }
+        offset = start + count
+        if last { return offset == path.count }
+        guard path[offset] == UInt8(ascii: "/") else { return false }
+        offset += 1
+        return true
     }
 
     /// `dataset/venue/building/floor/room/location`.

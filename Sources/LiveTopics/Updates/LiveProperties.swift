@@ -26,6 +26,11 @@ public struct LiveProperties: Hashable, Sendable, Sequence, ExpressibleByDiction
         for (name, value) in elements { self[name] = value }
     }
 
+    /// Makes room for this many properties.
+    public mutating func reserveCapacity(_ count: Int) {
+        properties.reserveCapacity(count)
+    }
+
     public var count: Int { properties.count }
     public var isEmpty: Bool { properties.isEmpty }
 
@@ -34,7 +39,7 @@ public struct LiveProperties: Hashable, Sendable, Sequence, ExpressibleByDiction
     public subscript(name: String) -> String? {
         get {
             properties.withUnsafeBufferPointer { properties in
-                for index in properties.indices where properties[index].name == name { return properties[index].value }
+                for index in properties.indices where properties[index].name.isSameIdentifier(as: name) { return properties[index].value }
                 return nil
             }
         }

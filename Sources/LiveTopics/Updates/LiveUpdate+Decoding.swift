@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// What a live-update payload says, before it is tied to a topic.
 public struct LivePayload: Hashable, Sendable {
     public var id: String?
@@ -74,6 +80,9 @@ public struct LivePayload: Hashable, Sendable {
                         return
                     }
                     var values = LiveProperties()
+                    // One allocation for the few properties an update carries, not one per
+                    // doubling of the array.
+                    values.reserveCapacity(4)
                     try scanner.readObject { (scanner: inout JSONScanner, name, escaped) throws(JSONScanner.Failure) in
                         let nameString = try LivePayload.string(name, escaped: escaped)
                         switch try scanner.peekKind() {
@@ -178,11 +187,14 @@ extension LivePayload {
                 self = .unknown
                 return
             }
+            func equal(_ name: StaticString) -> Bool {
+                key.count == name.utf8CodeUnitCount && memcmp(key.baseAddress!, name.utf8Start, key.count) == 0
+            }
             switch key.count {
-            case 2 where key.elementsEqual("id".utf8): self = .id
-            case 9 where key.elementsEqual("timestamp".utf8): self = .timestamp
-            case 10 where key.elementsEqual("properties".utf8): self = .properties
-            case 14 where key.elementsEqual("originSourceId".utf8): self = .originSourceId
+            case 2 where equal("id"): self = .id
+            case 9 where equal("timestamp"): self = .timestamp
+            case 10 where equal("properties"): self = .properties
+            case 14 where equal("originSourceId"): self = .originSourceId
             default: self = .unknown
             }
         }
