@@ -42,27 +42,38 @@ public struct LiveValues: Sendable {
 
     /// Where a property's value is, if it has one (see ``subscript(_:)``).
     func position(of reference: PropertyReference) -> Position? {
-        domains.withUnsafeBufferPointer { domains in
-            func find(_ domain: Int) -> Position? {
-                domains[domain].properties.properties.withUnsafeBufferPointer { properties in
-                    for index in properties.indices where properties[index].name.isSameIdentifier(as: reference.name) {
-                        return Position(domain: Int32(domain), property: Int32(index))
-                    }
-                    return nil
-                }
+        if let domain = reference.domain {
+            var found: Int?
+            for index in domains.indices where domains[index].domain.isSameIdentifier(as: domain) {
+                if !domains[index].stale { found = index }
+                break
             }
-            let capacity = catalogCapacity != nil ? Position(domain: -1, property: 0) : nil
-            if let domain = reference.domain {
-                for index in domains.indices where domains[index].domain.isSameIdentifier(as: domain) {
-                    if !domains[index].stale, let position = find(index) { return position }
-                    break
-                }
-                return domain == "occupancy" && reference.name == "capacity" ? capacity : nil
-            }
+            return position(of: reference, inValueAt: found)
+        }
+        return domains.withUnsafeBufferPointer { domains in
             for index in domains.indices where !domains[index].stale {
-                if let position = find(index) { return position }
+                if let position = Self.find(reference.name, in: domains, at: index) { return position }
             }
-            return reference.name == "capacity" ? capacity : nil
+            return reference.name == "capacity" && catalogCapacity != nil ? Position(domain: -1, property: 0) : nil
+        }
+    }
+
+    /// ``position(of:)`` for a reference with a domain, where that domain's value is
+    /// already known: at `index` in `domains`, or `nil` when it has no fresh value.
+    func position(of reference: PropertyReference, inValueAt index: Int?) -> Position? {
+        if let index, let position = domains.withUnsafeBufferPointer({ Self.find(reference.name, in: $0, at: index) }) {
+            return position
+        }
+        let capacity = catalogCapacity != nil && reference.name == "capacity" && reference.domain == "occupancy"
+        return capacity ? Position(domain: -1, property: 0) : nil
+    }
+
+    private static func find(_ name: String, in domains: UnsafeBufferPointer<DomainValue>, at domain: Int) -> Position? {
+        domains[domain].properties.properties.withUnsafeBufferPointer { properties in
+            for index in properties.indices where properties[index].name.isSameIdentifier(as: name) {
+                return Position(domain: Int32(domain), property: Int32(index))
+            }
+            return nil
         }
     }
 

@@ -263,16 +263,6 @@ public final class RuleEngine: Sendable {
     private func select(
         _ address: LocationAddress, _ values: LiveValues, previous: RuleSelection?, changedDomain: String?, index: Int?
     ) -> RuleSelection {
-        // Which of the rules' domains have a fresh value here.
-        var present: UInt64 = 0
-        let domains = program.domains
-        for value in values.domains.indices where !values.domains[value].stale {
-            let name = values.domains[value].domain
-            for index in domains.indices where index < 64 && domains[index].isSameIdentifier(as: name) {
-                present |= 1 << UInt64(index)
-            }
-        }
-        let anyFresh = !values.isEmpty
         var selection: RuleSelection
         let candidates: RuleSelection
         if let previous, let changedDomain {
@@ -283,32 +273,18 @@ public final class RuleEngine: Sendable {
             selection = RuleSelection(ruleCount: program.rules.count)
             candidates = program.allRules
         }
-        let slotCount = program.slots.count
-        withUnsafeTemporaryAllocation(of: RuleProgram.SlotValue.self, capacity: max(slotCount, 1)) { slots in
-            slots.initialize(repeating: RuleProgram.SlotValue())
-            defer { _ = slots.deinitialize() }
-            program.nodes.withUnsafeBufferPointer { nodes in
-                program.literals.withUnsafeBufferPointer { literals in
-                    program.slots.withUnsafeBufferPointer { references in
-                        program.rules.withUnsafeBufferPointer { rules in
-                            let evaluator = RuleProgram.Evaluator(
-                                nodes: nodes, literals: literals, slots: slots, references: references, values: values)
-                            candidates.forEach { index in
-                                let rule = rules[index]
-                                if rule.domain >= 0 {
-                                    if rule.domain < 64 {
-                                        guard present & (1 << UInt64(rule.domain)) != 0 else { return }
-                                    } else if !values.has(domains[Int(rule.domain)]) {
-                                        return
-                                    }
-                                } else if !anyFresh {
-                                    return
-                                }
-                                if rule.hasScope, !program.inScope(index, address, values: values) { return }
-                                if evaluator.truth(rule.root) { selection.insert(index) }
-                            }
-                        }
+        let anyFresh = !values.isEmpty
+        program.withEvaluator(values) { evaluator, valuesOfDomains in
+            program.rules.withUnsafeBufferPointer { rules in
+                candidates.forEach { index in
+                    let rule = rules[index]
+                    if rule.domain >= 0 {
+                        guard valuesOfDomains[Int(rule.domain)] >= 0 else { return }
+                    } else if !anyFresh {
+                        return
                     }
+                    if rule.hasScope, !program.inScope(index, address, values: values) { return }
+                    if evaluator.truth(rule.root) { selection.insert(index) }
                 }
             }
         }
@@ -362,6 +338,15 @@ struct StyleBuilder {
 extension RuleProgram {
     /// Whether rule `index`'s `where` criteria allow this location.
     func inScope(_ index: Int, _ address: LocationAddress, values: LiveValues) -> Bool {
+        if let domain = ruleDomains[index], let required = scopeComponents[index] {
+            return required.withUnsafeBufferPointer { required in
+                for (component, value) in required {
+                    let actual = component == .domain ? domain : address[component]!
+                    if !actual.isSameIdentifier(as: value) { return false }
+                }
+                return true
+            }
+        }
         guard let scope = scopes[index] else { return true }
         if let domain = ruleDomains[index] { return scope.matches(address, domain: domain) }
         return values.fresh.contains { scope.matches(address, domain: $0.domain) }

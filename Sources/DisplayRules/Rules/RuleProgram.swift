@@ -53,6 +53,9 @@ final class RuleProgram: Sendable {
     let legendTitles: [String]
     let styles: [StyleTemplate]
     let scopes: [TopicCriteria?]
+    /// Per rule, the components its `where` criteria require, to compare one by one with
+    /// a location's; `nil` without criteria or for a raw filter.
+    let scopeComponents: [[(LiveTopic.Component, String)]?]
     let ruleDomains: [String?]
     /// Per domain, the rules whose result can change when that domain's value changes: the
     /// rules of the domain and those that read it. Rules without a domain are in every set.
@@ -141,6 +144,10 @@ final class RuleProgram: Sendable {
         ruleNames = rules.map(\.name)
         styles = rules.map(\.style)
         scopes = rules.map(\.scope)
+        scopeComponents = rules.map { rule in
+            guard case .components(let values)? = rule.scope?.form else { return nil }
+            return values.sorted { $0.key.rawValue < $1.key.rawValue }.map { ($0.key, $0.value) }
+        }
         ruleDomains = rules.map(\.domain)
         legendTitles = rules.map(\.legendTitle)
         var distinct: [String] = []
@@ -163,6 +170,37 @@ final class RuleProgram: Sendable {
     func recheck(changed domain: String, index: Int?) -> RuleSelection {
         if let index { return recheckByDomain[index] }
         return (dependents[domain] ?? RuleSelection(ruleCount: rules.count)).union(everywhere)
+    }
+
+    /// Calls `body` with an evaluator of the conditions over `values`, and where each of
+    /// `domains` has its fresh value among them (its index in `values.domains`, or -1).
+    func withEvaluator<Result>(
+        _ values: LiveValues, _ body: (Evaluator, UnsafeBufferPointer<Int32>) -> Result
+    ) -> Result {
+        withUnsafeTemporaryAllocation(of: Int32.self, capacity: max(domains.count, 1)) { valuesOfDomains in
+            valuesOfDomains.initialize(repeating: -1)
+            for value in values.domains.indices where !values.domains[value].stale {
+                let name = values.domains[value].domain
+                for index in domains.indices where domains[index].isSameIdentifier(as: name) { valuesOfDomains[index] = Int32(value) }
+            }
+            let found = UnsafeBufferPointer(valuesOfDomains)
+            return withUnsafeTemporaryAllocation(of: SlotValue.self, capacity: max(slots.count, 1)) { slotValues in
+                slotValues.initialize(repeating: SlotValue())
+                defer { _ = slotValues.deinitialize() }
+                return nodes.withUnsafeBufferPointer { nodes in
+                    literals.withUnsafeBufferPointer { literals in
+                        slots.withUnsafeBufferPointer { references in
+                            slotDomains.withUnsafeBufferPointer { domainsOfSlots in
+                                let evaluator = Evaluator(
+                                    nodes: nodes, literals: literals, slots: slotValues, references: references,
+                                    values: values, domainsOfSlots: domainsOfSlots, valuesOfDomains: found)
+                                return body(evaluator, found)
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 
     /// The bit of a domain (at `index` in `domains`) in `labelReads` and `badgeTextReads`.
@@ -262,12 +300,24 @@ final class RuleProgram: Sendable {
         let slots: UnsafeMutableBufferPointer<SlotValue>
         let references: UnsafeBufferPointer<PropertyReference>
         let values: LiveValues
+        /// Where the rules' domains are among the values, when the caller worked it out:
+        /// per slot its domain's index in `domains` (or -1), and per domain the index of
+        /// its fresh value (or -1), so that a slot is found without comparing names.
+        var domainsOfSlots: UnsafeBufferPointer<Int32>?
+        var valuesOfDomains: UnsafeBufferPointer<Int32>?
 
         @inline(__always)
         func slot(_ index: Int32) -> SlotValue {
             let index = Int(index)
             if slots[index].state == 0 {
-                if let position = values.position(of: references[index]) {
+                let position: LiveValues.Position?
+                if let domainsOfSlots, let valuesOfDomains, domainsOfSlots[index] >= 0 {
+                    let value = valuesOfDomains[Int(domainsOfSlots[index])]
+                    position = values.position(of: references[index], inValueAt: value >= 0 ? Int(value) : nil)
+                } else {
+                    position = values.position(of: references[index])
+                }
+                if let position {
                     let number = values.withText(at: position) { parseNumber($0) }
                     slots[index] = SlotValue(state: 2, hasNumber: number != nil, number: number ?? 0, position: position)
                 } else {

@@ -69,7 +69,7 @@ public final class LiveEngine {
         // A tracked location: its path and domain are a slice of the topic, and only the
         // domain level is left to check (the index already refused wildcards and NUL).
         let bytes = topic.utf8
-        if let slash = bytes.lastIndex(of: UInt8(ascii: "/")), bytes.index(after: slash) != bytes.endIndex,
+        if let slash = Self.lastSlash(topic), bytes.index(after: slash) != bytes.endIndex,
             let outcome = store.apply(
                 path: topic[..<slash], domain: topic[bytes.index(after: slash)...], payload: decoded, receivedAt: receivedAt)
         {
@@ -82,6 +82,21 @@ public final class LiveEngine {
             return reject(.badTopic, "\(error)")
         }
         return Self.outcome(store.apply(LiveUpdate(topic: liveTopic, payload: decoded, receivedAt: receivedAt), now: receivedAt))
+    }
+
+    /// Where the last `/` of a topic is, read from its bytes in place.
+    private static func lastSlash(_ topic: String) -> String.Index? {
+        let bytes = topic.utf8
+        let offset = bytes.withContiguousStorageIfAvailable { buffer -> Int? in
+            var index = buffer.count - 1
+            while index >= 0 {
+                if buffer[index] == UInt8(ascii: "/") { return index }
+                index -= 1
+            }
+            return nil
+        }
+        guard let offset else { return bytes.lastIndex(of: UInt8(ascii: "/")) }
+        return offset.map { bytes.index(bytes.startIndex, offsetBy: $0) }
     }
 
     private static func outcome(_ outcome: LiveStore.Outcome) -> Outcome {

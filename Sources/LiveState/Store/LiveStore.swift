@@ -28,18 +28,22 @@ public final class LiveStore {
         public init() {}
     }
 
+    // The store has one owner and no method of it re-enters another while changing a
+    // property, so the run-time exclusivity check on every access to the properties an
+    // update touches (a thread-local lookup each) would buy nothing: they opt out of it.
     public private(set) var engine: RuleEngine
     public private(set) var hiddenLayers = Set<String>()
-    public private(set) var counters = Counters()
-    public private(set) var summaries: SummaryTracker
+    @exclusivity(unchecked) public private(set) var counters = Counters()
+    @exclusivity(unchecked) public private(set) var summaries: SummaryTracker
     /// Datasets of the tracked locations.
     public private(set) var datasets = Set<String>()
-    private var locations = LocationTable()
-    private var expiries = ExpiryQueue()
-    private var dirty: [LocationState] = []
+    @exclusivity(unchecked) private var locations = LocationTable()
+    @exclusivity(unchecked) private var expiries = ExpiryQueue()
+    @exclusivity(unchecked) private var dirty: [LocationState] = []
     /// The domains with a `staleAfter`, numbered for the expiry bitmask of each location.
     private var staleDomains: [String] = []
-    private var staleAfter: [Duration] = []
+    /// Per stale domain, its `staleAfter` in milliseconds (timestamps are milliseconds).
+    private var staleAfter: [Int64] = []
 
     public init(engine: RuleEngine, summaryInterval: Duration = .seconds(1)) {
         self.engine = engine
@@ -50,11 +54,11 @@ public final class LiveStore {
     private func numberStaleDomains() {
         let domains = engine.ruleSet.domains.filter { $0.value.staleAfter != nil }.keys.sorted().prefix(64)
         staleDomains = Array(domains)
-        staleAfter = domains.map { engine.ruleSet.domains[$0]!.staleAfter! }
+        staleAfter = domains.map { engine.ruleSet.domains[$0]!.staleAfter!.milliseconds }
     }
 
     private func staleNumber(_ domain: String) -> Int? {
-        staleDomains.isEmpty ? nil : staleDomains.firstIndex(of: domain)
+        staleDomains.isEmpty ? nil : staleDomains.firstIndex { $0.isSameIdentifier(as: domain) }
     }
 
     /// How many locations are tracked.
@@ -115,7 +119,7 @@ public final class LiveStore {
         } else {
             let staleNumber = staleNumber(domain)
             let staleAfter = staleNumber.map { self.staleAfter[$0] }
-            let stale = staleAfter.map { timestamp.adding($0) <= now } ?? false
+            let stale = staleAfter.map { timestamp.adding(milliseconds: $0) <= now } ?? false
             let value = DomainValue(domain: domain, properties: properties, timestamp: timestamp, stale: stale)
             if let index = state.index(of: domain) {
                 if timestamp < state.values[index].timestamp {
@@ -127,7 +131,7 @@ public final class LiveStore {
                 if !stale, !state.values[index].stale, state.values[index].properties == properties {
                     state.values[index].timestamp = timestamp
                     if let staleNumber, let staleAfter {
-                        schedule(state, number: staleNumber, deadline: timestamp.adding(staleAfter))
+                        schedule(state, number: staleNumber, deadline: timestamp.adding(milliseconds: staleAfter))
                     }
                     counters.applied += 1
                     markDirty(state)
@@ -138,7 +142,7 @@ public final class LiveStore {
                 state.values.append(value)
             }
             if let staleNumber, let staleAfter, !stale {
-                schedule(state, number: staleNumber, deadline: timestamp.adding(staleAfter))
+                schedule(state, number: staleNumber, deadline: timestamp.adding(milliseconds: staleAfter))
             }
         }
         counters.applied += 1
@@ -156,7 +160,7 @@ public final class LiveStore {
             state.scheduledExpiries &= ~(1 << UInt64(number))
             guard let index = state.index(of: staleDomains[number]), !state.values[index].stale else { continue }
             // A newer value arrived since this was scheduled: wait for its own deadline.
-            let deadline = state.values[index].timestamp.adding(staleAfter[number])
+            let deadline = state.values[index].timestamp.adding(milliseconds: staleAfter[number])
             if deadline > now {
                 schedule(state, number: number, deadline: deadline)
                 continue
@@ -328,7 +332,7 @@ public final class LiveStore {
     private func scheduleAll(_ state: LocationState) {
         for value in state.values where !value.stale {
             if let number = staleNumber(value.domain) {
-                schedule(state, number: number, deadline: value.timestamp.adding(staleAfter[number]))
+                schedule(state, number: number, deadline: value.timestamp.adding(milliseconds: staleAfter[number]))
             }
         }
     }
@@ -410,6 +414,11 @@ public final class LiveStore {
 extension LiveTimestamp {
     /// This time plus a duration.
     public func adding(_ duration: Duration) -> LiveTimestamp {
-        LiveTimestamp(millisecondsSince1970: millisecondsSince1970 + duration.milliseconds)
+        adding(milliseconds: duration.milliseconds)
+    }
+
+    /// This time plus some milliseconds.
+    func adding(milliseconds: Int64) -> LiveTimestamp {
+        LiveTimestamp(millisecondsSince1970: millisecondsSince1970 + milliseconds)
     }
 }

@@ -24,26 +24,27 @@ public struct LocationRecord: Hashable, Sendable {
 
 /// A location inside the store: a reference, so that an update changes it in place
 /// without copying (or re-hashing) anything. Kept small: at a million locations every
-/// byte here is a megabyte.
+/// byte here is a megabyte. Only its store changes it, so its properties opt out of the
+/// run-time exclusivity check as the store's do.
 final class LocationState {
     let address: LocationAddress
-    var values: [DomainValue]
+    @exclusivity(unchecked) var values: [DomainValue]
     /// The last published style, as its key under the current rules: `nil` until the first
     /// change is published, and while `legacy` stands in for it.
-    var published: StyleKey?
+    @exclusivity(unchecked) var published: StyleKey?
     /// A published style that the current rules do not make (restored from a file written
     /// under other rules, or published before a reload), until the next derivation.
-    var legacy: LegacyStyle?
-    var version: UInt64
+    @exclusivity(unchecked) var legacy: LegacyStyle?
+    @exclusivity(unchecked) var version: UInt64
     /// What it adds to its floor and building summaries.
-    var contribution: SummaryTracker.Contribution?
+    @exclusivity(unchecked) var contribution: SummaryTracker.Contribution?
     let floorSummary: SummaryTracker.Aggregate
     let buildingSummary: SummaryTracker.Aggregate
     /// Changed since the last write.
-    var dirty = false
+    @exclusivity(unchecked) var dirty = false
     /// One bit per domain with a `staleAfter` (the store numbers them) that has an entry in
     /// the expiry queue: at most one entry per value.
-    var scheduledExpiries: UInt64 = 0
+    @exclusivity(unchecked) var scheduledExpiries: UInt64 = 0
 
     init(
         _ record: LocationRecord, published: PublishedStyle, floor: SummaryTracker.Aggregate,

@@ -68,11 +68,12 @@ public struct SummaryTracker {
     /// update moves two counters instead of hashing two titles.
     final class Aggregate {
         let key: Key
-        var locations = 0
-        var counts: [Int] = []
-        var people = 0
-        var capacity = 0
-        var dirty = false
+        // Changed only through the store (see `LiveStore`'s note on exclusivity).
+        @exclusivity(unchecked) var locations = 0
+        @exclusivity(unchecked) var counts: [Int] = []
+        @exclusivity(unchecked) var people = 0
+        @exclusivity(unchecked) var capacity = 0
+        @exclusivity(unchecked) var dirty = false
         var lastHandedOut: LiveTimestamp?
 
         init(_ key: Key) {

@@ -42,15 +42,18 @@ final class TopicTrie {
     static let inlineKeyCapacity = 16
     static let inlineKeyOffset = MemoryLayout<Edge>.offset(of: \Edge.inlineKey)!
 
-    private var nodes = FlatBuffer<Node>()
+    // A trie is changed only through its index's copy-on-write (never while a match runs
+    // over it), so what a match reads opts out of the run-time exclusivity check, which
+    // would otherwise cost a thread-local lookup per property read per match.
+    @exclusivity(unchecked) private var nodes = FlatBuffer<Node>()
     private var freeNodes: [Int32] = []
-    private var edges: UnsafeMutablePointer<Edge>
-    private var capacity: Int
+    @exclusivity(unchecked) private var edges: UnsafeMutablePointer<Edge>
+    @exclusivity(unchecked) private var capacity: Int
     private var edgeCount = 0
-    private var longKeys = FlatBuffer<UInt8>()
+    @exclusivity(unchecked) private var longKeys = FlatBuffer<UInt8>()
     /// Bytes of `longKeys` that removed edges no longer use; compacted when they dominate.
     private var unusedKeyBytes = 0
-    private var entryNext = FlatBuffer<Int32>()
+    @exclusivity(unchecked) private var entryNext = FlatBuffer<Int32>()
     /// Per-index random seed: the level hash is not predictable from outside.
     private let seed: UInt64
 
