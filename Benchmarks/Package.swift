@@ -75,6 +75,16 @@ let package = Package(
             path: "Benchmarks/RestoreBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
+        // Not a benchmark: the pipeline's work as a plain program, for callgrind.
+        .executableTarget(
+            name: "PipelineProbe",
+            dependencies: [
+                "BenchmarkFixtures",
+                .product(name: "LiveTopics", package: "livedata"),
+                .product(name: "LiveDataServer", package: "livedata"),
+            ],
+            path: "Probes/PipelineProbe"
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

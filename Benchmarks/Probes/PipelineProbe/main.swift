@@ -1,0 +1,34 @@
+import BenchmarkFixtures
+import LiveDataServer
+import LiveTopics
+
+// The pipeline benchmark's work as a plain program, for counting instructions (wall-clock
+// time on a shared machine drifts too much to compare two small changes):
+//
+//   swift build -c release --product PipelineProbe
+//   strip --strip-debug -o /tmp/probe .build/release/PipelineProbe
+//   valgrind --tool=callgrind --collect-atstart=no --toggle-collect='*measuredRegion*' /tmp/probe [LOCATIONS]
+//
+// divides the reported total by the 100,000 updates of the measured region.
+
+/// The measured updates; not inlined, so that callgrind can count it alone.
+@inline(never)
+func measuredRegion(_ engine: LiveEngine, _ updates: [(topic: String, payload: [UInt8])], _ now: inout LiveTimestamp) -> Int {
+    var changed = 0
+    for update in updates {
+        now.millisecondsSince1970 += 1
+        if case .changed = engine.process(topic: update.topic, payload: update.payload, receivedAt: now) { changed += 1 }
+    }
+    return changed
+}
+
+let locations = CommandLine.arguments.dropFirst().first.flatMap { Int($0) } ?? 10_000
+let engine = LiveEngine(ruleSet: PipelineFixtures.ruleSet(), subscriptions: PipelineFixtures.subscriptions)
+var now = LiveTimestamp(millisecondsSince1970: 1_763_720_000_000)
+for update in PipelineFixtures.updates(count: locations * 3, locations: locations, seed: 1) {
+    now.millisecondsSince1970 += 1
+    _ = engine.process(topic: update.topic, payload: update.payload, receivedAt: now)
+}
+let updates = PipelineFixtures.updates(count: 100_000, locations: locations, seed: 2)
+let changed = measuredRegion(engine, updates, &now)
+print("\(updates.count) updates over \(locations) locations, \(changed) style changes")
