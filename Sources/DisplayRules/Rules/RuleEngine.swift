@@ -338,11 +338,13 @@ struct StyleBuilder {
 extension RuleProgram {
     /// Whether rule `index`'s `where` criteria allow this location.
     func inScope(_ index: Int, _ address: LocationAddress, values: LiveValues) -> Bool {
+        // Criteria given as components are compared one by one without copying them out
+        // of `scopes` (the same comparison as `TopicCriteria.matches`).
         if let domain = ruleDomains[index], let required = scopeComponents[index] {
             return required.withUnsafeBufferPointer { required in
-                for (component, value) in required {
-                    let actual = component == .domain ? domain : address[component]!
-                    if !actual.isSameIdentifier(as: value) { return false }
+                for (component, value) in required
+                where !TopicCriteria.component(component, of: address, domain: domain, is: value) {
+                    return false
                 }
                 return true
             }

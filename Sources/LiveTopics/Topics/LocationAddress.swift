@@ -142,11 +142,18 @@ extension TopicCriteria {
         case .filter(let filter):
             return filter.matches(address.description + "/" + domain)
         case .components(let values):
-            for (component, value) in values {
-                let actual = component == .domain ? domain : address[component]
-                if actual != value { return false }
+            for (component, value) in values where !Self.component(component, of: address, domain: domain, is: value) {
+                return false
             }
             return true
         }
+    }
+
+    /// Whether `component` of a location's topic for `domain` has the value `value`: the
+    /// one comparison behind ``matches(_:domain:)`` for criteria given as components.
+    public static func component(
+        _ component: LiveTopic.Component, of address: LocationAddress, domain: String, is value: String
+    ) -> Bool {
+        (component == .domain ? domain : address[component]!) == value
     }
 }
