@@ -71,8 +71,7 @@ struct RuleEngineTests {
             try rule("c-only", "nrOfPeople > 0", Style(icon: "c.svg"), order: 1, scope: try TopicCriteria(building: "C")),
         ]))
         #expect(engine.derive(room, values: occupancy("1")).style.icon == "b.svg")
-        var other = room
-        other.building = "C"
+        let other = LocationAddress(dataset: "ds1", venue: "hq", building: "C", floor: "F3", room: "R7", location: "room-7")
         #expect(engine.derive(other, values: occupancy("1")).style.icon == "c.svg")
     }
 

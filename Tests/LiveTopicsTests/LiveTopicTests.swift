@@ -98,4 +98,22 @@ struct LiveTopicTests {
             #expect(!hasPath(other), "\(other)")
         }
     }
+
+    @Test("an address kept as its path gives back each component, and compares them in place")
+    func addressComponents() throws {
+        let address = LocationAddress(dataset: "ds1", venue: "hq", building: "B", floor: "F3", room: "", location: "rüm-7")
+        #expect(address.path == "ds1/hq/B/F3//rüm-7")
+        #expect([address.dataset, address.venue, address.building, address.floor, address.room, address.location]
+            == ["ds1", "hq", "B", "F3", "", "rüm-7"])
+        #expect(address[.domain] == nil)
+        #expect(address.has(.floor, "F3") && address.has(.room, "") && address.has(.location, "rüm-7"))
+        #expect(!address.has(.floor, "F") && !address.has(.floor, "F33") && !address.has(.dataset, "hq") && !address.has(.domain, ""))
+        #expect(LocationAddress(path: "ds1/hq/B/F3//rüm-7") == address)
+        #expect(LocationAddress(path: "ds1/hq/B/F3/rüm-7") == nil)
+        #expect(LocationAddress(path: "ds1/hq/B/F3/R/r/x") == nil)
+        let topic = try LiveTopic(parsing: "ds1/hq/B/F3/R7/room-7/occupancy")
+        #expect(try TopicCriteria(floor: "F3", domain: "occupancy").matches(topic))
+        #expect(try !TopicCriteria(floor: "F", domain: "occupancy").matches(topic))
+        #expect(try !TopicCriteria(floor: "F3", domain: "occupanc").matches(topic))
+    }
 }

@@ -30,5 +30,8 @@ for update in PipelineFixtures.updates(count: locations * 3, locations: location
     _ = engine.process(topic: update.topic, payload: update.payload, receivedAt: now)
 }
 let updates = PipelineFixtures.updates(count: 100_000, locations: locations, seed: 2)
-let changed = measuredRegion(engine, updates, &now)
-print("\(updates.count) updates over \(locations) locations, \(changed) style changes")
+let clock = ContinuousClock()
+var changed = 0
+let elapsed = clock.measure { changed = measuredRegion(engine, updates, &now) }
+let nanoseconds = Double(elapsed.components.seconds) * 1e9 + Double(elapsed.components.attoseconds) / 1e9
+print("\(updates.count) updates over \(locations) locations, \(changed) style changes, \(Int(nanoseconds / Double(updates.count))) ns each")

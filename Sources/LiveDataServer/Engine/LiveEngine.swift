@@ -34,8 +34,10 @@ public final class LiveEngine {
     }
 
     public let store: LiveStore
-    public private(set) var counters = Counters()
-    private var subscriptions = TopicIndex<Int>()
+    // One owner, never re-entered while a property is being changed: the properties every
+    // update touches opt out of the run-time exclusivity check (as the store's do).
+    @exclusivity(unchecked) public private(set) var counters = Counters()
+    @exclusivity(unchecked) private var subscriptions = TopicIndex<Int>()
     public let maximumPayloadSize: Int
 
     public init(
@@ -66,15 +68,16 @@ public final class LiveEngine {
         } catch {
             return rejectPayload(error)
         }
-        // A tracked location: its path and domain are a slice of the topic, and only the
-        // domain level is left to check (the index already refused wildcards and NUL).
-        let bytes = topic.utf8
-        if let slash = Self.lastSlash(topic), bytes.index(after: slash) != bytes.endIndex,
-            let outcome = store.apply(
-                path: topic[..<slash], domain: topic[bytes.index(after: slash)...], payload: decoded, receivedAt: receivedAt)
-        {
-            return Self.outcome(outcome)
+        // A tracked location: its path and domain are slices of the topic's bytes, and only
+        // the domain level is left to check (the index already refused wildcards and NUL).
+        let tracked = topic.utf8.withContiguousStorageIfAvailable { bytes -> LiveStore.Outcome? in
+            let bytes = UnsafeRawBufferPointer(bytes)
+            guard let slash = Self.lastSlash(bytes), slash + 1 < bytes.count else { return nil }
+            return store.apply(
+                path: UnsafeRawBufferPointer(rebasing: bytes[..<slash]),
+                domain: UnsafeRawBufferPointer(rebasing: bytes[(slash + 1)...]), payload: decoded, receivedAt: receivedAt)
         }
+        if let outcome = tracked ?? nil { return Self.outcome(outcome) }
         let liveTopic: LiveTopic
         do {
             liveTopic = try LiveTopic(parsing: topic)
@@ -84,19 +87,14 @@ public final class LiveEngine {
         return Self.outcome(store.apply(LiveUpdate(topic: liveTopic, payload: decoded, receivedAt: receivedAt), now: receivedAt))
     }
 
-    /// Where the last `/` of a topic is, read from its bytes in place.
-    private static func lastSlash(_ topic: String) -> String.Index? {
-        let bytes = topic.utf8
-        let offset = bytes.withContiguousStorageIfAvailable { buffer -> Int? in
-            var index = buffer.count - 1
-            while index >= 0 {
-                if buffer[index] == UInt8(ascii: "/") { return index }
-                index -= 1
-            }
-            return nil
+    /// Where the last `/` of a topic is, in its bytes.
+    private static func lastSlash(_ bytes: UnsafeRawBufferPointer) -> Int? {
+        var index = bytes.count - 1
+        while index >= 0 {
+            if bytes[index] == UInt8(ascii: "/") { return index }
+            index -= 1
         }
-        guard let offset else { return bytes.lastIndex(of: UInt8(ascii: "/")) }
-        return offset.map { bytes.index(bytes.startIndex, offsetBy: $0) }
+        return nil
     }
 
     private static func outcome(_ outcome: LiveStore.Outcome) -> Outcome {

@@ -18,9 +18,12 @@ enum RecordCodec {
         var out: [UInt8] = []
         out.reserveCapacity(256)
         out.append(format)
-        let address = record.address
-        for part in [address.dataset, address.venue, address.building, address.floor, address.room, address.location] {
-            string(part, &out)
+        // The six components, each as a string (the path split at its slashes).
+        record.address.withPathBytes { path in
+            for component in path.split(separator: UInt8(ascii: "/"), maxSplits: 5, omittingEmptySubsequences: false) {
+                varint(UInt64(component.count), &out)
+                out.append(contentsOf: component)
+            }
         }
         varint(record.version, &out)
         varint(UInt64(record.values.count), &out)
@@ -107,9 +110,7 @@ enum RecordCodec {
     static func decode(_ bytes: UnsafeRawBufferPointer) throws(DecodingError) -> LocationRecord {
         var reader = Reader(bytes: bytes)
         guard try reader.byte() == format else { throw DecodingError(reason: "unknown format") }
-        let address = LocationAddress(
-            dataset: try reader.string(), venue: try reader.string(), building: try reader.string(),
-            floor: try reader.string(), room: try reader.string(), location: try reader.string())
+        let address = try reader.address()
         let version = try reader.varint()
         let valueCount = Int(try reader.varint())
         var values: [DomainValue] = []
@@ -199,6 +200,41 @@ enum RecordCodec {
             defer { position += count }
             // Written from Swift strings, so valid UTF-8: no need to check it again.
             return String(decoding: UnsafeRawBufferPointer(rebasing: bytes[position..<(position + count)]), as: UTF8.self)
+        }
+
+        /// Six strings, the components of an address, read into its path: once to measure,
+        /// once to copy.
+        mutating func address() throws(DecodingError) -> LocationAddress {
+            let start = position
+            var length = 5
+            for _ in 0..<6 {
+                let count = Int(try varint())
+                guard count <= bytes.count - position else { throw DecodingError(reason: "it ends inside a string") }
+                length += count
+                position += count
+            }
+            let end = position
+            position = start
+            var copy = self
+            let path = String(unsafeUninitializedCapacity: length) { buffer in
+                var offset = 0
+                for number in 0..<6 {
+                    if number > 0 {
+                        buffer[offset] = UInt8(ascii: "/")
+                        offset += 1
+                    }
+                    // Measured above: cannot fail.
+                    let count = Int((try? copy.varint()) ?? 0)
+                    UnsafeMutableRawBufferPointer(UnsafeMutableBufferPointer(rebasing: buffer[offset..<(offset + count)]))
+                        .copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[copy.position..<(copy.position + count)]))
+                    copy.position += count
+                    offset += count
+                }
+                return offset
+            }
+            position = end
+            guard let address = LocationAddress(path: path) else { throw DecodingError(reason: "a component has a slash") }
+            return address
         }
 
         mutating func optionalString() throws(DecodingError) -> String? {

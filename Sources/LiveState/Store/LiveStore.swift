@@ -31,8 +31,8 @@ public final class LiveStore {
     // The store has one owner and no method of it re-enters another while changing a
     // property, so the run-time exclusivity check on every access to the properties an
     // update touches (a thread-local lookup each) would buy nothing: they opt out of it.
-    public private(set) var engine: RuleEngine
-    public private(set) var hiddenLayers = Set<String>()
+    @exclusivity(unchecked) public private(set) var engine: RuleEngine
+    @exclusivity(unchecked) public private(set) var hiddenLayers = Set<String>()
     @exclusivity(unchecked) public private(set) var counters = Counters()
     @exclusivity(unchecked) public private(set) var summaries: SummaryTracker
     /// Datasets of the tracked locations.
@@ -91,29 +91,32 @@ public final class LiveStore {
         let address = LocationAddress(update.topic)
         let state = location(address)
         return apply(
-            state, domain: update.topic.domain, properties: update.properties, timestamp: update.timestamp,
-            isRemoval: update.isRemoval, now: now)
+            state, domain: update.topic.domain, at: state.index(of: update.topic.domain), properties: update.properties,
+            timestamp: update.timestamp, isRemoval: update.isRemoval, now: now)
     }
 
-    /// Applies a decoded payload to a location that is already tracked, found by its path
-    /// (`dataset/venue/building/floor/room/location`, a slice of the incoming topic).
+    /// Applies a decoded payload to a location that is already tracked, found by the bytes
+    /// of its path (`dataset/venue/building/floor/room/location`) and its domain, slices of
+    /// the incoming topic: a domain the location already has a value for is not made into
+    /// a string again.
     /// - Returns: `nil` when the location is not tracked yet: use ``apply(_:now:)``.
     public func apply(
-        path: Substring, domain: Substring, payload: LivePayload, receivedAt now: LiveTimestamp
+        path: UnsafeRawBufferPointer, domain: UnsafeRawBufferPointer, payload: LivePayload, receivedAt now: LiveTimestamp
     ) -> Outcome? {
-        guard let state = locations.find(path) else { return nil }
-        let domain = String(domain)
+        guard let state = locations.find(path, hash: LocationTable.hash(path)) else { return nil }
+        let index = state.index(ofBytes: domain)
         return apply(
-            state, domain: domain, properties: payload.properties, timestamp: payload.timestamp ?? now,
-            isRemoval: payload.isRemoval, now: now)
+            state, domain: index.map { state.values[$0].domain } ?? String(decoding: domain, as: UTF8.self), at: index,
+            properties: payload.properties, timestamp: payload.timestamp ?? now, isRemoval: payload.isRemoval, now: now)
     }
 
+    /// `index`: where the domain's value is in `state.values`, if it has one.
     private func apply(
-        _ state: LocationState, domain: String, properties: LiveProperties, timestamp: LiveTimestamp, isRemoval: Bool,
-        now: LiveTimestamp
+        _ state: LocationState, domain: String, at index: Int?, properties: LiveProperties, timestamp: LiveTimestamp,
+        isRemoval: Bool, now: LiveTimestamp
     ) -> Outcome {
         if isRemoval {
-            guard let index = state.index(of: domain) else { return .unchanged }
+            guard let index else { return .unchanged }
             state.values.remove(at: index)
             counters.removals += 1
         } else {
@@ -121,7 +124,7 @@ public final class LiveStore {
             let staleAfter = staleNumber.map { self.staleAfter[$0] }
             let stale = staleAfter.map { timestamp.adding(milliseconds: $0) <= now } ?? false
             let value = DomainValue(domain: domain, properties: properties, timestamp: timestamp, stale: stale)
-            if let index = state.index(of: domain) {
+            if let index {
                 if timestamp < state.values[index].timestamp {
                     counters.ignoredOutOfOrder += 1
                     return .ignoredOutOfOrder

@@ -83,6 +83,12 @@ final class LocationState {
         LocationRecord(address: address, values: values, published: publishedStyle(engine), version: version)
     }
 
+    /// Where a domain's value is in `values`, found by the bytes of its name.
+    func index(ofBytes domain: UnsafeRawBufferPointer) -> Int? {
+        for index in values.indices where values[index].domain.isSameIdentifier(asBytes: domain) { return index }
+        return nil
+    }
+
     @inline(__always)
     func index(of domain: String) -> Int? {
         for index in values.indices where values[index].domain.isSameIdentifier(as: domain) { return index }

@@ -142,8 +142,8 @@ public struct SummaryTracker {
     mutating func aggregates(for address: LocationAddress) -> (floor: Aggregate, building: Aggregate) {
         if let lastFloor {
             let key = lastFloor.floor.key
-            if key.floor == address.floor && key.building == address.building && key.venue == address.venue
-                && key.dataset == address.dataset
+            if let floor = key.floor, address.has(.floor, floor) && address.has(.building, key.building) && address.has(.venue, key.venue)
+                && address.has(.dataset, key.dataset)
             {
                 return lastFloor
             }

@@ -6,21 +6,16 @@ import Darwin
 
 /// Where a location is: the first six components of its live topics
 /// (`dataset/venue/building/floor/room/location`).
+///
+/// Kept as that one path string: copying an address (every derived change carries one)
+/// costs one reference, comparing it with a topic's bytes is one `memcmp`, and the
+/// components are read out of it when asked for.
 public struct LocationAddress: Hashable, Sendable, CustomStringConvertible {
-    public var dataset: String
-    public var venue: String
-    public var building: String
-    public var floor: String
-    public var room: String
-    public var location: String
+    /// `dataset/venue/building/floor/room/location`.
+    public let path: String
 
     public init(dataset: String, venue: String, building: String, floor: String, room: String, location: String) {
-        self.dataset = dataset
-        self.venue = venue
-        self.building = building
-        self.floor = floor
-        self.room = room
-        self.location = location
+        path = "\(dataset)/\(venue)/\(building)/\(floor)/\(room)/\(location)"
     }
 
     /// The address of a topic's location.
@@ -29,6 +24,24 @@ public struct LocationAddress: Hashable, Sendable, CustomStringConvertible {
             dataset: topic.dataset, venue: topic.venue, building: topic.building, floor: topic.floor, room: topic.room,
             location: topic.location)
     }
+
+    /// The address with this path, if it has six components (five `/`). The components
+    /// are not checked further: use it for paths that were valid topics' (stored ones).
+    public init?(path: String) {
+        var slashes = 0
+        for byte in path.utf8 where byte == UInt8(ascii: "/") { slashes += 1 }
+        guard slashes == 5 else { return nil }
+        var path = path
+        path.makeContiguousUTF8()
+        self.path = path
+    }
+
+    public var dataset: String { component(0) }
+    public var venue: String { component(1) }
+    public var building: String { component(2) }
+    public var floor: String { component(3) }
+    public var room: String { component(4) }
+    public var location: String { component(5) }
 
     /// The topic of one of this location's domains.
     public func topic(domain: String) -> LiveTopic {
@@ -41,76 +54,63 @@ public struct LocationAddress: Hashable, Sendable, CustomStringConvertible {
 
     /// The value of one component (`nil` for `.domain`).
     public subscript(component: LiveTopic.Component) -> String? {
-        switch component {
-        case .dataset: dataset
-        case .venue: venue
-        case .building: building
-        case .floor: floor
-        case .room: room
-        case .location: location
-        case .domain: nil
+        component.position.map { self.component($0) }
+    }
+
+    /// Whether `component` is `value`, byte for byte, read in place (`false` for `.domain`).
+    public func has(_ component: LiveTopic.Component, _ value: String) -> Bool {
+        guard let position = component.position else { return false }
+        var value = value
+        return value.withUTF8 { value in
+            withPathBytes { path in
+                let range = Self.range(of: position, in: path)
+                return range.count == value.count
+                    && (value.count == 0 || memcmp(path.baseAddress! + range.lowerBound, value.baseAddress!, value.count) == 0)
+            }
         }
     }
 
     /// Passes `dataset/venue/building/floor/room/location` as bytes to `body`, without
-    /// building a string (addresses are keyed by these bytes, as topics arrive with them).
+    /// copying them (addresses are keyed by these bytes, as topics arrive with them).
     public func withPathBytes<Result>(_ body: (UnsafeRawBufferPointer) -> Result) -> Result {
-        let count =
-            dataset.utf8.count + venue.utf8.count + building.utf8.count + floor.utf8.count + room.utf8.count
-            + location.utf8.count + 5
-        return withUnsafeTemporaryAllocation(byteCount: count, alignment: 1) { buffer in
-            var offset = 0
-            Self.append(dataset, to: buffer, at: &offset)
-            Self.append(venue, to: buffer, at: &offset)
-            Self.append(building, to: buffer, at: &offset)
-            Self.append(floor, to: buffer, at: &offset)
-            Self.append(room, to: buffer, at: &offset)
-            Self.append(location, to: buffer, at: &offset, last: true)
-            return body(UnsafeRawBufferPointer(buffer))
-        }
+        if let result = path.utf8.withContiguousStorageIfAvailable({ body(UnsafeRawBufferPointer($0)) }) { return result }
+        var path = path
+        return path.withUTF8 { body(UnsafeRawBufferPointer($0)) }
     }
 
     /// Whether `path` is this address's `dataset/venue/building/floor/room/location`,
     /// byte for byte (as MQTT compares topics).
-    public func hasPath(_ path: UnsafeRawBufferPointer) -> Bool {
-        var offset = 0
-        return Self.match(dataset, path, at: &offset) && Self.match(venue, path, at: &offset)
-            && Self.match(building, path, at: &offset) && Self.match(floor, path, at: &offset)
-            && Self.match(room, path, at: &offset) && Self.match(location, path, at: &offset, last: true)
-    }
-
-    // Static with the offset passed in, rather than nested functions capturing it: a
-    // captured variable is boxed and every use of it checked for exclusive access.
-    private static func append(
-        _ component: String, to buffer: UnsafeMutableRawBufferPointer, at offset: inout Int, last: Bool = false
-    ) {
-        for byte in component.utf8 {
-            buffer[offset] = byte
-            offset += 1
-        }
-        if !last {
-            buffer[offset] = UInt8(ascii: "/")
-            offset += 1
+    public func hasPath(_ other: UnsafeRawBufferPointer) -> Bool {
+        withPathBytes { path in
+            path.count == other.count && (path.count == 0 || memcmp(path.baseAddress!, other.baseAddress!, path.count) == 0)
         }
     }
 
-    private static func match(_ component: String, _ path: UnsafeRawBufferPointer, at offset: inout Int, last: Bool = false) -> Bool {
-        let count = component.utf8.count
-        let start = offset
-        guard start + count + (last ? 0 : 1) <= path.count else { return false }
-        let equal = component.utf8.withContiguousStorageIfAvailable { bytes in
-            count == 0 || memcmp(bytes.baseAddress!, path.baseAddress! + start, count) == 0
-        } ?? component.utf8.elementsEqual(path[start..<start + count])
-        guard equal else { return false }
-        offset = start + count
-        if last { return offset == path.count }
-        guard path[offset] == UInt8(ascii: "/") else { return false }
-        offset += 1
-        return true
+    /// The byte range of component `position` (0 for the dataset … 5 for the location).
+    private static func range(of position: Int, in path: UnsafeRawBufferPointer) -> Range<Int> {
+        var start = 0
+        var seen = 0
+        var index = 0
+        while index < path.count {
+            if path[index] == UInt8(ascii: "/") {
+                if seen == position { return start..<index }
+                seen += 1
+                start = index + 1
+            }
+            index += 1
+        }
+        return start..<path.count
+    }
+
+    private func component(_ position: Int) -> String {
+        withPathBytes { path in
+            let range = Self.range(of: position, in: path)
+            return String(decoding: UnsafeRawBufferPointer(rebasing: path[range]), as: UTF8.self)
+        }
     }
 
     /// `dataset/venue/building/floor/room/location`.
-    public var description: String { "\(dataset)/\(venue)/\(building)/\(floor)/\(room)/\(location)" }
+    public var description: String { path }
 
     /// The components as a JSON object, in topic order.
     public var json: String {
@@ -119,6 +119,21 @@ public struct LocationAddress: Hashable, Sendable, CustomStringConvertible {
             if let value = self[component] { object.add(component.rawValue, value) }
         }
         return object.json
+    }
+}
+
+extension LiveTopic.Component {
+    /// Its position among a location's components (`nil` for the domain, not one of them).
+    var position: Int? {
+        switch self {
+        case .dataset: 0
+        case .venue: 1
+        case .building: 2
+        case .floor: 3
+        case .room: 4
+        case .location: 5
+        case .domain: nil
+        }
     }
 }
 
@@ -149,11 +164,12 @@ extension TopicCriteria {
         }
     }
 
-    /// Whether `component` of a location's topic for `domain` has the value `value`: the
-    /// one comparison behind ``matches(_:domain:)`` for criteria given as components.
+    /// Whether `component` of a location's topic for `domain` has the value `value`, byte
+    /// for byte as MQTT compares topics: the one comparison behind ``matches(_:domain:)``
+    /// for criteria given as components.
     public static func component(
         _ component: LiveTopic.Component, of address: LocationAddress, domain: String, is value: String
     ) -> Bool {
-        (component == .domain ? domain : address[component]!) == value
+        component == .domain ? domain.utf8.elementsEqual(value.utf8) : address.has(component, value)
     }
 }
