@@ -72,7 +72,7 @@ let package = Package(
             path: "Tests/LiveDataTestSupport"
         ),
         .testTarget(name: "LiveTopicsTests", dependencies: ["LiveTopics", "LiveDataTestSupport"]),
-        .testTarget(name: "DisplayRulesTests", dependencies: ["DisplayRules", "LiveTopics"]),
+        .testTarget(name: "DisplayRulesTests", dependencies: ["DisplayRules", "LiveTopics", "LiveDataTestSupport"]),
         .testTarget(name: "LiveStateTests", dependencies: ["LiveState", "DisplayRules", "LiveTopics", "LiveDataTestSupport"]),
         .testTarget(
             name: "LiveDataConfigurationTests", dependencies: ["LiveDataConfiguration", "DisplayRules", "LiveTopics"]),

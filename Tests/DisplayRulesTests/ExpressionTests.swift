@@ -1,4 +1,5 @@
 import DisplayRules
+import LiveDataTestSupport
 import LiveTopics
 import Testing
 
@@ -63,6 +64,28 @@ struct ExpressionTests {
     func evaluation(source: String, expected: Bool) throws {
         let expression = try CompiledExpression(source, domain: "occupancy")
         #expect(expression.evaluate(Self.values) == expected, "\(source)")
+    }
+
+    @Test("a property's text is read as the same number as the literal written in a rule")
+    func numbersReadExactly() throws {
+        // Values are read by a fast path; literals in rules by `Double`. They must agree to
+        // the last bit, or `temperature == 21.3` could fail for a sensor sending "21.3".
+        var random = SplitMix64(seed: 7)
+        var texts = ["0", "-0", "7", "21.3", "0.1", "20.1", "55.6123", "123456789012345", "999999999999999", "0.000000001",
+                     "12345678.1234567", "-273.15", "1e3", "1.5e-7", "12345678901234567890", "0.30000000000000004"]
+        for _ in 0..<2_000 {
+            let whole = String(random.next() % 10_000_000)
+            let fraction = String(random.next() % 100_000_000)
+            let zeros = String(repeating: "0", count: Int(random.next() % 4))
+            texts.append(random.next() % 3 == 0 ? whole : "\(random.next() % 2 == 0 ? "-" : "")\(whole).\(zeros)\(fraction)")
+        }
+        for text in texts {
+            let condition = try CompiledExpression("x == \(text)", domain: "d")
+            let values = LiveValues(domains: [
+                DomainValue(domain: "d", properties: ["x": text], timestamp: LiveTimestamp(millisecondsSince1970: 0))
+            ])
+            #expect(condition.evaluate(values), "\(text)")
+        }
     }
 
     @Test(

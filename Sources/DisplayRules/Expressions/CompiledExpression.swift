@@ -76,6 +76,10 @@ public struct CompiledExpression: Sendable, CustomStringConvertible {
 }
 
 /// Reads a property's text as a number: a fast path for plain decimals, `Double` otherwise.
+///
+/// The fast path reads the digits as one integer below 2^53 and divides it by an exact
+/// power of ten, a single correctly rounded operation, so it gives the same `Double` as
+/// `Double(text)` (Clinger's fast path).
 @inline(__always)
 func parseNumber(_ text: String) -> Double? {
     let fast: Double?? = text.utf8.withContiguousStorageIfAvailable { bytes -> Double? in
@@ -85,33 +89,34 @@ func parseNumber(_ text: String) -> Double? {
             negative = true
             index += 1
         }
-        var integer: Int64 = 0
+        var mantissa: Int64 = 0
         var digits = 0
+        var fractionDigits = 0
         while index < bytes.count, bytes[index] >= UInt8(ascii: "0"), bytes[index] <= UInt8(ascii: "9") {
-            integer = integer &* 10 &+ Int64(bytes[index] &- UInt8(ascii: "0"))
+            mantissa = mantissa &* 10 &+ Int64(bytes[index] &- UInt8(ascii: "0"))
             digits += 1
             index += 1
         }
-        guard digits > 0, digits <= 15 else { return nil }
-        var value = Double(integer)
+        guard digits > 0 else { return nil }
         if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
             index += 1
-            var fraction: Int64 = 0
-            var scale = 1.0
-            var fractionDigits = 0
             while index < bytes.count, bytes[index] >= UInt8(ascii: "0"), bytes[index] <= UInt8(ascii: "9") {
-                fraction = fraction &* 10 &+ Int64(bytes[index] &- UInt8(ascii: "0"))
-                scale *= 10
+                mantissa = mantissa &* 10 &+ Int64(bytes[index] &- UInt8(ascii: "0"))
+                digits += 1
                 fractionDigits += 1
                 index += 1
             }
-            guard fractionDigits > 0, fractionDigits <= 9 else { return nil }
-            value += Double(fraction) / scale
+            guard fractionDigits > 0 else { return nil }
         }
-        guard index == bytes.count else { return nil }
+        // 15 digits stay below 2^53, and 10^15 is exact.
+        guard index == bytes.count, digits <= 15 else { return nil }
+        let value = Double(mantissa) / exactPowersOfTen[fractionDigits]
         return negative ? -value : value
     }
     if let fast, let value = fast { return value }
     guard let value = Double(text), value.isFinite else { return nil }
     return value
 }
+
+/// 10^0 … 10^15, each exactly representable.
+private let exactPowersOfTen: [Double] = (0...15).map { power in (0..<power).reduce(1.0) { value, _ in value * 10 } }

@@ -30,7 +30,11 @@ public struct LiveValues: Sendable {
     /// The value of a property, or `nil`. An unqualified reference looks in every domain;
     /// `occupancy.capacity` falls back on the catalog's capacity.
     public subscript(reference: PropertyReference) -> String? {
-        position(of: reference).map { text(at: $0) }
+        domains.withUnsafeBufferPointer { domains in
+            Self.position(of: reference, in: domains, catalogCapacity: catalogCapacity).map {
+                Self.text(at: $0, in: domains, catalogCapacity: catalogCapacity)
+            }
+        }
     }
 
     /// Where a property's value is: its domain's and its own index, or `domain` -1 for the
@@ -40,30 +44,36 @@ public struct LiveValues: Sendable {
         var property: Int32
     }
 
-    /// Where a property's value is, if it has one (see ``subscript(_:)``).
-    func position(of reference: PropertyReference) -> Position? {
+    // The lookups work on the values' buffer, so that the evaluator, which has it at hand
+    // for a whole derivation, reads values without copying or retaining the array.
+
+    /// Where a property's value is among `domains`, if it has one (see ``subscript(_:)``).
+    static func position(
+        of reference: PropertyReference, in domains: UnsafeBufferPointer<DomainValue>, catalogCapacity: String?
+    ) -> Position? {
         if let domain = reference.domain {
             var found: Int?
             for index in domains.indices where domains[index].domain.isSameIdentifier(as: domain) {
                 if !domains[index].stale { found = index }
                 break
             }
-            return position(of: reference, inValueAt: found)
+            return position(of: reference, inValueAt: found, in: domains, catalogCapacity: catalogCapacity)
         }
-        return domains.withUnsafeBufferPointer { domains in
-            for index in domains.indices where !domains[index].stale {
-                if let position = Self.find(reference.name, in: domains, at: index) { return position }
-            }
-            return reference.name == "capacity" && catalogCapacity != nil ? Position(domain: -1, property: 0) : nil
+        for index in domains.indices where !domains[index].stale {
+            if let position = find(reference.name, in: domains, at: index) { return position }
         }
+        return reference.name == "capacity" && catalogCapacity != nil ? Position(domain: -1, property: 0) : nil
     }
 
-    /// ``position(of:)`` for a reference with a domain, where that domain's value is
-    /// already known: at `index` in `domains`, or `nil` when it has no fresh value.
-    func position(of reference: PropertyReference, inValueAt index: Int?) -> Position? {
-        if let index, let position = domains.withUnsafeBufferPointer({ Self.find(reference.name, in: $0, at: index) }) {
-            return position
-        }
+    /// ``position(of:in:catalogCapacity:)`` for a reference with a domain, where that
+    /// domain's value is already known: at `index` in `domains`, or `nil` when it has no
+    /// fresh value.
+    @inline(__always)
+    static func position(
+        of reference: PropertyReference, inValueAt index: Int?, in domains: UnsafeBufferPointer<DomainValue>,
+        catalogCapacity: String?
+    ) -> Position? {
+        if let index, let position = find(reference.name, in: domains, at: index) { return position }
         let capacity = catalogCapacity != nil && reference.name == "capacity" && reference.domain == "occupancy"
         return capacity ? Position(domain: -1, property: 0) : nil
     }
@@ -77,17 +87,12 @@ public struct LiveValues: Sendable {
         }
     }
 
-    /// The text at a position found by ``position(of:)``.
-    func text(at position: Position) -> String {
-        position.domain < 0 ? catalogCapacity! : domains[Int(position.domain)].properties.properties[Int(position.property)].value
-    }
-
-    /// Passes the text at a position to `body` without copying it out.
-    func withText<Result>(at position: Position, _ body: (String) -> Result) -> Result {
-        if position.domain < 0 { return body(catalogCapacity!) }
-        return domains.withUnsafeBufferPointer { domains in
-            domains[Int(position.domain)].properties.properties.withUnsafeBufferPointer { body($0[Int(position.property)].value) }
-        }
+    /// The text at a position found by ``position(of:in:catalogCapacity:)``.
+    @inline(__always)
+    static func text(at position: Position, in domains: UnsafeBufferPointer<DomainValue>, catalogCapacity: String?) -> String {
+        position.domain < 0
+            ? catalogCapacity!
+            : domains[Int(position.domain)].properties.properties[Int(position.property)].value
     }
 
     /// Whether a domain has a value.

@@ -158,44 +158,72 @@ public final class RuleEngine: Sendable {
     /// ``styleKey(_:values:hiddenLayers:previous:changedDomain:)`` after `previous`, the
     /// location's last key: a label or badge text whose template is the one that won before
     /// and does not read the changed domain keeps its text without rendering it again.
+    ///
+    /// `outOfScope`: ``outOfScope(_:)`` of the address, when the caller keeps it.
     public func styleKey(
         _ address: LocationAddress, values: LiveValues, hiddenLayers: Set<String>, previous: StyleKey?,
-        changedDomain: String?
+        changedDomain: String?, outOfScope: RuleSelection? = nil
     ) -> StyleKey {
         styleKey(
             address, values: values, hiddenLayers: hiddenLayers, previous: previous?.selection, previousKey: previous,
-            changedDomain: changedDomain)
+            changedDomain: changedDomain, outOfScope: outOfScope)
+    }
+
+    /// The rules whose `where` criteria leave out a location whatever its values: the same
+    /// for every derivation of it under these rules, so a caller deriving one location
+    /// again and again can keep it and pass it to
+    /// ``styleKey(_:values:hiddenLayers:previous:changedDomain:outOfScope:)``.
+    public func outOfScope(_ address: LocationAddress) -> RuleSelection {
+        program.outOfScope(address)
     }
 
     private func styleKey(
         _ address: LocationAddress, values: LiveValues, hiddenLayers: Set<String>,
-        previous: RuleSelection?, previousKey: StyleKey?, changedDomain: String?
+        previous: RuleSelection?, previousKey: StyleKey?, changedDomain: String?, outOfScope: RuleSelection? = nil
     ) -> StyleKey {
         let location = locate(address, values)
         let changedIndex = changedDomain.flatMap { program.domainIndex($0) }
-        let selection = select(address, location.values, previous: previous, changedDomain: changedDomain, index: changedIndex)
+        let selection = select(
+            address, location.values, previous: previous, changedDomain: changedDomain, index: changedIndex,
+            outOfScope: outOfScope ?? program.outOfScope(address))
         let values = location.values
         let changedBit = RuleProgram.readBit(changedIndex)
-        func text(
-            _ rules: RuleSelection, _ reads: [UInt64], _ field: KeyPath<StyleTemplate, LabelTemplate?>,
-            _ previousText: KeyPath<StyleKey, String?>
-        ) -> String? {
-            let winner = selection.last(in: rules)
-            if let previousKey, changedDomain != nil, let winner, previousKey.selection.last(in: rules) == winner,
-                reads[winner] & changedBit == 0
-            {
-                return previousKey[keyPath: previousText]
-            }
-            guard let template = winning(selection, location, rules, field) else { return nil }
-            return template.isConstant ? template.source : template.render { values[$0] }
-        }
         var hidden = false
         if !hiddenLayers.isEmpty, let layer = winning(selection, location, program.layerRules, \.style.layer) {
             hidden = hiddenLayers.contains(layer)
         }
+        let previousLabel = previousKey.map { ($0.selection, $0.label) }
+        let previousBadgeText = previousKey.map { ($0.selection, $0.badgeText) }
         return StyleKey(
-            selection: selection, label: text(program.labelRules, program.labelReads, \.label, \.label),
-            badgeText: text(program.badgeTextRules, program.badgeTextReads, \.badgeText, \.badgeText), hidden: hidden)
+            selection: selection,
+            label: text(
+                selection, location, program.labelRules, program.labels, program.labelReads, \.label,
+                previous: changedDomain == nil ? nil : previousLabel, changedBit: changedBit),
+            badgeText: text(
+                selection, location, program.badgeTextRules, program.badgeTexts, program.badgeTextReads, \.badgeText,
+                previous: changedDomain == nil ? nil : previousBadgeText, changedBit: changedBit),
+            hidden: hidden)
+    }
+
+    /// The rendered text of the winning label (or badge text) template: from the highest
+    /// selected rule among `rules` (those with one; `templates` and `reads` are per rule),
+    /// else from the location's, type's or main template (`field`). A rule that also won
+    /// `previous` (a selection and the text it gave) and does not read the domain of
+    /// `changedBit` keeps that text without rendering it again.
+    private func text(
+        _ selection: RuleSelection, _ location: Location, _ rules: RuleSelection, _ templates: [LabelTemplate?],
+        _ reads: [UInt64], _ field: KeyPath<StyleTemplate, LabelTemplate?>, previous: (RuleSelection, String?)?,
+        changedBit: UInt64
+    ) -> String? {
+        let template: LabelTemplate?
+        if let winner = selection.last(in: rules) {
+            if let previous, previous.0.last(in: rules) == winner, reads[winner] & changedBit == 0 { return previous.1 }
+            template = templates[winner]
+        } else {
+            template = fallback(location, field)
+        }
+        guard let template else { return nil }
+        return template.isConstant ? template.source : template.render { location.values[$0] }
     }
 
     /// The style a key stands for at a location: the layers of its rules, its label and
@@ -235,6 +263,12 @@ public final class RuleEngine: Sendable {
         _ selection: RuleSelection, _ location: Location, _ rules: RuleSelection, _ field: KeyPath<StyleTemplate, Value?>
     ) -> Value? {
         if let index = selection.last(in: rules) { return program.styles[index][keyPath: field] }
+        return fallback(location, field)
+    }
+
+    /// The value of one style field from the location's, type's or main template, where no
+    /// selected rule sets it.
+    private func fallback<Value>(_ location: Location, _ field: KeyPath<StyleTemplate, Value?>) -> Value? {
         if let value = location.template?[keyPath: field] { return value }
         if location.type >= 0, let value = typeTemplates[Int(location.type)][keyPath: field] { return value }
         return ruleSet.main[keyPath: field]
@@ -261,7 +295,8 @@ public final class RuleEngine: Sendable {
     /// Which rules apply: all of them evaluated, or, with `previous` and `changedDomain`,
     /// only those the changed domain can affect (the others keep their previous result).
     private func select(
-        _ address: LocationAddress, _ values: LiveValues, previous: RuleSelection?, changedDomain: String?, index: Int?
+        _ address: LocationAddress, _ values: LiveValues, previous: RuleSelection?, changedDomain: String?, index: Int?,
+        outOfScope: RuleSelection
     ) -> RuleSelection {
         var selection: RuleSelection
         let candidates: RuleSelection
@@ -273,21 +308,7 @@ public final class RuleEngine: Sendable {
             selection = RuleSelection(ruleCount: program.rules.count)
             candidates = program.allRules
         }
-        let anyFresh = !values.isEmpty
-        program.withEvaluator(values) { evaluator, valuesOfDomains in
-            program.rules.withUnsafeBufferPointer { rules in
-                candidates.forEach { index in
-                    let rule = rules[index]
-                    if rule.domain >= 0 {
-                        guard valuesOfDomains[Int(rule.domain)] >= 0 else { return }
-                    } else if !anyFresh {
-                        return
-                    }
-                    if rule.hasScope, !program.inScope(index, address, values: values) { return }
-                    if evaluator.truth(rule.root) { selection.insert(index) }
-                }
-            }
-        }
+        program.select(candidates.subtracting(outOfScope), into: &selection, values: values, address: address)
         return selection
     }
 

@@ -4,7 +4,10 @@ import LiveTopics
 /// nodes, with each property the conditions read given a slot. Deriving a style fills the
 /// slots once (one lookup and one number parse per property) and then evaluates the rules
 /// without reference counting, allocation or string building.
-final class RuleProgram: Sendable {
+///
+/// Immutable after `init`; the buffers it reads on every update are only ever read, so it
+/// is safe to share (hence `@unchecked`: they are pointers).
+final class RuleProgram: @unchecked Sendable {
     struct Node {
         enum Kind: UInt8 {
             case number, string, boolean, property, exists, negate, arithmetic, compare, and, or, not, truth
@@ -27,7 +30,10 @@ final class RuleProgram: Sendable {
         /// Index into `domains`, or -1 for a rule without a domain.
         var domain: Int32
         var root: Int32
-        var hasScope: Bool
+        /// Its `where` criteria must be checked against the values at every evaluation:
+        /// a rule without a domain, in scope when any fresh domain is. (The scope of a rule
+        /// with a domain depends on the address alone: see ``outOfScope(_:)``.)
+        var hasValueScope: Bool
     }
 
     /// A slot's value during one derivation, read on first use. Plain data: where the
@@ -63,6 +69,9 @@ final class RuleProgram: Sendable {
     let everywhere: RuleSelection
     /// Every rule.
     let allRules: RuleSelection
+    /// The rules with a domain and `where` criteria: whether they apply at a location
+    /// depends on its address alone.
+    let addressScoped: RuleSelection
     /// Per entry of `domains`, its dependents together with `everywhere`: what an update of
     /// that domain re-evaluates, found without hashing the domain's name.
     let recheckByDomain: [RuleSelection]
@@ -78,6 +87,17 @@ final class RuleProgram: Sendable {
     /// Each distinct legend title once, in rule order, and each rule's index into it.
     let distinctTitles: [String]
     let titleIDs: [Int32]
+    /// Per rule, the label and badge text templates of its style.
+    let labels: [LabelTemplate?]
+    let badgeTexts: [LabelTemplate?]
+
+    // What every derivation reads, in buffers (see ``FrozenBuffer``).
+    private let nodeBuffer: FrozenBuffer<Node>
+    private let ruleBuffer: FrozenBuffer<CompiledRule>
+    private let literalBuffer: FrozenBuffer<String>
+    private let referenceBuffer: FrozenBuffer<PropertyReference>
+    private let slotDomainBuffer: FrozenBuffer<Int32>
+    private let domainBuffer: FrozenBuffer<String>
 
     init(_ rules: [Rule]) {
         var builder = Builder()
@@ -94,7 +114,9 @@ final class RuleProgram: Sendable {
                 }
             }
             compiled.append(
-                CompiledRule(domain: domainIndex, root: builder.flatten(rule.condition.root), hasScope: rule.scope != nil))
+                CompiledRule(
+                    domain: domainIndex, root: builder.flatten(rule.condition.root),
+                    hasValueScope: rule.scope != nil && rule.domain == nil))
         }
         nodes = builder.nodes
         literals = builder.literals
@@ -119,6 +141,9 @@ final class RuleProgram: Sendable {
         self.dependents = dependents
         self.everywhere = everywhere
         allRules = RuleSelection.all(ruleCount: rules.count)
+        var addressScoped = RuleSelection(ruleCount: rules.count)
+        for (index, rule) in rules.enumerated() where rule.scope != nil && rule.domain != nil { addressScoped.insert(index) }
+        self.addressScoped = addressScoped
         recheckByDomain = domains.map { (dependents[$0] ?? RuleSelection(ruleCount: rules.count)).union(everywhere) }
         func selecting(_ test: (StyleTemplate) -> Bool) -> RuleSelection {
             var selection = RuleSelection(ruleCount: rules.count)
@@ -157,6 +182,23 @@ final class RuleProgram: Sendable {
             return Int32(distinct.count - 1)
         }
         distinctTitles = distinct
+        labels = rules.map(\.style.label)
+        badgeTexts = rules.map(\.style.badgeText)
+        nodeBuffer = FrozenBuffer(nodes)
+        ruleBuffer = FrozenBuffer(compiled)
+        literalBuffer = FrozenBuffer(literals)
+        referenceBuffer = FrozenBuffer(slots)
+        slotDomainBuffer = FrozenBuffer(slotDomains)
+        domainBuffer = FrozenBuffer(domains)
+    }
+
+    deinit {
+        nodeBuffer.free()
+        ruleBuffer.free()
+        literalBuffer.free()
+        referenceBuffer.free()
+        slotDomainBuffer.free()
+        domainBuffer.free()
     }
 
     /// The index of a domain in `domains`, if a rule has it.
@@ -172,31 +214,56 @@ final class RuleProgram: Sendable {
         return (dependents[domain] ?? RuleSelection(ruleCount: rules.count)).union(everywhere)
     }
 
-    /// Calls `body` with an evaluator of the conditions over `values`, and where each of
-    /// `domains` has its fresh value among them (its index in `values.domains`, or -1).
-    func withEvaluator<Result>(
-        _ values: LiveValues, _ body: (Evaluator, UnsafeBufferPointer<Int32>) -> Result
-    ) -> Result {
-        withUnsafeTemporaryAllocation(of: Int32.self, capacity: max(domains.count, 1)) { valuesOfDomains in
-            valuesOfDomains.initialize(repeating: -1)
-            for value in values.domains.indices where !values.domains[value].stale {
-                let name = values.domains[value].domain
-                for index in domains.indices where domains[index].isSameIdentifier(as: name) { valuesOfDomains[index] = Int32(value) }
-            }
-            let found = UnsafeBufferPointer(valuesOfDomains)
-            return withUnsafeTemporaryAllocation(of: SlotValue.self, capacity: max(slots.count, 1)) { slotValues in
-                slotValues.initialize(repeating: SlotValue())
-                defer { _ = slotValues.deinitialize() }
-                return nodes.withUnsafeBufferPointer { nodes in
-                    literals.withUnsafeBufferPointer { literals in
-                        slots.withUnsafeBufferPointer { references in
-                            slotDomains.withUnsafeBufferPointer { domainsOfSlots in
-                                let evaluator = Evaluator(
-                                    nodes: nodes, literals: literals, slots: slotValues, references: references,
-                                    values: values, domainsOfSlots: domainsOfSlots, valuesOfDomains: found)
-                                return body(evaluator, found)
-                            }
+    /// The rules whose `where` criteria leave out the location at `address`, among those
+    /// for which that depends on the address alone (``addressScoped``): the same for every
+    /// derivation of the location, so its store can work it out once.
+    func outOfScope(_ address: LocationAddress) -> RuleSelection {
+        var excluded = RuleSelection(ruleCount: rules.count)
+        let none = LiveValues(domains: [])
+        addressScoped.forEach { index in
+            if !inScope(index, address, values: none) { excluded.insert(index) }
+        }
+        return excluded
+    }
+
+    /// Evaluates the conditions of the `candidates` over a location's values and adds the
+    /// rules that apply to `selection`: those whose domain has a fresh value (any domain,
+    /// for a rule without one), whose condition holds and, for a rule without a domain,
+    /// whose `where` criteria allow the location (the caller leaves out the candidates
+    /// that ``outOfScope(_:)`` excludes).
+    func select(
+        _ candidates: RuleSelection, into selection: inout RuleSelection, values: LiveValues, address: LocationAddress
+    ) {
+        let catalogCapacity = values.catalogCapacity
+        values.domains.withUnsafeBufferPointer { domainValues in
+            let domainCount = domainBuffer.count
+            withUnsafeTemporaryAllocation(of: Int32.self, capacity: domainCount + 1) { valuesOfDomains in
+                // Where each rule domain's fresh value is, so that slots and rules find it
+                // without comparing names.
+                valuesOfDomains.initialize(repeating: -1)
+                var anyFresh = false
+                for value in domainValues.indices where !domainValues[value].stale {
+                    anyFresh = true
+                    for index in 0..<domainCount where domainBuffer[index].isSameIdentifier(as: domainValues[value].domain) {
+                        valuesOfDomains[index] = Int32(value)
+                        break
+                    }
+                }
+                withUnsafeTemporaryAllocation(of: SlotValue.self, capacity: referenceBuffer.count + 1) { slotValues in
+                    slotValues.initialize(repeating: SlotValue())
+                    let evaluator = Evaluator(
+                        nodes: nodeBuffer.base, literals: literalBuffer.base, references: referenceBuffer.base,
+                        slots: slotValues.baseAddress!, values: domainValues, catalogCapacity: catalogCapacity,
+                        domainsOfSlots: slotDomainBuffer.base, valuesOfDomains: valuesOfDomains.baseAddress!)
+                    candidates.forEach { index in
+                        let rule = ruleBuffer[index]
+                        if rule.domain >= 0 {
+                            guard valuesOfDomains[Int(rule.domain)] >= 0 else { return }
+                        } else if !anyFresh {
+                            return
                         }
+                        if rule.hasValueScope, !inScope(index, address, values: values) { return }
+                        if evaluator.truth(rule.root) { selection.insert(index) }
                     }
                 }
             }
@@ -280,12 +347,15 @@ final class RuleProgram: Sendable {
         func evaluate(_ root: Int32, _ values: LiveValues) -> Bool {
             withUnsafeTemporaryAllocation(of: SlotValue.self, capacity: max(slots.count, 1)) { slotValues in
                 slotValues.initialize(repeating: SlotValue())
-                defer { _ = slotValues.deinitialize() }
                 return nodes.withUnsafeBufferPointer { nodes in
                     literals.withUnsafeBufferPointer { literals in
                         slots.withUnsafeBufferPointer { references in
-                            Evaluator(nodes: nodes, literals: literals, slots: slotValues, references: references, values: values)
-                                .truth(root)
+                            values.domains.withUnsafeBufferPointer { domains in
+                                Evaluator(
+                                    nodes: nodes.baseAddress!, literals: literals.baseAddress, references: references.baseAddress,
+                                    slots: slotValues.baseAddress!, values: domains, catalogCapacity: values.catalogCapacity
+                                ).truth(root)
+                            }
                         }
                     }
                 }
@@ -295,42 +365,63 @@ final class RuleProgram: Sendable {
 
     /// Evaluates conditions, reading each slot's property on first use.
     struct Evaluator {
-        let nodes: UnsafeBufferPointer<Node>
-        let literals: UnsafeBufferPointer<String>
-        let slots: UnsafeMutableBufferPointer<SlotValue>
-        let references: UnsafeBufferPointer<PropertyReference>
-        let values: LiveValues
+        let nodes: UnsafePointer<Node>
+        let literals: UnsafePointer<String>?
+        let references: UnsafePointer<PropertyReference>?
+        let slots: UnsafeMutablePointer<SlotValue>
+        /// The location's values, and the catalog's capacity as `occupancy.capacity`'s default.
+        let values: UnsafeBufferPointer<DomainValue>
+        let catalogCapacity: String?
         /// Where the rules' domains are among the values, when the caller worked it out:
         /// per slot its domain's index in `domains` (or -1), and per domain the index of
         /// its fresh value (or -1), so that a slot is found without comparing names.
-        var domainsOfSlots: UnsafeBufferPointer<Int32>?
-        var valuesOfDomains: UnsafeBufferPointer<Int32>?
+        var domainsOfSlots: UnsafePointer<Int32>?
+        var valuesOfDomains: UnsafePointer<Int32>?
+
+        init(
+            nodes: UnsafePointer<Node>, literals: UnsafePointer<String>?, references: UnsafePointer<PropertyReference>?,
+            slots: UnsafeMutablePointer<SlotValue>, values: UnsafeBufferPointer<DomainValue>, catalogCapacity: String?,
+            domainsOfSlots: UnsafePointer<Int32>? = nil, valuesOfDomains: UnsafePointer<Int32>? = nil
+        ) {
+            self.nodes = nodes
+            self.literals = literals
+            self.references = references
+            self.slots = slots
+            self.values = values
+            self.catalogCapacity = catalogCapacity
+            self.domainsOfSlots = domainsOfSlots
+            self.valuesOfDomains = valuesOfDomains
+        }
 
         @inline(__always)
         func slot(_ index: Int32) -> SlotValue {
             let index = Int(index)
-            if slots[index].state == 0 {
-                let position: LiveValues.Position?
-                if let domainsOfSlots, let valuesOfDomains, domainsOfSlots[index] >= 0 {
-                    let value = valuesOfDomains[Int(domainsOfSlots[index])]
-                    position = values.position(of: references[index], inValueAt: value >= 0 ? Int(value) : nil)
-                } else {
-                    position = values.position(of: references[index])
-                }
-                if let position {
-                    let number = values.withText(at: position) { parseNumber($0) }
-                    slots[index] = SlotValue(state: 2, hasNumber: number != nil, number: number ?? 0, position: position)
-                } else {
-                    slots[index].state = 1
-                }
-            }
+            if slots[index].state == 0 { fill(index) }
             return slots[index]
+        }
+
+        private func fill(_ index: Int) {
+            let reference = references.unsafelyUnwrapped + index
+            let position: LiveValues.Position?
+            if let domainsOfSlots, let valuesOfDomains, domainsOfSlots[index] >= 0 {
+                let value = valuesOfDomains[Int(domainsOfSlots[index])]
+                position = LiveValues.position(
+                    of: reference.pointee, inValueAt: value >= 0 ? Int(value) : nil, in: values, catalogCapacity: catalogCapacity)
+            } else {
+                position = LiveValues.position(of: reference.pointee, in: values, catalogCapacity: catalogCapacity)
+            }
+            guard let position else {
+                slots[index].state = 1
+                return
+            }
+            let number = parseNumber(LiveValues.text(at: position, in: values, catalogCapacity: catalogCapacity))
+            slots[index] = SlotValue(state: 2, hasNumber: number != nil, number: number ?? 0, position: position)
         }
 
         /// A slot's text, if its property has a value.
         func text(_ index: Int32) -> String? {
             let slot = slot(index)
-            return slot.state == 2 ? values.text(at: slot.position) : nil
+            return slot.state == 2 ? LiveValues.text(at: slot.position, in: values, catalogCapacity: catalogCapacity) : nil
         }
 
         func truth(_ index: Int32) -> Bool {
@@ -390,7 +481,7 @@ final class RuleProgram: Sendable {
             func text(_ index: Int32) -> String? {
                 let node = nodes[Int(index)]
                 switch node.kind {
-                case .string: return literals[Int(node.a)]
+                case .string: return literals.unsafelyUnwrapped[Int(node.a)]
                 case .property: return self.text(node.a)
                 default: return nil
                 }

@@ -196,6 +196,7 @@ public final class LiveStore {
             let published = state.publishedStyle(old)
             state.setPublished(published.map { .legacy(LegacyStyle($0, selection: engine.selection(named: $0.rules))) } ?? .none)
             state.contribution = nil
+            state.outOfScope = nil
             state.scheduledExpiries = 0
             scheduleAll(state)
         }
@@ -352,9 +353,16 @@ public final class LiveStore {
     /// style keys; the style itself is built when the change is published.
     private func rederive(_ state: LocationState, now: LiveTimestamp, changedDomain: String? = nil) -> Outcome {
         let values = LiveValues(domains: state.values)
+        let outOfScope: RuleSelection
+        if let known = state.outOfScope {
+            outOfScope = known
+        } else {
+            outOfScope = engine.outOfScope(state.address)
+            state.outOfScope = outOfScope
+        }
         let key = engine.styleKey(
             state.address, values: values, hiddenLayers: hiddenLayers,
-            previous: state.legacy == nil ? state.published : nil, changedDomain: changedDomain)
+            previous: state.legacy == nil ? state.published : nil, changedDomain: changedDomain, outOfScope: outOfScope)
         let legendState = engine.legendStateID(key.selection)
         if let changedDomain, !changedDomain.isSameIdentifier(as: "occupancy"), var contribution = state.contribution {
             // People and capacity come from occupancy alone: only the legend state can move.

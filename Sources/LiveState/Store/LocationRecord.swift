@@ -36,6 +36,9 @@ final class LocationState {
     /// under other rules, or published before a reload), until the next derivation.
     @exclusivity(unchecked) var legacy: LegacyStyle?
     @exclusivity(unchecked) var version: UInt64
+    /// The rules whose `where` criteria leave it out under the current rules, once worked
+    /// out (``RuleEngine/outOfScope(_:)``).
+    @exclusivity(unchecked) var outOfScope: RuleSelection?
     /// What it adds to its floor and building summaries.
     @exclusivity(unchecked) var contribution: SummaryTracker.Contribution?
     let floorSummary: SummaryTracker.Aggregate

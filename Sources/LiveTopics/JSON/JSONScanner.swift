@@ -135,16 +135,22 @@ struct JSONScanner {
         var escaped = false
         while position < bytes.count {
             // Eight bytes at a time while none of them is a quote, a backslash or a
-            // control character (the tests are the usual "has a zero byte" tricks).
+            // control character (the tests are the usual "has a zero byte" tricks), then
+            // straight to the first one that is: the lowest flagged byte of such a test is
+            // always a true match (a borrow only runs upwards from one), and the word was
+            // loaded little-endian, so its lowest byte comes first.
             while position + 8 <= bytes.count {
-                let word = bytes.loadUnaligned(fromByteOffset: position, as: UInt64.self)
+                let word = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: position, as: UInt64.self))
                 let ones: UInt64 = 0x0101_0101_0101_0101
                 let highs: UInt64 = 0x8080_8080_8080_8080
                 let quote = word ^ (ones &* 0x22)
                 let backslash = word ^ (ones &* 0x5C)
                 let special =
-                    ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash) | ((word &- ones &* 0x20) & ~word)
-                if special & highs != 0 { break }
+                    (((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash) | ((word &- ones &* 0x20) & ~word)) & highs
+                if special != 0 {
+                    position += special.trailingZeroBitCount >> 3
+                    break
+                }
                 position += 8
             }
             guard position < bytes.count else { break }

@@ -44,7 +44,7 @@ public struct LiveProperties: Hashable, Sendable, Sequence, ExpressibleByDiction
             }
         }
         set {
-            if let index = properties.firstIndex(where: { $0.name == name }) {
+            if let index = properties.indices.first(where: { properties[$0].name.isSameIdentifier(as: name) }) {
                 if let newValue {
                     properties[index].value = newValue
                 } else {
