@@ -23,6 +23,31 @@ struct LiveUpdateDecodingTests {
         #expect(!update.isRemoval)
     }
 
+    @Test("without keeping the source, id and originSourceId are checked but left out")
+    func sourceLeftOut() throws {
+        func payload(_ json: String, keeping: Bool) throws(LiveUpdateError) -> LivePayload {
+            try LivePayload(Array(json.utf8), keepingSource: keeping)
+        }
+        let json = #"{"id": "loc-123", "originSourceId": "b\u00f6oking", "properties": {"nrOfPeople": "3"}}"#
+        let kept = try payload(json, keeping: true)
+        let lean = try payload(json, keeping: false)
+        #expect(kept.id == "loc-123" && kept.originSourceId == "böoking")
+        #expect(lean.id == nil && lean.originSourceId == nil)
+        #expect(lean.properties == kept.properties && lean.timestamp == kept.timestamp)
+        // Whatever the full decoding refuses in those fields, the lean one refuses too.
+        for bad in [
+            #"{"id": 7, "properties": {}}"#, #"{"originSourceId": {}, "properties": {}}"#, #"{"id": "a\qb", "properties": {}}"#,
+            "{\"id\": \"a\u{01}b\", \"properties\": {}}",
+        ] {
+            #expect(throws: LiveUpdateError.self, "\(bad)") { try payload(bad, keeping: true) }
+            #expect(throws: LiveUpdateError.self, "\(bad)") { try payload(bad, keeping: false) }
+        }
+        var invalidUTF8 = Array(#"{"id": "ab", "properties": {}}"#.utf8)
+        invalidUTF8[8] = 0xFF
+        #expect(throws: LiveUpdateError.self) { try LivePayload(invalidUTF8, keepingSource: true) }
+        #expect(throws: LiveUpdateError.self) { try LivePayload(invalidUTF8, keepingSource: false) }
+    }
+
     @Test("only properties is required; id and timestamp default")
     func defaults() throws {
         let update = try decode(#"{"properties": {}}"#)

@@ -38,6 +38,8 @@ public final class LiveEngine {
     // update touches opt out of the run-time exclusivity check (as the store's do).
     @exclusivity(unchecked) public private(set) var counters = Counters()
     @exclusivity(unchecked) private var subscriptions = TopicIndex<Int>()
+    /// Numbers each set of subscriptions, for the store to remember which topics they accept.
+    @exclusivity(unchecked) private var generation: UInt32 = 0
     public let maximumPayloadSize: Int
 
     public init(
@@ -52,32 +54,41 @@ public final class LiveEngine {
     /// Processes one received message.
     public func process(topic: String, payload: [UInt8], receivedAt: LiveTimestamp) -> Outcome {
         counters.received += 1
-        var subscribed = false
-        do {
-            try subscriptions.forEachMatch(topic) { _, _ in subscribed = true }
-        } catch {
-            return reject(.badTopic, "\(error)")
-        }
-        guard subscribed else {
-            counters.notSubscribed += 1
-            return .notSubscribed
+        // A tracked location is found by slices of the topic's bytes: its path and domain.
+        // Its topic need not go through the index again when the current subscriptions
+        // accepted it before (the same bytes: the same answer, and the same validity).
+        let found = topic.utf8.withContiguousStorageIfAvailable { bytes -> (LiveStore.Target, Int)? in
+            let bytes = UnsafeRawBufferPointer(bytes)
+            guard let slash = Self.lastSlash(bytes), slash + 1 < bytes.count else { return nil }
+            return store.target(path: UnsafeRawBufferPointer(rebasing: bytes[..<slash]), domain: UnsafeRawBufferPointer(rebasing: bytes[(slash + 1)...]))
+                .map { ($0, slash) }
+        } ?? nil
+        if found.map({ store.isAccepted($0.0, generation: generation) }) != true {
+            var subscribed = false
+            do {
+                try subscriptions.forEachMatch(topic) { _, _ in subscribed = true }
+            } catch {
+                return reject(.badTopic, "\(error)")
+            }
+            guard subscribed else {
+                counters.notSubscribed += 1
+                return .notSubscribed
+            }
         }
         let decoded: LivePayload
         do {
-            decoded = try LivePayload(payload, maximumPayloadSize: maximumPayloadSize)
+            decoded = try LivePayload(payload, maximumPayloadSize: maximumPayloadSize, keepingSource: false)
         } catch {
             return rejectPayload(error)
         }
-        // A tracked location: its path and domain are slices of the topic's bytes, and only
-        // the domain level is left to check (the index already refused wildcards and NUL).
-        let tracked = topic.utf8.withContiguousStorageIfAvailable { bytes -> LiveStore.Outcome? in
-            let bytes = UnsafeRawBufferPointer(bytes)
-            guard let slash = Self.lastSlash(bytes), slash + 1 < bytes.count else { return nil }
-            return store.apply(
-                path: UnsafeRawBufferPointer(rebasing: bytes[..<slash]),
-                domain: UnsafeRawBufferPointer(rebasing: bytes[(slash + 1)...]), payload: decoded, receivedAt: receivedAt)
+        if let (target, slash) = found {
+            let outcome = topic.utf8.withContiguousStorageIfAvailable { bytes in
+                store.apply(
+                    target, domain: UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(bytes)[(slash + 1)...]),
+                    payload: decoded, receivedAt: receivedAt, acceptedBy: generation)
+            }
+            if let outcome { return Self.outcome(outcome) }
         }
-        if let outcome = tracked ?? nil { return Self.outcome(outcome) }
         let liveTopic: LiveTopic
         do {
             liveTopic = try LiveTopic(parsing: topic)
@@ -128,6 +139,7 @@ public final class LiveEngine {
         var index = TopicIndex<Int>()
         for (number, criteria) in subscriptions.enumerated() { index.add(criteria.filter, number) }
         self.subscriptions = index
+        generation &+= 1
         return store.replaceEngine(RuleEngine(ruleSet), now: now)
     }
 

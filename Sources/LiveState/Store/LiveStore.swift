@@ -95,19 +95,50 @@ public final class LiveStore {
             timestamp: update.timestamp, isRemoval: update.isRemoval, now: now)
     }
 
-    /// Applies a decoded payload to a location that is already tracked, found by the bytes
-    /// of its path (`dataset/venue/building/floor/room/location`) and its domain, slices of
-    /// the incoming topic: a domain the location already has a value for is not made into
-    /// a string again.
+    /// A tracked location, found by the bytes of an incoming topic, and where its value for
+    /// the topic's domain is (see ``target(path:domain:)``). Valid until the store changes.
+    public struct Target {
+        let state: LocationState
+        let index: Int?
+    }
+
+    /// The tracked location with this path (`dataset/venue/building/floor/room/location`)
+    /// and where its value for `domain` is: slices of the incoming topic's bytes.
     /// - Returns: `nil` when the location is not tracked yet: use ``apply(_:now:)``.
-    public func apply(
-        path: UnsafeRawBufferPointer, domain: UnsafeRawBufferPointer, payload: LivePayload, receivedAt now: LiveTimestamp
-    ) -> Outcome? {
+    public func target(path: UnsafeRawBufferPointer, domain: UnsafeRawBufferPointer) -> Target? {
         guard let state = locations.find(path, hash: LocationTable.hash(path)) else { return nil }
-        let index = state.index(ofBytes: domain)
-        return apply(
-            state, domain: index.map { state.values[$0].domain } ?? String(decoding: domain, as: UTF8.self), at: index,
-            properties: payload.properties, timestamp: payload.timestamp ?? now, isRemoval: payload.isRemoval, now: now)
+        return Target(state: state, index: state.index(ofBytes: domain))
+    }
+
+    /// Whether the topic of a target was found acceptable by the subscriptions of
+    /// `generation` (a number its caller gives each set of subscriptions), as remembered by
+    /// ``apply(_:domain:payload:receivedAt:acceptedBy:)``: the topic need not be checked again.
+    public func isAccepted(_ target: Target, generation: UInt32) -> Bool {
+        guard let index = target.index, index < 64, target.state.acceptedGeneration == generation else { return false }
+        return target.state.acceptedDomains & (1 << UInt64(index)) != 0
+    }
+
+    /// Applies a decoded payload to a target found by ``target(path:domain:)`` (`domain`
+    /// is the bytes of its domain: a domain the location already has a value for is not made
+    /// into a string again), and remembers that the subscriptions of `generation` accept
+    /// its topic.
+    public func apply(
+        _ target: Target, domain: UnsafeRawBufferPointer, payload: LivePayload, receivedAt now: LiveTimestamp,
+        acceptedBy generation: UInt32
+    ) -> Outcome {
+        let state = target.state
+        let name = target.index.map { state.values[$0].domain } ?? String(decoding: domain, as: UTF8.self)
+        let outcome = apply(
+            state, domain: name, at: target.index, properties: payload.properties, timestamp: payload.timestamp ?? now,
+            isRemoval: payload.isRemoval, now: now)
+        if !payload.isRemoval, let position = target.index ?? state.values.indices.last, position < 64 {
+            if state.acceptedGeneration != generation {
+                state.acceptedGeneration = generation
+                state.acceptedDomains = 0
+            }
+            state.acceptedDomains |= 1 << UInt64(position)
+        }
+        return outcome
     }
 
     /// `index`: where the domain's value is in `state.values`, if it has one.
@@ -118,6 +149,8 @@ public final class LiveStore {
         if isRemoval {
             guard let index else { return .unchanged }
             state.values.remove(at: index)
+            // Positions after it moved: what was remembered by position is forgotten.
+            state.acceptedDomains = 0
             counters.removals += 1
         } else {
             let staleNumber = staleNumber(domain)
@@ -294,6 +327,7 @@ public final class LiveStore {
         if let existing = record.address.withPathBytes({ locations.find($0, hash: prepared.hash) }) {
             state = existing
             state.values = record.values
+            state.acceptedDomains = 0
             state.setPublished(prepared.published)
             state.version = record.version
         } else {

@@ -39,6 +39,10 @@ final class LocationState {
     /// The rules whose `where` criteria leave it out under the current rules, once worked
     /// out (``RuleEngine/outOfScope(_:)``).
     @exclusivity(unchecked) var outOfScope: RuleSelection?
+    /// Bit `i`: the topic of `values[i]`'s domain was accepted by the subscriptions of
+    /// `acceptedGeneration` (see ``LiveStore/isAccepted(_:generation:)``).
+    @exclusivity(unchecked) var acceptedDomains: UInt64 = 0
+    @exclusivity(unchecked) var acceptedGeneration: UInt32 = 0
     /// What it adds to its floor and building summaries.
     @exclusivity(unchecked) var contribution: SummaryTracker.Contribution?
     let floorSummary: SummaryTracker.Aggregate

@@ -19,9 +19,13 @@ public struct LivePayload: Hashable, Sendable {
     /// `originSourceId` are optional. JSON numbers and booleans in `properties` become their
     /// text; a `null` property is left out; unknown fields are ignored. An empty payload is a
     /// removal.
+    ///
+    /// `keepingSource: false` checks `id` and `originSourceId` as usual but leaves them out
+    /// (`nil`), for a reader that does not use them: the state store keys locations by topic.
     /// - Throws: ``LiveUpdateError`` saying why the payload was refused.
     public init(
-        _ payload: UnsafeRawBufferPointer, maximumPayloadSize: Int = LiveUpdate.defaultMaximumPayloadSize
+        _ payload: UnsafeRawBufferPointer, maximumPayloadSize: Int = LiveUpdate.defaultMaximumPayloadSize,
+        keepingSource: Bool = true
     ) throws(LiveUpdateError) {
         if payload.isEmpty {
             self.init(id: nil, timestamp: nil, originSourceId: nil, properties: LiveProperties(), isRemoval: true)
@@ -47,9 +51,9 @@ public struct LivePayload: Hashable, Sendable {
             try scanner.readObject { (scanner: inout JSONScanner, key, escaped) throws(JSONScanner.Failure) in
                 switch Field(key, escaped: escaped) {
                 case .id:
-                    id = try LivePayload.readStringField("id", &scanner, &fieldError)
+                    id = try LivePayload.readStringField("id", &scanner, &fieldError, keeping: keepingSource)
                 case .originSourceId:
-                    origin = try LivePayload.readStringField("originSourceId", &scanner, &fieldError)
+                    origin = try LivePayload.readStringField("originSourceId", &scanner, &fieldError, keeping: keepingSource)
                 case .timestamp:
                     switch try scanner.peekKind() {
                     case .string:
@@ -129,10 +133,12 @@ public struct LivePayload: Hashable, Sendable {
 
     /// Decodes a payload held in an array.
     /// - Throws: ``LiveUpdateError``.
-    public init(_ payload: [UInt8], maximumPayloadSize: Int = LiveUpdate.defaultMaximumPayloadSize) throws(LiveUpdateError) {
+    public init(
+        _ payload: [UInt8], maximumPayloadSize: Int = LiveUpdate.defaultMaximumPayloadSize, keepingSource: Bool = true
+    ) throws(LiveUpdateError) {
         let result: Result<LivePayload, LiveUpdateError> = payload.withUnsafeBytes { bytes in
             do throws(LiveUpdateError) {
-                return .success(try LivePayload(bytes, maximumPayloadSize: maximumPayloadSize))
+                return .success(try LivePayload(bytes, maximumPayloadSize: maximumPayloadSize, keepingSource: keepingSource))
             } catch {
                 return .failure(error)
             }
@@ -206,12 +212,18 @@ extension LivePayload {
         return string
     }
 
+    /// Reads a field that must be a string or `null`; without `keeping`, checks it the same
+    /// way without making a string of it.
     fileprivate static func readStringField(
-        _ name: String, _ scanner: inout JSONScanner, _ fieldError: inout LiveUpdateError?
+        _ name: String, _ scanner: inout JSONScanner, _ fieldError: inout LiveUpdateError?, keeping: Bool
     ) throws(JSONScanner.Failure) -> String? {
         switch try scanner.peekKind() {
         case .string:
-            return try scanner.readString()
+            if keeping { return try scanner.readString() }
+            let (raw, escaped) = try scanner.readRawString()
+            // Escapes and UTF-8 are checked where a string is made: plain ASCII needs neither.
+            if escaped || raw.contains(where: { $0 >= 0x80 }) { _ = try string(raw, escaped: escaped) }
+            return nil
         case .null:
             try scanner.readNull()
             return nil

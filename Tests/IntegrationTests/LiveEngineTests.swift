@@ -1,0 +1,56 @@
+import DisplayRules
+import LiveDataServer
+import LiveTopics
+import Testing
+
+/// The in-process path of one update, without a broker.
+@Suite("Live engine")
+struct LiveEngineTests {
+    static func ruleSet() throws -> RuleSet {
+        RuleSet(rules: [
+            Rule(
+                name: "occupied", domain: "occupancy", condition: try CompiledExpression("nrOfPeople > 0", domain: "occupancy"),
+                style: try StyleTemplate(Style(polygonFillColor: Color("#D64545")), domain: "occupancy"), legend: "Occupied",
+                priority: 0, order: 0)
+        ])
+    }
+
+    static let topic = "ds1/hq/B/F3/R7/room-7/occupancy"
+
+    var now = LiveTimestamp(millisecondsSince1970: 1_763_720_000_000)
+
+    mutating func process(_ engine: LiveEngine, _ topic: String, people: Int) -> LiveEngine.Outcome {
+        now.millisecondsSince1970 += 1
+        return engine.process(topic: topic, payload: Array(#"{"properties":{"nrOfPeople":"\#(people)"}}"#.utf8), receivedAt: now)
+    }
+
+    @Test("a topic accepted before is checked again against reloaded subscriptions")
+    mutating func reloadedSubscriptions() throws {
+        let occupancy = try TopicCriteria(dataset: "ds1", domain: "occupancy")
+        let engine = LiveEngine(ruleSet: try Self.ruleSet(), subscriptions: [occupancy])
+        #expect(process(engine, Self.topic, people: 1) != .notSubscribed)
+        #expect(process(engine, Self.topic, people: 0) != .notSubscribed)
+        // The location and its occupancy value are known: only the subscriptions changed.
+        _ = engine.reload(ruleSet: try Self.ruleSet(), subscriptions: [try TopicCriteria(dataset: "ds2")], now: now)
+        #expect(process(engine, Self.topic, people: 2) == .notSubscribed)
+        #expect(engine.counters.notSubscribed == 1)
+        _ = engine.reload(ruleSet: try Self.ruleSet(), subscriptions: [occupancy], now: now)
+        #expect(process(engine, Self.topic, people: 3) != .notSubscribed)
+        #expect(engine.store.counters.applied == 3)
+    }
+
+    @Test("a tracked location's topics are still refused when they are not valid topic names")
+    mutating func invalidTopicsOfTrackedLocations() throws {
+        let engine = LiveEngine(ruleSet: try Self.ruleSet(), subscriptions: [try TopicCriteria(dataset: "ds1")])
+        #expect(process(engine, Self.topic, people: 1) != .notSubscribed)
+        for topic in ["ds1/hq/B/F3/R7/room-7/+", "ds1/hq/B/F3/R7/room-7/occ\u{0}upancy"] {
+            guard case .rejected(.badTopic, _) = process(engine, topic, people: 1) else {
+                Issue.record("\(topic.debugDescription) was not refused")
+                continue
+            }
+        }
+        // A domain the location has no value for yet goes through the index.
+        #expect(process(engine, "ds1/hq/B/F3/R7/room-7/co2", people: 1) != .notSubscribed)
+        #expect(process(engine, "ds2/hq/B/F3/R7/room-7/occupancy", people: 1) == .notSubscribed)
+    }
+}
