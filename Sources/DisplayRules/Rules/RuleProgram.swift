@@ -11,6 +11,9 @@ final class RuleProgram: @unchecked Sendable {
     struct Node {
         enum Kind: UInt8 {
             case number, string, boolean, property, exists, negate, arithmetic, compare, and, or, not, truth
+            /// A numeric comparison of a property (slot `a`) with a number literal (`value`),
+            /// the most common condition, evaluated without visiting two child nodes.
+            case compareSlotWithNumber
         }
 
         var kind: Kind
@@ -318,6 +321,22 @@ final class RuleProgram: @unchecked Sendable {
                 case .text: 1
                 case .boolean: 2
                 }
+                if case .numeric = kind {
+                    // `property op number`, or `number op property` turned around.
+                    if case .property(let reference) = x, case .number(let value) = y {
+                        return add(Node(kind: .compareSlotWithNumber, op: code, a: slot(reference), value: value))
+                    }
+                    if case .number(let value) = x, case .property(let reference) = y {
+                        let mirrored: UInt8 = switch op {
+                        case .less: 4
+                        case .lessOrEqual: 5
+                        case .greater: 2
+                        case .greaterOrEqual: 3
+                        default: code
+                        }
+                        return add(Node(kind: .compareSlotWithNumber, op: mirrored, a: slot(reference), value: value))
+                    }
+                }
                 let (a, b) = (flatten(x), flatten(y))
                 return add(Node(kind: .compare, op: code, compareKind: kindCode, a: a, b: b))
             case .and(let x, let y):
@@ -433,18 +452,14 @@ final class RuleProgram: @unchecked Sendable {
             case .not: return !truth(node.a)
             case .exists: return slot(node.a).state == 2
             case .truth: return boolean(node.a) ?? false
+            case .compareSlotWithNumber:
+                let slot = slot(node.a)
+                return slot.hasNumber && Self.compare(slot.number, node.op, node.value)
             case .compare:
                 switch node.compareKind {
                 case 0:
                     guard let x = number(node.a), let y = number(node.b) else { return false }
-                    switch node.op {
-                    case 0: return x == y
-                    case 1: return x != y
-                    case 2: return x < y
-                    case 3: return x <= y
-                    case 4: return x > y
-                    default: return x >= y
-                    }
+                    return Self.compare(x, node.op, y)
                 case 1:
                     guard let equal = textEqual(node.a, node.b) else { return false }
                     return node.op == 0 ? equal : !equal
@@ -454,6 +469,19 @@ final class RuleProgram: @unchecked Sendable {
                 }
             default:
                 return false
+            }
+        }
+
+        /// `x op y` for a comparison operator's code (see `Builder.flatten`).
+        @inline(__always)
+        static func compare(_ x: Double, _ op: UInt8, _ y: Double) -> Bool {
+            switch op {
+            case 0: x == y
+            case 1: x != y
+            case 2: x < y
+            case 3: x <= y
+            case 4: x > y
+            default: x >= y
             }
         }
 
