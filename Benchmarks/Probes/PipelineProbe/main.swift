@@ -7,7 +7,7 @@ import LiveTopics
 //
 //   swift build -c release --product PipelineProbe
 //   strip --strip-debug -o /tmp/probe .build/release/PipelineProbe
-//   valgrind --tool=callgrind --collect-atstart=no --toggle-collect='*measuredRegion*' /tmp/probe [LOCATIONS]
+//   valgrind --tool=callgrind --collect-atstart=no --toggle-collect='*measuredRegion*' /tmp/probe [LOCATIONS [WARM-UP]]
 //
 // divides the reported total by the 100,000 updates of the measured region.
 
@@ -23,9 +23,12 @@ func measuredRegion(_ engine: LiveEngine, _ updates: [(topic: String, payload: [
 }
 
 let locations = CommandLine.arguments.dropFirst().first.flatMap { Int($0) } ?? 10_000
+// Updates per location before measuring: the benchmark's locations have had about 20 by
+// the end of its stream, so most of them hold a value of every domain.
+let warmUp = CommandLine.arguments.dropFirst(2).first.flatMap { Int($0) } ?? 20
 let engine = LiveEngine(ruleSet: PipelineFixtures.ruleSet(), subscriptions: PipelineFixtures.subscriptions)
 var now = LiveTimestamp(millisecondsSince1970: 1_763_720_000_000)
-for update in PipelineFixtures.updates(count: locations * 3, locations: locations, seed: 1) {
+for update in PipelineFixtures.updates(count: locations * warmUp, locations: locations, seed: 1) {
     now.millisecondsSince1970 += 1
     _ = engine.process(topic: update.topic, payload: update.payload, receivedAt: now)
 }
