@@ -27,6 +27,11 @@ public final class RuleEngine: Sendable {
     /// The type templates, numbered.
     private let typeTemplates: [StyleTemplate]
     private let typeIndexes: [String: Int32]
+    private let hasCatalog: Bool
+    private let hasLocationTemplates: Bool
+    /// The label and badge text templates of every layer.
+    private let labels: LayeredTemplates
+    private let badgeTexts: LayeredTemplates
 
     public init(_ ruleSet: RuleSet) {
         self.ruleSet = ruleSet
@@ -34,6 +39,10 @@ public final class RuleEngine: Sendable {
         let types = ruleSet.types.sorted { $0.key < $1.key }
         typeTemplates = types.map(\.value)
         typeIndexes = Dictionary(uniqueKeysWithValues: types.enumerated().map { ($1.key, Int32($0)) })
+        hasCatalog = !ruleSet.catalog.isEmpty
+        hasLocationTemplates = !ruleSet.locations.isEmpty
+        labels = LayeredTemplates(.label, rules: ruleSet.rules, types: typeTemplates, main: ruleSet.main)
+        badgeTexts = LayeredTemplates(.badgeText, rules: ruleSet.rules, types: typeTemplates, main: ruleSet.main)
         var indexes: [String: Int] = [:]
         for (index, rule) in ruleSet.rules.enumerated() { indexes[rule.name] = index }
         ruleIndexes = indexes
@@ -192,35 +201,35 @@ public final class RuleEngine: Sendable {
         if !hiddenLayers.isEmpty, let layer = winning(selection, location, program.layerRules, \.style.layer) {
             hidden = hiddenLayers.contains(layer)
         }
-        let previousLabel = previousKey.map { ($0.selection, $0.label) }
-        let previousBadgeText = previousKey.map { ($0.selection, $0.badgeText) }
+        let previous = changedDomain == nil ? nil : previousKey
         return StyleKey(
             selection: selection,
             label: text(
-                selection, location, program.labelRules, program.labels, program.labelReads, \.label,
-                previous: changedDomain == nil ? nil : previousLabel, changedBit: changedBit),
+                selection, location, program.labelRules, labels, program.labelReads, previous: previous,
+                previousText: previous?.label, changedBit: changedBit),
             badgeText: text(
-                selection, location, program.badgeTextRules, program.badgeTexts, program.badgeTextReads, \.badgeText,
-                previous: changedDomain == nil ? nil : previousBadgeText, changedBit: changedBit),
+                selection, location, program.badgeTextRules, badgeTexts, program.badgeTextReads, previous: previous,
+                previousText: previous?.badgeText, changedBit: changedBit),
             hidden: hidden)
     }
 
     /// The rendered text of the winning label (or badge text) template: from the highest
     /// selected rule among `rules` (those with one; `templates` and `reads` are per rule),
-    /// else from the location's, type's or main template (`field`). A rule that also won
-    /// `previous` (a selection and the text it gave) and does not read the domain of
-    /// `changedBit` keeps that text without rendering it again.
+    /// else from the location's, type's or main template (`templates` holds those three
+    /// last). A rule that also won `previous` (giving `previousText`) and does not read the
+    /// domain of `changedBit` keeps that text without rendering it again.
     private func text(
-        _ selection: RuleSelection, _ location: Location, _ rules: RuleSelection, _ templates: [LabelTemplate?],
-        _ reads: [UInt64], _ field: KeyPath<StyleTemplate, LabelTemplate?>, previous: (RuleSelection, String?)?,
-        changedBit: UInt64
+        _ selection: RuleSelection, _ location: Location, _ rules: RuleSelection, _ templates: LayeredTemplates,
+        _ reads: [UInt64], previous: StyleKey?, previousText: @autoclosure () -> String?, changedBit: UInt64
     ) -> String? {
         let template: LabelTemplate?
         if let winner = selection.last(in: rules) {
-            if let previous, previous.0.last(in: rules) == winner, reads[winner] & changedBit == 0 { return previous.1 }
-            template = templates[winner]
+            if let previous, previous.selection.last(in: rules) == winner, reads[winner] & changedBit == 0 {
+                return previousText()
+            }
+            template = templates.rules[winner]
         } else {
-            template = fallback(location, field)
+            template = templates.fallback(location)
         }
         guard let template else { return nil }
         return template.isConstant ? template.source : template.render { location.values[$0] }
@@ -284,12 +293,47 @@ public final class RuleEngine: Sendable {
     }
 
     private func locate(_ address: LocationAddress, _ values: LiveValues) -> Location {
-        let entry = ruleSet.catalog.isEmpty ? nil : ruleSet.catalog[address.location]
+        // Most rule sets have neither a catalog nor location styles: nothing to look up.
+        guard hasCatalog || hasLocationTemplates else { return Location(values: values, type: -1, template: nil) }
+        let entry = hasCatalog ? ruleSet.catalog[address.location] : nil
         var values = values
         if values.catalogCapacity == nil, let capacity = entry?.capacity { values.catalogCapacity = String(capacity) }
         let type = entry?.type.flatMap { typeIndexes[$0] } ?? -1
-        let template = ruleSet.locations.isEmpty ? nil : ruleSet.locations[address.location]
+        let template = hasLocationTemplates ? ruleSet.locations[address.location] : nil
         return Location(values: values, type: type, template: template)
+    }
+
+    /// One text template of every style layer: per rule, per type, and the main one.
+    struct LayeredTemplates: Sendable {
+        enum Field: Sendable {
+            case label, badgeText
+
+            func of(_ template: StyleTemplate) -> LabelTemplate? {
+                switch self {
+                case .label: template.label
+                case .badgeText: template.badgeText
+                }
+            }
+        }
+
+        let field: Field
+        let rules: [LabelTemplate?]
+        let types: [LabelTemplate?]
+        let main: LabelTemplate?
+
+        init(_ field: Field, rules: [Rule], types: [StyleTemplate], main: StyleTemplate) {
+            self.field = field
+            self.rules = rules.map { field.of($0.style) }
+            self.types = types.map { field.of($0) }
+            self.main = field.of(main)
+        }
+
+        /// The template where no selected rule has one: the location's, its type's or the main one.
+        func fallback(_ location: Location) -> LabelTemplate? {
+            if let template = location.template.flatMap({ field.of($0) }) { return template }
+            if location.type >= 0, let template = types[Int(location.type)] { return template }
+            return main
+        }
     }
 
     /// Which rules apply: all of them evaluated, or, with `previous` and `changedDomain`,

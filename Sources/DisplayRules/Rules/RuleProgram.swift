@@ -90,9 +90,6 @@ final class RuleProgram: @unchecked Sendable {
     /// Each distinct legend title once, in rule order, and each rule's index into it.
     let distinctTitles: [String]
     let titleIDs: [Int32]
-    /// Per rule, the label and badge text templates of its style.
-    let labels: [LabelTemplate?]
-    let badgeTexts: [LabelTemplate?]
 
     // What every derivation reads, in buffers (see ``FrozenBuffer``).
     private let nodeBuffer: FrozenBuffer<Node>
@@ -185,8 +182,6 @@ final class RuleProgram: @unchecked Sendable {
             return Int32(distinct.count - 1)
         }
         distinctTitles = distinct
-        labels = rules.map(\.style.label)
-        badgeTexts = rules.map(\.style.badgeText)
         nodeBuffer = FrozenBuffer(nodes)
         ruleBuffer = FrozenBuffer(compiled)
         literalBuffer = FrozenBuffer(literals)

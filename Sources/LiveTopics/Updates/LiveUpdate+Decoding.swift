@@ -136,14 +136,18 @@ public struct LivePayload: Hashable, Sendable {
     public init(
         _ payload: [UInt8], maximumPayloadSize: Int = LiveUpdate.defaultMaximumPayloadSize, keepingSource: Bool = true
     ) throws(LiveUpdateError) {
-        let result: Result<LivePayload, LiveUpdateError> = payload.withUnsafeBytes { bytes in
+        // `withUnsafeBytes` throws untyped errors: the error is carried out by hand.
+        var failure: LiveUpdateError?
+        let decoded: LivePayload? = payload.withUnsafeBytes { bytes in
             do throws(LiveUpdateError) {
-                return .success(try LivePayload(bytes, maximumPayloadSize: maximumPayloadSize, keepingSource: keepingSource))
+                return try LivePayload(bytes, maximumPayloadSize: maximumPayloadSize, keepingSource: keepingSource)
             } catch {
-                return .failure(error)
+                failure = error
+                return nil
             }
         }
-        self = try result.get()
+        guard let decoded else { throw failure! }
+        self = decoded
     }
 }
 
