@@ -49,6 +49,31 @@ struct LiveStoreTests {
         return nil
     }
 
+    @Test("a location with many domains, some with the same tag, finds each one's value")
+    func manyDomains() throws {
+        let store = LiveStore(engine: try Self.engine(staleAfter: nil))
+        // "axxd", "abcd", "ayyd": one tag (length, first and last byte); more than eight in all.
+        let domains = ["axxd", "abcd", "occupancy", "ayyd", "d4", "d5", "availability", "d7", "d8", "abzd", "d10"]
+        func value(_ domain: String) -> String? { store[LocationAddress(try! update([:]).topic)]?.values.first { $0.domain == domain }?.properties["v"] }
+        for (round, offset) in [(0, Int64(0)), (1, 10)] {
+            for (number, domain) in domains.enumerated() {
+                _ = store.apply(try update(["v": "\(domain)-\(round)"], domain: domain, at: offset + Int64(number)), now: at(100))
+            }
+            for domain in domains { #expect(value(domain) == "\(domain)-\(round)") }
+        }
+        // Removing values moves the later ones down; each is still found.
+        _ = store.apply(LiveUpdate(topic: try update([:], domain: "abcd").topic, timestamp: at(50), properties: [:], isRemoval: true), now: at(100))
+        _ = store.apply(LiveUpdate(topic: try update([:], domain: "d4").topic, timestamp: at(50), properties: [:], isRemoval: true), now: at(100))
+        for (number, domain) in domains.enumerated() where domain != "abcd" && domain != "d4" {
+            _ = store.apply(try update(["v": "\(domain)-2"], domain: domain, at: 100 + Int64(number)), now: at(200))
+        }
+        for domain in domains { #expect(value(domain) == (["abcd", "d4"].contains(domain) ? nil : "\(domain)-2")) }
+        #expect(store[LocationAddress(try update([:]).topic)]?.values.count == domains.count - 2)
+        // The rules still read occupancy and availability where they are now.
+        _ = store.apply(try update(["nrOfPeople": "2", "capacity": "4"], at: 300), now: at(300))
+        #expect(store[LocationAddress(try update([:]).topic)]?.published?.rules == ["occupied"])
+    }
+
     @Test("only a real style difference produces a derived change")
     func changeOnly() throws {
         let store = LiveStore(engine: try Self.engine(staleAfter: nil))

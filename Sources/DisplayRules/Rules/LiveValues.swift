@@ -21,6 +21,9 @@ public struct DomainValue: Hashable, Sendable {
 public struct LiveValues: Sendable {
     public var domains: [DomainValue]
     public var catalogCapacity: String?
+    /// The tags of `domains`' names, when their holder keeps them: rules then find a
+    /// domain's value without reading the others.
+    package var domainTags: IdentifierTags?
 
     public init(domains: [DomainValue], catalogCapacity: String? = nil) {
         self.domains = domains

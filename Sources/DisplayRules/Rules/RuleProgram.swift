@@ -98,6 +98,9 @@ final class RuleProgram: @unchecked Sendable {
     private let referenceBuffer: FrozenBuffer<PropertyReference>
     private let slotDomainBuffer: FrozenBuffer<Int32>
     private let domainBuffer: FrozenBuffer<String>
+    private let domainTagBuffer: FrozenBuffer<UInt8>
+    /// Whether a rule has no domain (it applies when any domain has a fresh value).
+    private let hasRulesWithoutDomain: Bool
 
     init(_ rules: [Rule]) {
         var builder = Builder()
@@ -188,6 +191,8 @@ final class RuleProgram: @unchecked Sendable {
         referenceBuffer = FrozenBuffer(slots)
         slotDomainBuffer = FrozenBuffer(slotDomains)
         domainBuffer = FrozenBuffer(domains)
+        domainTagBuffer = FrozenBuffer(domains.map { IdentifierTags.tag(of: $0) })
+        hasRulesWithoutDomain = rules.contains { $0.domain == nil }
     }
 
     deinit {
@@ -197,6 +202,7 @@ final class RuleProgram: @unchecked Sendable {
         referenceBuffer.free()
         slotDomainBuffer.free()
         domainBuffer.free()
+        domainTagBuffer.free()
     }
 
     /// The index of a domain in `domains`, if a rule has it.
@@ -233,30 +239,27 @@ final class RuleProgram: @unchecked Sendable {
         _ candidates: RuleSelection, into selection: inout RuleSelection, values: LiveValues, address: LocationAddress
     ) {
         let catalogCapacity = values.catalogCapacity
+        let tags = values.domainTags
         values.domains.withUnsafeBufferPointer { domainValues in
             let domainCount = domainBuffer.count
             withUnsafeTemporaryAllocation(of: Int32.self, capacity: domainCount + 1) { valuesOfDomains in
-                // Where each rule domain's fresh value is, so that slots and rules find it
-                // without comparing names.
-                valuesOfDomains.initialize(repeating: -1)
-                var anyFresh = false
-                for value in domainValues.indices where !domainValues[value].stale {
-                    anyFresh = true
-                    for index in 0..<domainCount where domainBuffer[index].isSameIdentifier(as: domainValues[value].domain) {
-                        valuesOfDomains[index] = Int32(value)
-                        break
-                    }
-                }
+                // Where each rule domain's fresh value is, looked up when first needed, so
+                // that slots and rules find it without comparing names again.
+                valuesOfDomains.initialize(repeating: DomainFinder.unknown)
+                let finder = DomainFinder(
+                    values: domainValues, tags: tags, names: domainBuffer.base, nameTags: domainTagBuffer.base,
+                    found: valuesOfDomains.baseAddress!)
+                let anyFresh = hasRulesWithoutDomain && domainValues.contains { !$0.stale }
                 withUnsafeTemporaryAllocation(of: SlotValue.self, capacity: referenceBuffer.count + 1) { slotValues in
                     slotValues.initialize(repeating: SlotValue())
                     let evaluator = Evaluator(
                         nodes: nodeBuffer.base, literals: literalBuffer.base, references: referenceBuffer.base,
                         slots: slotValues.baseAddress!, values: domainValues, catalogCapacity: catalogCapacity,
-                        domainsOfSlots: slotDomainBuffer.base, valuesOfDomains: valuesOfDomains.baseAddress!)
+                        domainsOfSlots: slotDomainBuffer.base, finder: finder)
                     candidates.forEach { index in
                         let rule = ruleBuffer[index]
                         if rule.domain >= 0 {
-                            guard valuesOfDomains[Int(rule.domain)] >= 0 else { return }
+                            guard finder.value(ofDomain: Int(rule.domain)) >= 0 else { return }
                         } else if !anyFresh {
                             return
                         }
@@ -377,6 +380,37 @@ final class RuleProgram: @unchecked Sendable {
         }
     }
 
+    /// Finds where each rule domain's fresh value is among a location's values, once per
+    /// domain and only for the domains a derivation needs, using the values' domain tags
+    /// when they are known.
+    struct DomainFinder {
+        static let unknown: Int32 = -2
+
+        let values: UnsafeBufferPointer<DomainValue>
+        let tags: IdentifierTags?
+        /// The rule domains and their tags.
+        let names: UnsafePointer<String>
+        let nameTags: UnsafePointer<UInt8>
+        /// Per rule domain: the index of its fresh value, -1 for none, or `unknown`.
+        let found: UnsafeMutablePointer<Int32>
+
+        /// The index among the values of rule domain `domain`'s fresh value, or -1.
+        @inline(__always)
+        func value(ofDomain domain: Int) -> Int32 {
+            if found[domain] == Self.unknown { found[domain] = look(for: domain) }
+            return found[domain]
+        }
+
+        private func look(for domain: Int) -> Int32 {
+            let tag = nameTags[domain]
+            for index in values.indices {
+                if let tags, index < IdentifierTags.capacity, tags[index] != tag { continue }
+                if values[index].domain.isSameIdentifier(as: names[domain]) { return values[index].stale ? -1 : Int32(index) }
+            }
+            return -1
+        }
+    }
+
     /// Evaluates conditions, reading each slot's property on first use.
     struct Evaluator {
         let nodes: UnsafePointer<Node>
@@ -386,16 +420,16 @@ final class RuleProgram: @unchecked Sendable {
         /// The location's values, and the catalog's capacity as `occupancy.capacity`'s default.
         let values: UnsafeBufferPointer<DomainValue>
         let catalogCapacity: String?
-        /// Where the rules' domains are among the values, when the caller worked it out:
-        /// per slot its domain's index in `domains` (or -1), and per domain the index of
-        /// its fresh value (or -1), so that a slot is found without comparing names.
+        /// Where the rules' domains are among the values, when the caller can tell: per
+        /// slot its domain's index in `domains` (or -1), and where each domain's fresh value
+        /// is, so that a slot is found without comparing names.
         var domainsOfSlots: UnsafePointer<Int32>?
-        var valuesOfDomains: UnsafePointer<Int32>?
+        var finder: DomainFinder?
 
         init(
             nodes: UnsafePointer<Node>, literals: UnsafePointer<String>?, references: UnsafePointer<PropertyReference>?,
             slots: UnsafeMutablePointer<SlotValue>, values: UnsafeBufferPointer<DomainValue>, catalogCapacity: String?,
-            domainsOfSlots: UnsafePointer<Int32>? = nil, valuesOfDomains: UnsafePointer<Int32>? = nil
+            domainsOfSlots: UnsafePointer<Int32>? = nil, finder: DomainFinder? = nil
         ) {
             self.nodes = nodes
             self.literals = literals
@@ -404,7 +438,7 @@ final class RuleProgram: @unchecked Sendable {
             self.values = values
             self.catalogCapacity = catalogCapacity
             self.domainsOfSlots = domainsOfSlots
-            self.valuesOfDomains = valuesOfDomains
+            self.finder = finder
         }
 
         @inline(__always)
@@ -417,8 +451,8 @@ final class RuleProgram: @unchecked Sendable {
         private func fill(_ index: Int) {
             let reference = references.unsafelyUnwrapped + index
             let position: LiveValues.Position?
-            if let domainsOfSlots, let valuesOfDomains, domainsOfSlots[index] >= 0 {
-                let value = valuesOfDomains[Int(domainsOfSlots[index])]
+            if let domainsOfSlots, let finder, domainsOfSlots[index] >= 0 {
+                let value = finder.value(ofDomain: Int(domainsOfSlots[index]))
                 position = LiveValues.position(
                     of: reference.pointee, inValueAt: value >= 0 ? Int(value) : nil, in: values, catalogCapacity: catalogCapacity)
             } else {

@@ -148,7 +148,7 @@ public final class LiveStore {
     ) -> Outcome {
         if isRemoval {
             guard let index else { return .unchanged }
-            state.values.remove(at: index)
+            state.removeValue(at: index)
             // Positions after it moved: what was remembered by position is forgotten.
             state.acceptedDomains = 0
             counters.removals += 1
@@ -175,7 +175,7 @@ public final class LiveStore {
                 }
                 state.values[index] = value
             } else {
-                state.values.append(value)
+                state.appendValue(value)
             }
             if let staleNumber, let staleAfter, !stale {
                 schedule(state, number: staleNumber, deadline: timestamp.adding(milliseconds: staleAfter))
@@ -326,7 +326,7 @@ public final class LiveStore {
         let state: LocationState
         if let existing = record.address.withPathBytes({ locations.find($0, hash: prepared.hash) }) {
             state = existing
-            state.values = record.values
+            state.setValues(record.values)
             state.acceptedDomains = 0
             state.setPublished(prepared.published)
             state.version = record.version
@@ -386,7 +386,8 @@ public final class LiveStore {
     /// domain are evaluated again (the others keep their last result). The diff compares
     /// style keys; the style itself is built when the change is published.
     private func rederive(_ state: LocationState, now: LiveTimestamp, changedDomain: String? = nil) -> Outcome {
-        let values = LiveValues(domains: state.values)
+        var values = LiveValues(domains: state.values)
+        values.domainTags = state.domainTags
         let outOfScope: RuleSelection
         if let known = state.outOfScope {
             outOfScope = known

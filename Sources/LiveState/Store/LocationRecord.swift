@@ -28,7 +28,11 @@ public struct LocationRecord: Hashable, Sendable {
 /// run-time exclusivity check as the store's do.
 final class LocationState {
     let address: LocationAddress
+    /// Its values; entries are added, removed or replaced by the methods below, which keep
+    /// `domainTags` in step (an entry's other fields may be changed in place).
     @exclusivity(unchecked) var values: [DomainValue]
+    /// The tags of the values' domains, to find a domain without reading every value.
+    @exclusivity(unchecked) private(set) var domainTags: IdentifierTags
     /// The last published style, as its key under the current rules: `nil` until the first
     /// change is published, and while `legacy` stands in for it.
     @exclusivity(unchecked) var published: StyleKey?
@@ -59,6 +63,7 @@ final class LocationState {
     ) {
         address = record.address
         values = record.values
+        domainTags = IdentifierTags(record.values.lazy.map(\.domain))
         version = record.version
         floorSummary = floor
         buildingSummary = building
@@ -92,14 +97,40 @@ final class LocationState {
 
     /// Where a domain's value is in `values`, found by the bytes of its name.
     func index(ofBytes domain: UnsafeRawBufferPointer) -> Int? {
-        for index in values.indices where values[index].domain.isSameIdentifier(asBytes: domain) { return index }
-        return nil
+        index(tag: IdentifierTags.tag(of: domain)) { $0.isSameIdentifier(asBytes: domain) }
     }
 
-    @inline(__always)
     func index(of domain: String) -> Int? {
-        for index in values.indices where values[index].domain.isSameIdentifier(as: domain) { return index }
-        return nil
+        index(tag: IdentifierTags.tag(of: domain)) { $0.isSameIdentifier(as: domain) }
+    }
+
+    /// The first value whose domain has this tag (or no tag) and passes `isDomain`.
+    @inline(__always)
+    private func index(tag: UInt8, _ isDomain: (String) -> Bool) -> Int? {
+        values.withUnsafeBufferPointer { values in
+            for index in values.indices where index >= IdentifierTags.capacity || domainTags[index] == tag {
+                if isDomain(values[index].domain) { return index }
+            }
+            return nil
+        }
+    }
+
+    /// Replaces every value.
+    func setValues(_ newValues: [DomainValue]) {
+        values = newValues
+        domainTags = IdentifierTags(newValues.lazy.map(\.domain))
+    }
+
+    /// Adds the value of a domain that has none.
+    func appendValue(_ value: DomainValue) {
+        domainTags.set(IdentifierTags.tag(of: value.domain), at: values.count)
+        values.append(value)
+    }
+
+    /// Removes the value at `index`.
+    func removeValue(at index: Int) {
+        values.remove(at: index)
+        domainTags = IdentifierTags(values.lazy.map(\.domain))
     }
 }
 
