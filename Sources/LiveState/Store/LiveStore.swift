@@ -395,9 +395,11 @@ public final class LiveStore {
             outOfScope = engine.outOfScope(state.address)
             state.outOfScope = outOfScope
         }
+        // The published key is read once and moved, not copied, from here on.
+        let published = state.legacy == nil ? state.published : nil
         let key = engine.styleKey(
-            state.address, values: values, hiddenLayers: hiddenLayers,
-            previous: state.legacy == nil ? state.published : nil, changedDomain: changedDomain, outOfScope: outOfScope)
+            state.address, values: values, hiddenLayers: hiddenLayers, previous: published, changedDomain: changedDomain,
+            outOfScope: outOfScope)
         let legendState = engine.legendStateID(key.selection)
         if let changedDomain, !changedDomain.isSameIdentifier(as: "occupancy"), var contribution = state.contribution {
             // People and capacity come from occupancy alone: only the legend state can move.
@@ -414,10 +416,10 @@ public final class LiveStore {
                 return .unchanged
             }
             before = .style(legacy)
-        } else if let published = state.published {
+        } else if let published {
             if published == key { return .unchanged }
             state.published = key
-            before = .key(published)
+            before = .key(consume published)
         } else {
             state.published = key
             before = .none

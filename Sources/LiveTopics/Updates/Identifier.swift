@@ -32,10 +32,10 @@ extension String {
 /// the entries whose tag matches are read and compared in full.
 package struct IdentifierTags: Sendable, Equatable {
     /// Byte `i` is the tag of name `i` (0 for none).
-    package private(set) var bits: UInt64 = 0
+    @usableFromInline package var bits: UInt64 = 0
 
     /// How many names the tags cover at most; later ones are compared without a tag.
-    package static let capacity = 8
+    @inlinable package static var capacity: Int { 8 }
 
     package init() {}
 
@@ -62,7 +62,7 @@ package struct IdentifierTags: Sendable, Equatable {
     }
 
     /// The tag of name `index` (0 past the covered ones).
-    @inline(__always)
+    @inlinable
     package subscript(index: Int) -> UInt8 {
         index < Self.capacity ? UInt8(truncatingIfNeeded: bits >> UInt64(index * 8)) : 0
     }
