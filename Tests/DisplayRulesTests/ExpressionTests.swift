@@ -94,6 +94,16 @@ struct ExpressionTests {
             ])
             #expect(condition.evaluate(values), "\(text)")
         }
+        // Other spellings Double reads, and text that is no finite number.
+        func values(_ text: String) -> LiveValues {
+            LiveValues(domains: [DomainValue(domain: "d", properties: ["x": text], timestamp: LiveTimestamp(millisecondsSince1970: 0))])
+        }
+        for (text, number) in [("+5", "5"), ("5.", "5"), (".5", "0.5"), ("-.5", "-0.5"), ("1e3", "1000"), ("0x10", "16")] {
+            #expect(try CompiledExpression("x == \(number)", domain: "d").evaluate(values(text)), "\(text)")
+        }
+        for text in ["true", "busy", "inf", "-inf", "nan", " 5", "5 ", "", "-", "."] {
+            #expect(try !CompiledExpression("x > 0 or x <= 0", domain: "d").evaluate(values(text)), "\(text.debugDescription)")
+        }
     }
 
     @Test(

@@ -79,15 +79,26 @@ public struct CompiledExpression: Sendable, CustomStringConvertible {
 ///
 /// The fast path reads the digits as one integer below 2^53 and divides it by an exact
 /// power of ten, a single correctly rounded operation, so it gives the same `Double` as
-/// `Double(text)` (Clinger's fast path).
+/// `Double(text)` (Clinger's fast path). Text that does not start like a finite number
+/// (after a sign, a digit or a point: `true`, `busy`) is not one, without asking `Double`.
 @inline(__always)
 func parseNumber(_ text: String) -> Double? {
-    let fast: Double?? = text.utf8.withContiguousStorageIfAvailable { bytes -> Double? in
+    enum Fast {
+        case number(Double)
+        case notANumber
+        case undecided
+    }
+    let fast = text.utf8.withContiguousStorageIfAvailable { bytes -> Fast in
         var index = 0
         var negative = false
-        if index < bytes.count, bytes[index] == UInt8(ascii: "-") {
-            negative = true
+        if index < bytes.count, bytes[index] == UInt8(ascii: "-") || bytes[index] == UInt8(ascii: "+") {
+            negative = bytes[index] == UInt8(ascii: "-")
             index += 1
+        }
+        guard index < bytes.count else { return .notANumber }
+        let first = bytes[index]
+        guard first == UInt8(ascii: ".") || (first >= UInt8(ascii: "0") && first <= UInt8(ascii: "9")) else {
+            return .notANumber
         }
         var mantissa: Int64 = 0
         var digits = 0
@@ -97,7 +108,7 @@ func parseNumber(_ text: String) -> Double? {
             digits += 1
             index += 1
         }
-        guard digits > 0 else { return nil }
+        guard digits > 0 else { return .undecided }
         if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
             index += 1
             while index < bytes.count, bytes[index] >= UInt8(ascii: "0"), bytes[index] <= UInt8(ascii: "9") {
@@ -106,16 +117,20 @@ func parseNumber(_ text: String) -> Double? {
                 fractionDigits += 1
                 index += 1
             }
-            guard fractionDigits > 0 else { return nil }
+            guard fractionDigits > 0 else { return .undecided }
         }
         // 15 digits stay below 2^53, and 10^15 is exact.
-        guard index == bytes.count, digits <= 15 else { return nil }
+        guard index == bytes.count, digits <= 15 else { return .undecided }
         let value = Double(mantissa) / exactPowersOfTen[fractionDigits]
-        return negative ? -value : value
+        return .number(negative ? -value : value)
     }
-    if let fast, let value = fast { return value }
-    guard let value = Double(text), value.isFinite else { return nil }
-    return value
+    switch fast {
+    case .number(let value): return value
+    case .notANumber: return nil
+    case .undecided, nil:
+        guard let value = Double(text), value.isFinite else { return nil }
+        return value
+    }
 }
 
 /// 10^0 … 10^15, each exactly representable.
