@@ -1,5 +1,6 @@
 import Foundation
 import LiveDataTestSupport
+import LiveState
 import Logging
 import Mosquitto
 import Testing
@@ -131,9 +132,10 @@ struct DaemonTests {
         #expect(daemon.notify.messages.contains { $0.contains("STOPPING=1") })
         #expect(await inbox.wait { $0.last { $0.topic == "livedata/status" }?.payloadString == "offline" })
         #expect(result.standardError.contains("the new config is not valid; still running the old one"))
-        // The store was written on the way out.
-        let stored = try String(contentsOfFile: daemon.storePath + "", encoding: .isoLatin1)
-        #expect(stored.contains("room-8"))
+        // The store was written on the way out (read through SQLite: what is committed may
+        // still be in the write-ahead log rather than the main file).
+        let stored = try StateDatabase(path: daemon.storePath).readAll().records
+        #expect(stored.contains { $0.address.location == "room-8" && $0.values.first?.properties["nrOfPeople"] == "2" })
         await sensor.disconnect()
         await watcher.disconnect()
     }

@@ -74,6 +74,23 @@ struct LiveStoreTests {
         #expect(store[LocationAddress(try update([:]).topic)]?.published?.rules == ["occupied"])
     }
 
+    @Test("a value written in place leaves earlier changes and payloads as they were")
+    func inPlaceValues() throws {
+        let store = LiveStore(engine: try Self.engine(staleAfter: nil))
+        let first = try #require(changeOf(store.apply(try update(["nrOfPeople": "3", "capacity": "8"]), now: at(0))))
+        let payload = LivePayload(id: nil, timestamp: at(1), originSourceId: nil, properties: ["nrOfPeople": "0"], isRemoval: false)
+        let second = try #require(changeOf(store.apply(try update(payload.properties, at: 1), now: at(1))))
+        #expect(first.live.first?.properties == ["nrOfPeople": "3", "capacity": "8"])
+        #expect(second.live.first?.properties == ["nrOfPeople": "0"])
+        #expect(payload.properties == ["nrOfPeople": "0"])
+        var kept: LiveProperties = ["a": "1", "b": "2"]
+        let copy = kept
+        kept.replace(with: ["c": "3"])
+        #expect(kept == ["c": "3"] && copy == ["a": "1", "b": "2"])
+        kept.replace(with: ["d": "4"])
+        #expect(kept == ["d": "4"] && copy == ["a": "1", "b": "2"])
+    }
+
     @Test("only a real style difference produces a derived change")
     func changeOnly() throws {
         let store = LiveStore(engine: try Self.engine(staleAfter: nil))

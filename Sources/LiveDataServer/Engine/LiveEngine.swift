@@ -38,6 +38,9 @@ public final class LiveEngine {
     // update touches opt out of the run-time exclusivity check (as the store's do).
     @exclusivity(unchecked) public private(set) var counters = Counters()
     @exclusivity(unchecked) private var subscriptions = TopicIndex<Int>()
+    /// The storage of the last decoded payload's properties, for the next one to be decoded
+    /// into (when the store kept them, the next decoding copies rather than overwrites).
+    @exclusivity(unchecked) private var spareProperties = LiveProperties()
     /// Numbers each set of subscriptions, for the store to remember which topics they accept.
     @exclusivity(unchecked) private var generation: UInt32 = 0
     public let maximumPayloadSize: Int
@@ -77,10 +80,15 @@ public final class LiveEngine {
         }
         let decoded: LivePayload
         do {
-            decoded = try LivePayload(payload, maximumPayloadSize: maximumPayloadSize, keepingSource: false)
+            // Decoded into the storage of the last payload's properties, which the store
+            // copied into its own (see `LiveStore.apply`): nothing is allocated for them.
+            var storage = LiveProperties()
+            swap(&storage, &spareProperties)
+            decoded = try LivePayload(payload, maximumPayloadSize: maximumPayloadSize, keepingSource: false, storage: &storage)
         } catch {
             return rejectPayload(error)
         }
+        defer { spareProperties = decoded.properties }
         if let (target, slash) = found {
             let outcome = topic.utf8.withContiguousStorageIfAvailable { bytes in
                 store.apply(

@@ -156,7 +156,6 @@ public final class LiveStore {
             let staleNumber = staleNumber(domain)
             let staleAfter = staleNumber.map { self.staleAfter[$0] }
             let stale = staleAfter.map { timestamp.adding(milliseconds: $0) <= now } ?? false
-            let value = DomainValue(domain: domain, properties: properties, timestamp: timestamp, stale: stale)
             if let index {
                 if timestamp < state.values[index].timestamp {
                     counters.ignoredOutOfOrder += 1
@@ -173,9 +172,13 @@ public final class LiveStore {
                     markDirty(state)
                     return .unchanged
                 }
-                state.values[index] = value
+                // In place: the properties are written into the value's own storage, so
+                // that the decoded ones' storage can be used again by the caller.
+                state.values[index].properties.replace(with: properties)
+                state.values[index].timestamp = timestamp
+                state.values[index].stale = stale
             } else {
-                state.appendValue(value)
+                state.appendValue(DomainValue(domain: domain, properties: properties, timestamp: timestamp, stale: stale))
             }
             if let staleNumber, let staleAfter, !stale {
                 schedule(state, number: staleNumber, deadline: timestamp.adding(milliseconds: staleAfter))

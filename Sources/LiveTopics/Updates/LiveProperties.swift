@@ -31,6 +31,22 @@ public struct LiveProperties: Hashable, Sendable, Sequence, ExpressibleByDiction
         properties.reserveCapacity(count)
     }
 
+    /// Removes every property; `keepingCapacity` keeps the storage for the next ones.
+    public mutating func removeAll(keepingCapacity: Bool) {
+        properties.removeAll(keepingCapacity: keepingCapacity)
+    }
+
+    /// Takes `other`'s properties, writing them into this storage where it has room (and is
+    /// not shared), rather than taking `other`'s storage: so that `other`'s can be used again.
+    public mutating func replace(with other: LiveProperties) {
+        if properties.count == other.count {
+            for index in properties.indices { properties[index] = other.properties[index] }
+        } else {
+            properties.removeAll(keepingCapacity: true)
+            properties.append(contentsOf: other.properties)
+        }
+    }
+
     public var count: Int { properties.count }
     public var isEmpty: Bool { properties.isEmpty }
 

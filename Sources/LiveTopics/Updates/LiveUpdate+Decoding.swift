@@ -22,10 +22,24 @@ public struct LivePayload: Hashable, Sendable {
     ///
     /// `keepingSource: false` checks `id` and `originSourceId` as usual but leaves them out
     /// (`nil`), for a reader that does not use them: the state store keys locations by topic.
+    ///
     /// - Throws: ``LiveUpdateError`` saying why the payload was refused.
     public init(
         _ payload: UnsafeRawBufferPointer, maximumPayloadSize: Int = LiveUpdate.defaultMaximumPayloadSize,
         keepingSource: Bool = true
+    ) throws(LiveUpdateError) {
+        var storage = LiveProperties()
+        try self.init(payload, maximumPayloadSize: maximumPayloadSize, keepingSource: keepingSource, storage: &storage)
+    }
+
+    /// Decodes a payload (see ``init(_:maximumPayloadSize:keepingSource:)-(UnsafeRawBufferPointer,_,_)``)
+    /// into `storage`'s storage: the decoded properties take it (its contents are dropped)
+    /// and `storage` is left empty, so that a caller decoding one payload after another and
+    /// handing each one's properties back need not allocate for every one.
+    /// - Throws: ``LiveUpdateError`` saying why the payload was refused.
+    public init(
+        _ payload: UnsafeRawBufferPointer, maximumPayloadSize: Int = LiveUpdate.defaultMaximumPayloadSize,
+        keepingSource: Bool = true, storage: inout LiveProperties
     ) throws(LiveUpdateError) {
         if payload.isEmpty {
             self.init(id: nil, timestamp: nil, originSourceId: nil, properties: LiveProperties(), isRemoval: true)
@@ -84,6 +98,8 @@ public struct LivePayload: Hashable, Sendable {
                         return
                     }
                     var values = LiveProperties()
+                    swap(&values, &storage)
+                    values.removeAll(keepingCapacity: true)
                     // One allocation for the few properties an update carries, not one per
                     // doubling of the array.
                     values.reserveCapacity(4)
@@ -136,11 +152,23 @@ public struct LivePayload: Hashable, Sendable {
     public init(
         _ payload: [UInt8], maximumPayloadSize: Int = LiveUpdate.defaultMaximumPayloadSize, keepingSource: Bool = true
     ) throws(LiveUpdateError) {
+        var storage = LiveProperties()
+        try self.init(payload, maximumPayloadSize: maximumPayloadSize, keepingSource: keepingSource, storage: &storage)
+    }
+
+    /// Decodes a payload held in an array into `storage`'s storage (see
+    /// ``init(_:maximumPayloadSize:keepingSource:storage:)-(UnsafeRawBufferPointer,_,_,_)``).
+    /// - Throws: ``LiveUpdateError``.
+    public init(
+        _ payload: [UInt8], maximumPayloadSize: Int = LiveUpdate.defaultMaximumPayloadSize, keepingSource: Bool = true,
+        storage: inout LiveProperties
+    ) throws(LiveUpdateError) {
         // `withUnsafeBytes` throws untyped errors: the error is carried out by hand.
         var failure: LiveUpdateError?
         let decoded: LivePayload? = payload.withUnsafeBytes { bytes in
             do throws(LiveUpdateError) {
-                return try LivePayload(bytes, maximumPayloadSize: maximumPayloadSize, keepingSource: keepingSource)
+                return try LivePayload(
+                    bytes, maximumPayloadSize: maximumPayloadSize, keepingSource: keepingSource, storage: &storage)
             } catch {
                 failure = error
                 return nil
