@@ -90,12 +90,11 @@ public final class LiveEngine {
         }
         defer { spareProperties = decoded.properties }
         if let (target, slash) = found {
-            let outcome = topic.utf8.withContiguousStorageIfAvailable { bytes in
+            // The domain is made into a string only when the location has no value of it yet.
+            return Self.outcome(
                 store.apply(
-                    target, domain: UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(bytes)[(slash + 1)...]),
-                    payload: decoded, receivedAt: receivedAt, acceptedBy: generation)
-            }
-            if let outcome { return Self.outcome(outcome) }
+                    target, domain: Self.domain(of: topic, after: slash), payload: decoded, receivedAt: receivedAt,
+                    acceptedBy: generation))
         }
         let liveTopic: LiveTopic
         do {
@@ -104,6 +103,12 @@ public final class LiveEngine {
             return reject(.badTopic, "\(error)")
         }
         return Self.outcome(store.apply(LiveUpdate(topic: liveTopic, payload: decoded, receivedAt: receivedAt), now: receivedAt))
+    }
+
+    /// The domain of a topic whose last `/` is at byte `slash`.
+    private static func domain(of topic: String, after slash: Int) -> String {
+        let utf8 = topic.utf8
+        return String(Substring(utf8[utf8.index(utf8.startIndex, offsetBy: slash + 1)...]))
     }
 
     /// Where the last `/` of a topic is, in its bytes.

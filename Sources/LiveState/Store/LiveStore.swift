@@ -119,15 +119,14 @@ public final class LiveStore {
     }
 
     /// Applies a decoded payload to a target found by ``target(path:domain:)`` (`domain`
-    /// is the bytes of its domain: a domain the location already has a value for is not made
-    /// into a string again), and remembers that the subscriptions of `generation` accept
-    /// its topic.
+    /// makes its domain's name, asked for only when the location has no value of it yet),
+    /// and remembers that the subscriptions of `generation` accept its topic.
     public func apply(
-        _ target: Target, domain: UnsafeRawBufferPointer, payload: LivePayload, receivedAt now: LiveTimestamp,
+        _ target: Target, domain: @autoclosure () -> String, payload: LivePayload, receivedAt now: LiveTimestamp,
         acceptedBy generation: UInt32
     ) -> Outcome {
         let state = target.state
-        let name = target.index.map { state.values[$0].domain } ?? String(decoding: domain, as: UTF8.self)
+        let name = target.index.map { state.values[$0].domain } ?? domain()
         let outcome = apply(
             state, domain: name, at: target.index, properties: payload.properties, timestamp: payload.timestamp ?? now,
             isRemoval: payload.isRemoval, now: now)

@@ -30,26 +30,26 @@ extension String {
 /// One byte per name for the first eight names of a short list (the domains of a location's
 /// values): a name is looked up by comparing its tag with these, in a register, and only
 /// the entries whose tag matches are read and compared in full.
-package struct IdentifierTags: Sendable, Equatable {
+public struct IdentifierTags: Sendable, Equatable {
     /// Byte `i` is the tag of name `i` (0 for none).
-    @usableFromInline package var bits: UInt64 = 0
+    @usableFromInline var bits: UInt64 = 0
 
     /// How many names the tags cover at most; later ones are compared without a tag.
-    @inlinable package static var capacity: Int { 8 }
+    @inlinable public static var capacity: Int { 8 }
 
-    package init() {}
+    public init() {}
 
-    package init(_ names: some Sequence<String>) {
+    public init(_ names: some Sequence<String>) {
         for (index, name) in names.enumerated() where index < Self.capacity { set(Self.tag(of: name), at: index) }
     }
 
     /// A name's tag, never 0: from its length and its first and last bytes.
-    package static func tag(of name: UnsafeRawBufferPointer) -> UInt8 {
+    public static func tag(of name: UnsafeRawBufferPointer) -> UInt8 {
         guard let first = name.first, let last = name.last else { return 1 }
         return tag(count: name.count, first: first, last: last)
     }
 
-    package static func tag(of name: String) -> UInt8 {
+    public static func tag(of name: String) -> UInt8 {
         let utf8 = name.utf8
         guard let first = utf8.first, let last = utf8.last else { return 1 }
         return tag(count: utf8.count, first: first, last: last)
@@ -63,12 +63,12 @@ package struct IdentifierTags: Sendable, Equatable {
 
     /// The tag of name `index` (0 past the covered ones).
     @inlinable
-    package subscript(index: Int) -> UInt8 {
+    public subscript(index: Int) -> UInt8 {
         index < Self.capacity ? UInt8(truncatingIfNeeded: bits >> UInt64(index * 8)) : 0
     }
 
     /// Sets the tag of name `index` (ignored past the covered ones).
-    package mutating func set(_ tag: UInt8, at index: Int) {
+    public mutating func set(_ tag: UInt8, at index: Int) {
         guard index < Self.capacity else { return }
         let shift = UInt64(index * 8)
         bits = (bits & ~(0xFF << shift)) | UInt64(tag) << shift
