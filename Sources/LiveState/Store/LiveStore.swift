@@ -126,18 +126,18 @@ public final class LiveStore {
         acceptedBy generation: UInt32
     ) -> Outcome {
         let state = target.state
-        let name = target.index.map { state.values[$0].domain } ?? domain()
-        let outcome = apply(
-            state, domain: name, at: target.index, properties: payload.properties, timestamp: payload.timestamp ?? now,
-            isRemoval: payload.isRemoval, now: now)
-        if !payload.isRemoval, let position = target.index ?? state.values.indices.last, position < 64 {
+        // Where the value is, or will be once appended (a removal moves values: nothing is
+        // remembered for it).
+        if !payload.isRemoval, case let position = target.index ?? state.values.count, position < 64 {
             if state.acceptedGeneration != generation {
                 state.acceptedGeneration = generation
                 state.acceptedDomains = 0
             }
             state.acceptedDomains |= 1 << UInt64(position)
         }
-        return outcome
+        return apply(
+            state, domain: target.index.map { state.values[$0].domain } ?? domain(), at: target.index,
+            properties: payload.properties, timestamp: payload.timestamp ?? now, isRemoval: payload.isRemoval, now: now)
     }
 
     /// `index`: where the domain's value is in `state.values`, if it has one.
