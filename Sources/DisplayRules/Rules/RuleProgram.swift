@@ -403,8 +403,9 @@ final class RuleProgram: @unchecked Sendable {
 
         private func look(for domain: Int) -> Int32 {
             let tag = nameTags[domain]
+            let bits = tags?.bits
             for index in values.indices {
-                if let tags, index < IdentifierTags.capacity, tags[index] != tag { continue }
+                if let bits, index < IdentifierTags.capacity, IdentifierTags.tag(at: index, in: bits) != tag { continue }
                 if values[index].domain.isSameIdentifier(as: names[domain]) { return values[index].stale ? -1 : Int32(index) }
             }
             return -1

@@ -397,8 +397,9 @@ public final class LiveStore {
             outOfScope = engine.outOfScope(state.address)
             state.outOfScope = outOfScope
         }
-        // The published key is read once and moved, not copied, from here on.
-        let published = state.legacy == nil ? state.published : nil
+        // The published key is moved out of the location (and back, or into the change),
+        // never copied: a key holds three references.
+        var published = state.legacy == nil ? state.published.take() : nil
         let key = engine.styleKey(
             state.address, values: values, hiddenLayers: hiddenLayers, previous: published, changedDomain: changedDomain,
             outOfScope: outOfScope)
@@ -418,10 +419,13 @@ public final class LiveStore {
                 return .unchanged
             }
             before = .style(legacy)
-        } else if let published {
-            if published == key { return .unchanged }
+        } else if let previous = published.take() {
+            if previous == key {
+                state.published = consume previous
+                return .unchanged
+            }
             state.published = key
-            before = .key(consume published)
+            before = .key(consume previous)
         } else {
             state.published = key
             before = .none

@@ -32,7 +32,7 @@ extension String {
 /// the entries whose tag matches are read and compared in full.
 public struct IdentifierTags: Sendable, Equatable {
     /// Byte `i` is the tag of name `i` (0 for none).
-    @usableFromInline var bits: UInt64 = 0
+    public private(set) var bits: UInt64 = 0
 
     /// How many names the tags cover at most; later ones are compared without a tag.
     @inlinable public static var capacity: Int { 8 }
@@ -64,7 +64,13 @@ public struct IdentifierTags: Sendable, Equatable {
     /// The tag of name `index` (0 past the covered ones).
     @inlinable
     public subscript(index: Int) -> UInt8 {
-        index < Self.capacity ? UInt8(truncatingIfNeeded: bits >> UInt64(index * 8)) : 0
+        index < Self.capacity ? Self.tag(at: index, in: bits) : 0
+    }
+
+    /// The tag of name `index` (below ``capacity``) in ``bits``.
+    @inlinable @inline(__always)
+    public static func tag(at index: Int, in bits: UInt64) -> UInt8 {
+        UInt8(truncatingIfNeeded: bits &>> UInt64(truncatingIfNeeded: index &<< 3))
     }
 
     /// Sets the tag of name `index` (ignored past the covered ones).
