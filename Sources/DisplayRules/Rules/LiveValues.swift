@@ -34,7 +34,7 @@ public struct LiveValues: Sendable {
     /// `occupancy.capacity` falls back on the catalog's capacity.
     public subscript(reference: PropertyReference) -> String? {
         domains.withUnsafeBufferPointer { domains in
-            Self.position(of: reference, in: domains, catalogCapacity: catalogCapacity).map {
+            Self.position(of: reference, in: domains, tags: domainTags, catalogCapacity: catalogCapacity).map {
                 Self.text(at: $0, in: domains, catalogCapacity: catalogCapacity)
             }
         }
@@ -51,16 +51,22 @@ public struct LiveValues: Sendable {
     // for a whole derivation, reads values without copying or retaining the array.
 
     /// Where a property's value is among `domains`, if it has one (see ``subscript(_:)``).
+    /// `tags`: the domains' tags, if known (only the values whose tag matches are read).
     static func position(
-        of reference: PropertyReference, in domains: UnsafeBufferPointer<DomainValue>, catalogCapacity: String?
+        of reference: PropertyReference, in domains: UnsafeBufferPointer<DomainValue>, tags: IdentifierTags? = nil,
+        catalogCapacity: String?
     ) -> Position? {
         if let domain = reference.domain {
-            var found: Int?
-            for index in domains.indices where domains[index].domain.isSameIdentifier(as: domain) {
-                if !domains[index].stale { found = index }
-                break
+            let index: Int?
+            if let tags {
+                index = tags.firstIndex(tag: IdentifierTags.tag(of: domain), count: domains.count) {
+                    domains[$0].domain.isSameIdentifier(as: domain)
+                }
+            } else {
+                index = domains.firstIndex { $0.domain.isSameIdentifier(as: domain) }
             }
-            return position(of: reference, inValueAt: found, in: domains, catalogCapacity: catalogCapacity)
+            let fresh = index.flatMap { domains[$0].stale ? nil : $0 }
+            return position(of: reference, inValueAt: fresh, in: domains, catalogCapacity: catalogCapacity)
         }
         for index in domains.indices where !domains[index].stale {
             if let position = find(reference.name, in: domains, at: index) { return position }

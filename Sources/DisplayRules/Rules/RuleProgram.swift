@@ -402,13 +402,16 @@ final class RuleProgram: @unchecked Sendable {
         }
 
         private func look(for domain: Int) -> Int32 {
-            let tag = nameTags[domain]
-            let bits = tags?.bits
-            for index in values.indices {
-                if let bits, index < IdentifierTags.capacity, IdentifierTags.tag(at: index, in: bits) != tag { continue }
-                if values[index].domain.isSameIdentifier(as: names[domain]) { return values[index].stale ? -1 : Int32(index) }
+            let found: Int?
+            if let tags {
+                found = tags.firstIndex(tag: nameTags[domain], count: values.count) {
+                    values[$0].domain.isSameIdentifier(as: names[domain])
+                }
+            } else {
+                found = values.firstIndex { $0.domain.isSameIdentifier(as: names[domain]) }
             }
-            return -1
+            guard let found, !values[found].stale else { return -1 }
+            return Int32(found)
         }
     }
 

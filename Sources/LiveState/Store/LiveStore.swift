@@ -441,17 +441,20 @@ public final class LiveStore {
     private func contribution(
         _ state: LocationState, legendState: Int32?, values: LiveValues
     ) -> SummaryTracker.Contribution {
-        Self.contribution(state.address, legendState: legendState, values: values.domains, engine: engine)
+        Self.contribution(
+            state.address, legendState: legendState, values: values.domains, occupancy: state.index(of: "occupancy"),
+            engine: engine)
     }
 
     /// What a location adds to its summaries: its legend state, the people its occupancy
     /// counts and its capacity (the occupancy's, else the catalog's).
+    /// `occupancy`: where the occupancy value is in `values`, if the caller knows.
     private static func contribution(
-        _ address: LocationAddress, legendState: Int32?, values: [DomainValue], engine: RuleEngine
+        _ address: LocationAddress, legendState: Int32?, values: [DomainValue], occupancy: Int?? = nil, engine: RuleEngine
     ) -> SummaryTracker.Contribution {
         var people: Int32 = 0
         var capacity: Int32?
-        for index in values.indices where values[index].domain == "occupancy" && !values[index].stale {
+        if let index = occupancy ?? values.firstIndex(where: { $0.domain == "occupancy" }), !values[index].stale {
             people = values[index].properties["nrOfPeople"].flatMap { Int32($0) } ?? 0
             capacity = values[index].properties["capacity"].flatMap { Int32($0) }
         }

@@ -108,10 +108,7 @@ final class LocationState {
     @inline(__always)
     private func index(tag: UInt8, _ isDomain: (String) -> Bool) -> Int? {
         values.withUnsafeBufferPointer { values in
-            for index in values.indices where index >= IdentifierTags.capacity || domainTags[index] == tag {
-                if isDomain(values[index].domain) { return index }
-            }
-            return nil
+            domainTags.firstIndex(tag: tag, count: values.count) { isDomain(values[$0].domain) }
         }
     }
 

@@ -67,6 +67,18 @@ public struct IdentifierTags: Sendable, Equatable {
         index < Self.capacity ? Self.tag(at: index, in: bits) : 0
     }
 
+    /// The first of `count` names that has `tag` (or is past the covered ones) and passes
+    /// `isName`: only those are read.
+    @inlinable
+    public func firstIndex(tag: UInt8, count: Int, where isName: (Int) -> Bool) -> Int? {
+        var index = 0
+        while index < count {
+            if (index >= Self.capacity || Self.tag(at: index, in: bits) == tag) && isName(index) { return index }
+            index += 1
+        }
+        return nil
+    }
+
     /// The tag of name `index` (below ``capacity``) in ``bits``.
     @inlinable @inline(__always)
     public static func tag(at index: Int, in bits: UInt64) -> UInt8 {
