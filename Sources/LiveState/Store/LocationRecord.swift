@@ -27,35 +27,37 @@ public struct LocationRecord: Hashable, Sendable {
 /// byte here is a megabyte. Only its store changes it, so its properties opt out of the
 /// run-time exclusivity check as the store's do.
 final class LocationState {
+    // Stored properties are laid out in this order: what finding a location and its value
+    // for an update's domain reads comes first, so that it is one line of memory.
     let address: LocationAddress
     /// Its values; entries are added, removed or replaced by the methods below, which keep
     /// `domainTags` in step (an entry's other fields may be changed in place).
     @exclusivity(unchecked) var values: [DomainValue]
     /// The tags of the values' domains, to find a domain without reading every value.
     @exclusivity(unchecked) private(set) var domainTags: IdentifierTags
-    /// The last published style, as its key under the current rules: `nil` until the first
-    /// change is published, and while `legacy` stands in for it.
-    @exclusivity(unchecked) var published: StyleKey?
-    /// A published style that the current rules do not make (restored from a file written
-    /// under other rules, or published before a reload), until the next derivation.
-    @exclusivity(unchecked) var legacy: LegacyStyle?
-    @exclusivity(unchecked) var version: UInt64
-    /// The rules whose `where` criteria leave it out under the current rules, once worked
-    /// out (``RuleEngine/outOfScope(_:)``).
-    @exclusivity(unchecked) var outOfScope: RuleSelection?
     /// Bit `i`: the topic of `values[i]`'s domain was accepted by the subscriptions of
     /// `acceptedGeneration` (see ``LiveStore/isAccepted(_:generation:)``).
     @exclusivity(unchecked) var acceptedDomains: UInt64 = 0
     @exclusivity(unchecked) var acceptedGeneration: UInt32 = 0
+    /// Changed since the last write.
+    @exclusivity(unchecked) var dirty = false
+    @exclusivity(unchecked) var version: UInt64
+    /// One bit per domain with a `staleAfter` (the store numbers them) that has an entry in
+    /// the expiry queue: at most one entry per value.
+    @exclusivity(unchecked) var scheduledExpiries: UInt64 = 0
     /// What it adds to its floor and building summaries.
     @exclusivity(unchecked) var contribution: SummaryTracker.Contribution?
     let floorSummary: SummaryTracker.Aggregate
     let buildingSummary: SummaryTracker.Aggregate
-    /// Changed since the last write.
-    @exclusivity(unchecked) var dirty = false
-    /// One bit per domain with a `staleAfter` (the store numbers them) that has an entry in
-    /// the expiry queue: at most one entry per value.
-    @exclusivity(unchecked) var scheduledExpiries: UInt64 = 0
+    /// The last published style, as its key under the current rules: `nil` until the first
+    /// change is published, and while `legacy` stands in for it.
+    @exclusivity(unchecked) var published: StyleKey?
+    /// The rules whose `where` criteria leave it out under the current rules, once worked
+    /// out (``RuleEngine/outOfScope(_:)``).
+    @exclusivity(unchecked) var outOfScope: RuleSelection?
+    /// A published style that the current rules do not make (restored from a file written
+    /// under other rules, or published before a reload), until the next derivation.
+    @exclusivity(unchecked) var legacy: LegacyStyle?
 
     init(
         _ record: LocationRecord, published: PublishedStyle, floor: SummaryTracker.Aggregate,
