@@ -61,6 +61,7 @@ struct JSONScanner {
     }
 
     /// The kind of the next value, after whitespace.
+    @inline(__always)
     mutating func peekKind() throws(Failure) -> Kind {
         skipWhitespace()
         guard position < bytes.count else { throw .unexpectedEnd }
@@ -113,6 +114,7 @@ struct JSONScanner {
     }
 
     /// Reads a string; the fast path (no escapes) validates UTF-8 and copies once.
+    @inline(__always)
     mutating func readString() throws(Failure) -> String {
         skipWhitespace()
         let start = position
@@ -127,6 +129,7 @@ struct JSONScanner {
 
     /// Reads a string's raw bytes (between the quotes, escapes untouched).
     /// - Returns: the bytes and whether they contain escapes.
+    @inline(__always)
     mutating func readRawString() throws(Failure) -> (UnsafeRawBufferPointer, Bool) {
         guard position < bytes.count else { throw .unexpectedEnd }
         guard bytes[position] == UInt8(ascii: "\"") else { throw .unexpected(bytes[position], at: position) }

@@ -81,9 +81,10 @@ public struct LocationAddress: Hashable, Sendable, CustomStringConvertible {
     /// Whether `path` is this address's `dataset/venue/building/floor/room/location`,
     /// byte for byte (as MQTT compares topics).
     public func hasPath(_ other: UnsafeRawBufferPointer) -> Bool {
-        withPathBytes { path in
-            path.count == other.count && (path.count == 0 || memcmp(path.baseAddress!, other.baseAddress!, path.count) == 0)
-        }
+        guard path.utf8.count == other.count else { return false }
+        if other.isEmpty { return true }
+        return path.utf8.withContiguousStorageIfAvailable { memcmp($0.baseAddress!, other.baseAddress!, other.count) == 0 }
+            ?? path.utf8.elementsEqual(other)
     }
 
     /// The byte range of component `position` (0 for the dataset … 5 for the location).
