@@ -238,6 +238,7 @@ extension LivePayload {
         }
     }
 
+    @inline(__always)
     fileprivate static func string(_ raw: UnsafeRawBufferPointer, escaped: Bool) throws(JSONScanner.Failure) -> String {
         if escaped { return try JSONScanner.unescape(raw, at: 0) }
         guard let string = makeString(raw) else { throw .invalidUTF8(at: 0) }
