@@ -442,7 +442,7 @@ public final class LiveStore {
         _ state: LocationState, legendState: Int32?, values: LiveValues
     ) -> SummaryTracker.Contribution {
         Self.contribution(
-            state.address, legendState: legendState, values: values.domains, occupancy: state.index(of: "occupancy"),
+            state.address, legendState: legendState, values: values.domains, occupancy: state.occupancyIndex,
             engine: engine)
     }
 

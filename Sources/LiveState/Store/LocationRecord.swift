@@ -106,6 +106,13 @@ final class LocationState {
         index(tag: IdentifierTags.tag(of: domain)) { $0.isSameIdentifier(as: domain) }
     }
 
+    private static let occupancyTag = IdentifierTags.tag(of: "occupancy")
+
+    /// Where the occupancy value is (the summaries read it after most updates).
+    var occupancyIndex: Int? {
+        index(tag: Self.occupancyTag) { $0.isSameIdentifier(as: "occupancy") }
+    }
+
     /// The first value whose domain has this tag (or no tag) and passes `isDomain`.
     @inline(__always)
     private func index(tag: UInt8, _ isDomain: (String) -> Bool) -> Int? {
