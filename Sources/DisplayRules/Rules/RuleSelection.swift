@@ -74,6 +74,7 @@ public struct RuleSelection: Hashable, Sendable {
     }
 
     /// The highest rule selected in both, if any.
+    @inline(__always)
     func last(in mask: RuleSelection) -> Int? {
         if let overflow, let other = mask.overflow {
             for index in overflow.indices.reversed() {
