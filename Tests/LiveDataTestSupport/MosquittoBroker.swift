@@ -219,14 +219,26 @@ func makeReadable(_ url: URL) throws {
     try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: url.path)
 }
 
-/// Temporary directories that the broker's user can read.
+/// Temporary directories that the broker's user can read, removed when the test process
+/// exits (brokers, daemons and sockets may use them until the last test ends).
 public enum TestDirectory {
+    private static let made = Mutex<[URL]>([])
+    private static let removalAtExit: Void = {
+        atexit { TestDirectory.removeAll() }
+    }()
+
     public static func make(prefix: String) throws -> URL {
+        _ = removalAtExit
         let url = FileManager.default.temporaryDirectory.appendingPathComponent(
             "livedata-\(prefix)-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(
             at: url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        made.withLock { $0.append(url) }
         return url
+    }
+
+    private static func removeAll() {
+        for url in made.withLock({ $0 }) { try? FileManager.default.removeItem(at: url) }
     }
 }
 
