@@ -57,21 +57,25 @@ public struct LiveValues: Sendable {
         catalogCapacity: String?
     ) -> Position? {
         if let domain = reference.domain {
-            let index: Int?
-            if let tags {
-                index = tags.firstIndex(tag: IdentifierTags.tag(of: domain), count: domains.count) {
-                    domains[$0].domain.isSameIdentifier(as: domain)
-                }
-            } else {
-                index = domains.firstIndex { $0.domain.isSameIdentifier(as: domain) }
-            }
-            let fresh = index.flatMap { domains[$0].stale ? nil : $0 }
+            let fresh = index(ofDomain: domain, in: domains, tags: tags).flatMap { domains[$0].stale ? nil : $0 }
             return position(of: reference, inValueAt: fresh, in: domains, catalogCapacity: catalogCapacity)
         }
         for index in domains.indices where !domains[index].stale {
             if let position = find(reference.name, in: domains, at: index) { return position }
         }
         return reference.name == "capacity" && catalogCapacity != nil ? Position(domain: -1, property: 0) : nil
+    }
+
+    /// Where `domain`'s value (fresh or stale) is among `domains`. With their `tags`, only
+    /// the values whose tag is `domain`'s (`tag`, when the caller has it) are read.
+    @inlinable
+    public static func index(
+        ofDomain domain: String, tag: UInt8? = nil, in domains: UnsafeBufferPointer<DomainValue>, tags: IdentifierTags?
+    ) -> Int? {
+        guard let tags else { return domains.firstIndex { $0.domain.isSameIdentifier(as: domain) } }
+        return tags.firstIndex(tag: tag ?? IdentifierTags.tag(of: domain), count: domains.count) {
+            domains[$0].domain.isSameIdentifier(as: domain)
+        }
     }
 
     /// ``position(of:in:catalogCapacity:)`` for a reference with a domain, where that

@@ -402,15 +402,9 @@ final class RuleProgram: @unchecked Sendable {
         }
 
         private func look(for domain: Int) -> Int32 {
-            let found: Int?
-            if let tags {
-                found = tags.firstIndex(tag: nameTags[domain], count: values.count) {
-                    values[$0].domain.isSameIdentifier(as: names[domain])
-                }
-            } else {
-                found = values.firstIndex { $0.domain.isSameIdentifier(as: names[domain]) }
-            }
-            guard let found, !values[found].stale else { return -1 }
+            guard let found = LiveValues.index(ofDomain: names[domain], tag: nameTags[domain], in: values, tags: tags),
+                !values[found].stale
+            else { return -1 }
             return Int32(found)
         }
     }

@@ -314,8 +314,9 @@ public final class LiveStore {
         return PreparedLocation(
             record: record, hash: LocationTable.hash(record.address), engine: engine, published: published,
             contribution: contribution(
-                record.address, legendState: selection.flatMap { engine.legendStateID($0) },
-                values: record.values, engine: engine))
+                record.address, legendState: selection.flatMap { engine.legendStateID($0) }, values: record.values,
+                occupancy: record.values.withUnsafeBufferPointer { LiveValues.index(ofDomain: "occupancy", in: $0, tags: nil) },
+                engine: engine))
     }
 
     /// Puts back one prepared location (see ``restore(_:)-([LocationRecord])``).
@@ -448,13 +449,13 @@ public final class LiveStore {
 
     /// What a location adds to its summaries: its legend state, the people its occupancy
     /// counts and its capacity (the occupancy's, else the catalog's).
-    /// `occupancy`: where the occupancy value is in `values`, if the caller knows.
+    /// `occupancy`: where the occupancy value is in `values`.
     private static func contribution(
-        _ address: LocationAddress, legendState: Int32?, values: [DomainValue], occupancy: Int?? = nil, engine: RuleEngine
+        _ address: LocationAddress, legendState: Int32?, values: [DomainValue], occupancy: Int?, engine: RuleEngine
     ) -> SummaryTracker.Contribution {
         var people: Int32 = 0
         var capacity: Int32?
-        if let index = occupancy ?? values.firstIndex(where: { $0.domain == "occupancy" }), !values[index].stale {
+        if let index = occupancy, !values[index].stale {
             people = values[index].properties["nrOfPeople"].flatMap { Int32($0) } ?? 0
             capacity = values[index].properties["capacity"].flatMap { Int32($0) }
         }

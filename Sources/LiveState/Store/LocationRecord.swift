@@ -97,29 +97,24 @@ final class LocationState {
         LocationRecord(address: address, values: values, published: publishedStyle(engine), version: version)
     }
 
-    /// Where a domain's value is in `values`, found by the bytes of its name.
-    func index(ofBytes domain: UnsafeRawBufferPointer) -> Int? {
-        index(tag: IdentifierTags.tag(of: domain)) { $0.isSameIdentifier(asBytes: domain) }
+    /// Where a domain's value is in `values` (`tag`: the domain's, when the caller has it).
+    func index(of domain: String, tag: UInt8? = nil) -> Int? {
+        values.withUnsafeBufferPointer { LiveValues.index(ofDomain: domain, tag: tag, in: $0, tags: domainTags) }
     }
 
-    func index(of domain: String) -> Int? {
-        index(tag: IdentifierTags.tag(of: domain)) { $0.isSameIdentifier(as: domain) }
+    /// Where a domain's value is in `values`, found by the bytes of its name.
+    func index(ofBytes domain: UnsafeRawBufferPointer) -> Int? {
+        values.withUnsafeBufferPointer { values in
+            domainTags.firstIndex(tag: IdentifierTags.tag(of: domain), count: values.count) {
+                values[$0].domain.isSameIdentifier(asBytes: domain)
+            }
+        }
     }
 
     private static let occupancyTag = IdentifierTags.tag(of: "occupancy")
 
     /// Where the occupancy value is (the summaries read it after most updates).
-    var occupancyIndex: Int? {
-        index(tag: Self.occupancyTag) { $0.isSameIdentifier(as: "occupancy") }
-    }
-
-    /// The first value whose domain has this tag (or no tag) and passes `isDomain`.
-    @inline(__always)
-    private func index(tag: UInt8, _ isDomain: (String) -> Bool) -> Int? {
-        values.withUnsafeBufferPointer { values in
-            domainTags.firstIndex(tag: tag, count: values.count) { isDomain(values[$0].domain) }
-        }
-    }
+    var occupancyIndex: Int? { index(of: "occupancy", tag: Self.occupancyTag) }
 
     /// Replaces every value.
     func setValues(_ newValues: [DomainValue]) {
