@@ -148,8 +148,6 @@ public final class LiveStore {
         if isRemoval {
             guard let index else { return .unchanged }
             state.removeValue(at: index)
-            // Positions after it moved: what was remembered by position is forgotten.
-            state.acceptedDomains = 0
             counters.removals += 1
         } else {
             let staleNumber = staleNumber(domain)
@@ -330,7 +328,6 @@ public final class LiveStore {
         if let existing = record.address.withPathBytes({ locations.find($0, hash: prepared.hash) }) {
             state = existing
             state.setValues(record.values)
-            state.acceptedDomains = 0
             state.setPublished(prepared.published)
             state.version = record.version
         } else {

@@ -31,7 +31,8 @@ final class LocationState {
     // for an update's domain reads comes first, so that it is one line of memory.
     let address: LocationAddress
     /// Its values; entries are added, removed or replaced by the methods below, which keep
-    /// `domainTags` in step (an entry's other fields may be changed in place).
+    /// `domainTags` and `acceptedDomains` in step (an entry's other fields may be changed
+    /// in place).
     @exclusivity(unchecked) var values: [DomainValue]
     /// The tags of the values' domains, to find a domain without reading every value.
     @exclusivity(unchecked) private(set) var domainTags: IdentifierTags
@@ -116,10 +117,11 @@ final class LocationState {
     /// Where the occupancy value is (the summaries read it after most updates).
     var occupancyIndex: Int? { index(of: "occupancy", tag: Self.occupancyTag) }
 
-    /// Replaces every value.
+    /// Replaces every value (what was remembered by position is forgotten).
     func setValues(_ newValues: [DomainValue]) {
         values = newValues
         domainTags = IdentifierTags(newValues.lazy.map(\.domain))
+        acceptedDomains = 0
     }
 
     /// Adds the value of a domain that has none.
@@ -128,10 +130,12 @@ final class LocationState {
         values.append(value)
     }
 
-    /// Removes the value at `index`.
+    /// Removes the value at `index`; the later ones move down, so what was remembered by
+    /// position is forgotten.
     func removeValue(at index: Int) {
         values.remove(at: index)
         domainTags = IdentifierTags(values.lazy.map(\.domain))
+        acceptedDomains = 0
     }
 }
 
