@@ -1,9 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// Where a location is: the first six components of its live topics
 /// (`dataset/venue/building/floor/room/location`).
 ///
@@ -60,13 +54,8 @@ public struct LocationAddress: Hashable, Sendable, CustomStringConvertible {
     /// Whether `component` is `value`, byte for byte, read in place (`false` for `.domain`).
     public func has(_ component: LiveTopic.Component, _ value: String) -> Bool {
         guard let position = component.position else { return false }
-        var value = value
-        return value.withUTF8 { value in
-            withPathBytes { path in
-                let range = Self.range(of: position, in: path)
-                return range.count == value.count
-                    && (value.count == 0 || memcmp(path.baseAddress! + range.lowerBound, value.baseAddress!, value.count) == 0)
-            }
+        return withPathBytes { path in
+            value.isSameIdentifier(asBytes: UnsafeRawBufferPointer(rebasing: path[Self.range(of: position, in: path)]))
         }
     }
 
@@ -81,10 +70,7 @@ public struct LocationAddress: Hashable, Sendable, CustomStringConvertible {
     /// Whether `path` is this address's `dataset/venue/building/floor/room/location`,
     /// byte for byte (as MQTT compares topics).
     public func hasPath(_ other: UnsafeRawBufferPointer) -> Bool {
-        guard path.utf8.count == other.count else { return false }
-        if other.isEmpty { return true }
-        return path.utf8.withContiguousStorageIfAvailable { memcmp($0.baseAddress!, other.baseAddress!, other.count) == 0 }
-            ?? path.utf8.elementsEqual(other)
+        path.isSameIdentifier(asBytes: other)
     }
 
     /// The byte range of component `position` (0 for the dataset … 5 for the location).
