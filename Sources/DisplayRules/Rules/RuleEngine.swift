@@ -195,7 +195,6 @@ public final class RuleEngine: Sendable {
         let selection = select(
             address, location.values, previous: previous, changedDomain: changedDomain, index: changedIndex,
             outOfScope: outOfScope ?? program.outOfScope(address))
-        let values = location.values
         let changedBit = RuleProgram.readBit(changedIndex)
         var hidden = false
         if !hiddenLayers.isEmpty, let layer = winning(selection, location, program.layerRules, \.style.layer) {
