@@ -37,7 +37,8 @@ let package = Package(
         .target(name: "LiveTopics"),
         .target(name: "DisplayRules", dependencies: ["LiveTopics"]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
-        .target(name: "LiveState", dependencies: ["LiveTopics", "DisplayRules", "CSQLite"]),
+        .target(name: "CPrefetch"),
+        .target(name: "LiveState", dependencies: ["LiveTopics", "DisplayRules", "CSQLite", "CPrefetch"]),
         .target(
             name: "LiveDataConfiguration",
             dependencies: ["LiveTopics", "DisplayRules", .product(name: "Yams", package: "Yams")]

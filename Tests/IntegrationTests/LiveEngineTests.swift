@@ -53,4 +53,36 @@ struct LiveEngineTests {
         #expect(process(engine, "ds1/hq/B/F3/R7/room-7/co2", people: 1) != .notSubscribed)
         #expect(process(engine, "ds2/hq/B/F3/R7/room-7/occupancy", people: 1) == .notSubscribed)
     }
+
+    @Test("what is wrong with the topic is told before what is wrong with the payload")
+    mutating func topicFaultsComeFirst() throws {
+        let engine = LiveEngine(ruleSet: try Self.ruleSet(), subscriptions: [try TopicCriteria(dataset: "ds1")])
+        #expect(process(engine, Self.topic, people: 1) != .notSubscribed)
+        func send(_ topic: String, _ payload: String) -> LiveEngine.Outcome {
+            now.millisecondsSince1970 += 1
+            return engine.process(topic: topic, payload: Array(payload.utf8), receivedAt: now)
+        }
+        // Tracked and untracked locations, valid and invalid topics, each with a payload
+        // that is not JSON.
+        #expect(send("ds2/hq/B/F3/R7/room-7/occupancy", "{nope") == .notSubscribed)
+        #expect(send("ds2/hq/B/F3/R7/room-9/occupancy", "{nope") == .notSubscribed)
+        #expect(send("ds1/hq/B", "{nope") == .notSubscribed)
+        for topic in ["ds1/hq/B/F3/R7/room-7/+", "ds1/hq/B/F3/R7/room-9/#"] {
+            guard case .rejected(.badTopic, _) = send(topic, "{nope") else {
+                Issue.record("\(topic.debugDescription) was not refused for its topic")
+                continue
+            }
+        }
+        for topic in [Self.topic, "ds1/hq/B/F3/R7/room-9/occupancy"] {
+            guard case .rejected(.badPayload, _) = send(topic, "{nope") else {
+                Issue.record("the payload sent to \(topic.debugDescription) was not refused")
+                continue
+            }
+        }
+        #expect(engine.counters.notSubscribed == 3)
+        #expect(engine.counters.rejected == [.badTopic: 2, .badPayload: 2])
+        // Good updates after bad ones are applied as before.
+        #expect(process(engine, Self.topic, people: 0) != .notSubscribed)
+        #expect(engine.store.counters.applied == 2)
+    }
 }

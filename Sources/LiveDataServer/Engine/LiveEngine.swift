@@ -55,45 +55,46 @@ public final class LiveEngine {
     }
 
     /// Processes one received message.
-    public func process(topic: String, payload: [UInt8], receivedAt: LiveTimestamp) -> Outcome {
+    public func process(topic: String, payload bytes: [UInt8], receivedAt: LiveTimestamp) -> Outcome {
         counters.received += 1
         // A tracked location is found by slices of the topic's bytes: its path and domain.
-        // Its topic need not go through the index again when the current subscriptions
-        // accepted it before (the same bytes: the same answer, and the same validity).
-        let found = topic.utf8.withContiguousStorageIfAvailable { bytes -> (LiveStore.Target, Int)? in
+        // Its place in the store's table starts loading before the payload is decoded, and
+        // is read after: the decoding hides the wait for memory.
+        let split = topic.utf8.withContiguousStorageIfAvailable { bytes -> (slash: Int, hash: UInt64)? in
             let bytes = UnsafeRawBufferPointer(bytes)
             guard let slash = Self.lastSlash(bytes), slash + 1 < bytes.count else { return nil }
-            return store.target(path: UnsafeRawBufferPointer(rebasing: bytes[..<slash]), domain: UnsafeRawBufferPointer(rebasing: bytes[(slash + 1)...]))
-                .map { ($0, slash) }
+            return (slash, store.hash(ofPath: UnsafeRawBufferPointer(rebasing: bytes[..<slash])))
         } ?? nil
-        if found.map({ store.isAccepted($0.0, generation: generation) }) != true {
-            var subscribed = false
-            do {
-                try subscriptions.forEachMatch(topic) { _, _ in subscribed = true }
-            } catch {
-                return reject(.badTopic, "\(error)")
-            }
-            guard subscribed else {
-                counters.notSubscribed += 1
-                return .notSubscribed
-            }
-        }
-        let decoded: LivePayload
-        do {
-            // Decoded into the storage of the last payload's properties, which the store
-            // copied into its own (see `LiveStore.apply`): nothing is allocated for them.
+        // Decoded into the storage of the last payload's properties, which the store copied
+        // into its own (see `LiveStore.apply`): nothing is allocated for them.
+        let payload: LivePayload
+        do throws(LiveUpdateError) {
             var storage = LiveProperties()
             swap(&storage, &spareProperties)
-            decoded = try LivePayload(payload, maximumPayloadSize: maximumPayloadSize, keepingSource: false, storage: &storage)
+            payload = try LivePayload(bytes, maximumPayloadSize: maximumPayloadSize, keepingSource: false, storage: &storage)
         } catch {
-            return rejectPayload(error)
+            // What is wrong with the topic is told first.
+            return checkSubscribed(topic) ?? rejectPayload(error)
         }
-        defer { spareProperties = decoded.properties }
-        if let (target, slash) = found {
+        defer { spareProperties = payload.properties }
+        // Its topic need not go through the index again when the current subscriptions
+        // accepted it before (the same bytes: the same answer, and the same validity).
+        let target = split.flatMap { split in
+            topic.utf8.withContiguousStorageIfAvailable { bytes in
+                let bytes = UnsafeRawBufferPointer(bytes)
+                return store.target(
+                    path: UnsafeRawBufferPointer(rebasing: bytes[..<split.slash]), hash: split.hash,
+                    domain: UnsafeRawBufferPointer(rebasing: bytes[(split.slash + 1)...]))
+            } ?? nil
+        }
+        if target.map({ store.isAccepted($0, generation: generation) }) != true, let refused = checkSubscribed(topic) {
+            return refused
+        }
+        if let target, let slash = split?.slash {
             // The domain is made into a string only when the location has no value of it yet.
             return Self.outcome(
                 store.apply(
-                    target, domain: Self.domain(of: topic, after: slash), payload: decoded, receivedAt: receivedAt,
+                    target, domain: Self.domain(of: topic, after: slash), payload: payload, receivedAt: receivedAt,
                     acceptedBy: generation))
         }
         let liveTopic: LiveTopic
@@ -102,7 +103,22 @@ public final class LiveEngine {
         } catch {
             return reject(.badTopic, "\(error)")
         }
-        return Self.outcome(store.apply(LiveUpdate(topic: liveTopic, payload: decoded, receivedAt: receivedAt), now: receivedAt))
+        return Self.outcome(store.apply(LiveUpdate(topic: liveTopic, payload: payload, receivedAt: receivedAt), now: receivedAt))
+    }
+
+    /// Checks a topic against the subscriptions: `nil` when one accepts it, else why not.
+    private func checkSubscribed(_ topic: String) -> Outcome? {
+        var subscribed = false
+        do {
+            try subscriptions.forEachMatch(topic) { _, _ in subscribed = true }
+        } catch {
+            return reject(.badTopic, "\(error)")
+        }
+        guard subscribed else {
+            counters.notSubscribed += 1
+            return .notSubscribed
+        }
+        return nil
     }
 
     /// The domain of a topic whose last `/` is at byte `slash`.

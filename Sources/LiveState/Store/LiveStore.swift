@@ -106,7 +106,22 @@ public final class LiveStore {
     /// and where its value for `domain` is: slices of the incoming topic's bytes.
     /// - Returns: `nil` when the location is not tracked yet: use ``apply(_:now:)``.
     public func target(path: UnsafeRawBufferPointer, domain: UnsafeRawBufferPointer) -> Target? {
-        guard let state = locations.find(path, hash: LocationTable.hash(path)) else { return nil }
+        target(path: path, hash: LocationTable.hash(path), domain: domain)
+    }
+
+    /// A path's hash in the table of locations, for ``target(path:hash:domain:)``; the
+    /// table's memory for it starts loading now. A caller with other work to do before it
+    /// needs the location (decoding the payload) asks for this first: the location is
+    /// then found without waiting for memory as long.
+    public func hash(ofPath path: UnsafeRawBufferPointer) -> UInt64 {
+        let hash = LocationTable.hash(path)
+        locations.prefetch(hash: hash)
+        return hash
+    }
+
+    /// ``target(path:domain:)`` with the path's ``hash(ofPath:)``.
+    public func target(path: UnsafeRawBufferPointer, hash: UInt64, domain: UnsafeRawBufferPointer) -> Target? {
+        guard let state = locations.find(path, hash: hash) else { return nil }
         return Target(state: state, index: state.index(ofBytes: domain))
     }
 

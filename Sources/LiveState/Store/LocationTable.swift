@@ -1,3 +1,4 @@
+import CPrefetch
 import LiveTopics
 
 /// The tracked locations, found by the bytes of their path (`dataset/venue/building/floor/
@@ -34,6 +35,14 @@ struct LocationTable {
                 }
                 index = (index + 1) & mask
             }
+        }
+    }
+
+    /// Starts loading the slot where a lookup of the path with this hash begins, so that
+    /// a ``find(_:hash:)`` some time later does not wait for it.
+    func prefetch(hash: UInt64) {
+        slots.withUnsafeBufferPointer { slots in
+            livedata_prefetch(slots.baseAddress! + (Int(truncatingIfNeeded: hash) & (slots.count - 1)))
         }
     }
 

@@ -1,0 +1,2 @@
+// The module is its header (CPrefetch.h); a C target needs one source file.
+#include "CPrefetch.h"
