@@ -96,17 +96,10 @@ public final class LiveStore {
     }
 
     /// A tracked location, found by the bytes of an incoming topic, and where its value for
-    /// the topic's domain is (see ``target(path:domain:)``). Valid until the store changes.
+    /// the topic's domain is (see ``target(path:hash:domain:)``). Valid until the store changes.
     public struct Target {
         let state: LocationState
         let index: Int?
-    }
-
-    /// The tracked location with this path (`dataset/venue/building/floor/room/location`)
-    /// and where its value for `domain` is: slices of the incoming topic's bytes.
-    /// - Returns: `nil` when the location is not tracked yet: use ``apply(_:now:)``.
-    public func target(path: UnsafeRawBufferPointer, domain: UnsafeRawBufferPointer) -> Target? {
-        target(path: path, hash: LocationTable.hash(path), domain: domain)
     }
 
     /// A path's hash in the table of locations, for ``target(path:hash:domain:)``; the
@@ -119,7 +112,10 @@ public final class LiveStore {
         return hash
     }
 
-    /// ``target(path:domain:)`` with the path's ``hash(ofPath:)``.
+    /// The tracked location with this path (`dataset/venue/building/floor/room/location`;
+    /// `hash` is its ``hash(ofPath:)``) and where its value for `domain` is: slices of the
+    /// incoming topic's bytes.
+    /// - Returns: `nil` when the location is not tracked yet: use ``apply(_:now:)``.
     public func target(path: UnsafeRawBufferPointer, hash: UInt64, domain: UnsafeRawBufferPointer) -> Target? {
         guard let state = locations.find(path, hash: hash) else { return nil }
         return Target(state: state, index: state.index(ofBytes: domain))
@@ -133,7 +129,7 @@ public final class LiveStore {
         return target.state.acceptedDomains & (1 << UInt64(index)) != 0
     }
 
-    /// Applies a decoded payload to a target found by ``target(path:domain:)`` (`domain`
+    /// Applies a decoded payload to a target found by ``target(path:hash:domain:)`` (`domain`
     /// makes its domain's name, asked for only when the location has no value of it yet),
     /// and remembers that the subscriptions of `generation` accept its topic.
     public func apply(
