@@ -397,6 +397,8 @@ public final class LiveStore {
     /// domain are evaluated again (the others keep their last result). The diff compares
     /// style keys; the style itself is built when the change is published.
     private func rederive(_ state: LocationState, now: LiveTimestamp, changedDomain: String? = nil) -> Outcome {
+        // Read once: every use of the stored property would retain and release it again.
+        let engine = self.engine
         var values = LiveValues(domains: state.values)
         values.domainTags = state.domainTags
         let outOfScope: RuleSelection
@@ -418,7 +420,11 @@ public final class LiveStore {
             contribution.state = legendState ?? -1
             summaries.update(state, contribution)
         } else {
-            summaries.update(state, contribution(state, legendState: legendState, values: values))
+            summaries.update(
+                state,
+                Self.contribution(
+                    state.address, legendState: legendState, values: values.domains, occupancy: state.occupancyIndex,
+                    engine: engine))
         }
         let before: DerivedChange.Before
         if let legacy = state.legacy {
@@ -445,14 +451,6 @@ public final class LiveStore {
             DerivedChange(
                 address: state.address, key: key, before: before, engine: engine, values: state.values,
                 version: state.version, updatedAt: now))
-    }
-
-    private func contribution(
-        _ state: LocationState, legendState: Int32?, values: LiveValues
-    ) -> SummaryTracker.Contribution {
-        Self.contribution(
-            state.address, legendState: legendState, values: values.domains, occupancy: state.occupancyIndex,
-            engine: engine)
     }
 
     /// What a location adds to its summaries: its legend state, the people its occupancy
