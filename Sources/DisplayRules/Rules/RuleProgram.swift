@@ -50,11 +50,6 @@ final class RuleProgram: @unchecked Sendable {
         var position = LiveValues.Position(domain: 0, property: 0)
     }
 
-    let nodes: [Node]
-    let literals: [String]
-    let slots: [PropertyReference]
-    /// Per slot, its domain's index in `domains`, or -1 (not a rule domain, or unqualified).
-    let slotDomains: [Int32]
     /// Distinct domains the rules name, in first-seen order (at most 64 are told apart quickly).
     let domains: [String]
     let rules: [CompiledRule]
@@ -96,6 +91,7 @@ final class RuleProgram: @unchecked Sendable {
     private let ruleBuffer: FrozenBuffer<CompiledRule>
     private let literalBuffer: FrozenBuffer<String>
     private let referenceBuffer: FrozenBuffer<PropertyReference>
+    /// Per slot, its domain's index in `domains`, or -1 (not a rule domain, or unqualified).
     private let slotDomainBuffer: FrozenBuffer<Int32>
     private let domainBuffer: FrozenBuffer<String>
     private let domainTagBuffer: FrozenBuffer<UInt8>
@@ -120,13 +116,6 @@ final class RuleProgram: @unchecked Sendable {
                 CompiledRule(
                     domain: domainIndex, root: builder.flatten(rule.condition.root),
                     hasValueScope: rule.scope != nil && rule.domain == nil))
-        }
-        nodes = builder.nodes
-        literals = builder.literals
-        let slots = builder.slots
-        self.slots = slots
-        slotDomains = slots.map { reference in
-            reference.domain.flatMap { domains.firstIndex(of: $0) }.map(Int32.init) ?? -1
         }
         self.domains = domains
         self.rules = compiled
@@ -185,11 +174,12 @@ final class RuleProgram: @unchecked Sendable {
             return Int32(distinct.count - 1)
         }
         distinctTitles = distinct
-        nodeBuffer = FrozenBuffer(nodes)
+        nodeBuffer = FrozenBuffer(builder.nodes)
         ruleBuffer = FrozenBuffer(compiled)
-        literalBuffer = FrozenBuffer(literals)
-        referenceBuffer = FrozenBuffer(slots)
-        slotDomainBuffer = FrozenBuffer(slotDomains)
+        literalBuffer = FrozenBuffer(builder.literals)
+        referenceBuffer = FrozenBuffer(builder.slots)
+        slotDomainBuffer = FrozenBuffer(
+            builder.slots.map { reference in reference.domain.flatMap { domains.firstIndex(of: $0) }.map(Int32.init) ?? -1 })
         domainBuffer = FrozenBuffer(domains)
         domainTagBuffer = FrozenBuffer(domains.map { IdentifierTags.tag(of: $0) })
         hasRulesWithoutDomain = rules.contains { $0.domain == nil }
