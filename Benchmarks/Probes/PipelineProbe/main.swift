@@ -23,8 +23,8 @@ func measuredRegion(_ engine: LiveEngine, _ updates: [(topic: String, payload: [
 }
 
 let locations = CommandLine.arguments.dropFirst().first.flatMap { Int($0) } ?? 10_000
-// Updates per location before measuring: the benchmark's locations have had about 20 by
-// the end of its stream, so most of them hold a value of every domain.
+// Updates per location before measuring, as the pipeline benchmark's warm-up gives them:
+// most locations then hold a value of every domain.
 let warmUp = CommandLine.arguments.dropFirst(2).first.flatMap { Int($0) } ?? 20
 let engine = LiveEngine(ruleSet: PipelineFixtures.ruleSet(), subscriptions: PipelineFixtures.subscriptions)
 var now = LiveTimestamp(millisecondsSince1970: 1_763_720_000_000)

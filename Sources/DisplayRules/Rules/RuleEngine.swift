@@ -200,15 +200,16 @@ public final class RuleEngine: Sendable {
         if !hiddenLayers.isEmpty, let layer = winning(selection, location, program.layerRules, \.style.layer) {
             hidden = hiddenLayers.contains(layer)
         }
-        let previous = changedDomain == nil ? nil : previousKey
+        // Texts are kept from the last key only when one domain changed.
+        let keptFrom = changedDomain == nil ? nil : previousKey
         return StyleKey(
             selection: selection,
             label: text(
-                selection, location, program.labelRules, labels, program.labelReads, previous: previous,
-                previousText: previous?.label, changedBit: changedBit),
+                selection, location, program.labelRules, labels, program.labelReads, previous: keptFrom,
+                previousText: keptFrom?.label, changedBit: changedBit),
             badgeText: text(
-                selection, location, program.badgeTextRules, badgeTexts, program.badgeTextReads, previous: previous,
-                previousText: previous?.badgeText, changedBit: changedBit),
+                selection, location, program.badgeTextRules, badgeTexts, program.badgeTextReads, previous: keptFrom,
+                previousText: keptFrom?.badgeText, changedBit: changedBit),
             hidden: hidden)
     }
 
