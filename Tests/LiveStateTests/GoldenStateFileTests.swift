@@ -1,0 +1,76 @@
+import DisplayRules
+import Foundation
+import LiveTopics
+import Testing
+
+@testable import LiveState
+
+/// A state file written by an earlier release must still read: `Fixtures/state-format-1.db`
+/// was written once, by the code of its time, from ``GoldenStateFileTests/records``, and is
+/// never written again. A change to the record format or to the style fields' stored ids
+/// that breaks old files fails here.
+@Suite("Golden state file")
+struct GoldenStateFileTests {
+    static let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("Fixtures/state-format-1.db").path
+
+    /// What the fixture holds: every style field, a badge with some fields, stale and fresh
+    /// values, negative numbers, text that is not ASCII, a location never published.
+    static var records: [LocationRecord] {
+        let everyField = Style(
+            visible: true, zoomFrom: 16.5, zoomTo: 22, icon: "room.svg", iconVisible: false, iconSize: 24,
+            label: "3/8 · Sål", labelVisible: true, polygonVisible: true, polygonFillColor: Color(rgb: 0xD64545),
+            polygonFillOpacity: 0.75, polygonStrokeColor: Color(rgb: 0x000001), polygonStrokeWidth: 1.5,
+            polygonStrokeOpacity: 1, badge: Badge(text: "3", textColor: Color(rgb: 0xFFFFFF), backgroundColor: Color(rgb: 0)),
+            displayRank: -3, layer: "occupancy")
+        let someFields = Style(
+            zoomTo: 19, polygonFillColor: Color(rgb: 0x4CAF50), badge: Badge(backgroundColor: Color(rgb: 0x123456)))
+        return [
+            LocationRecord(
+                address: LocationAddress(dataset: "ds1", venue: "hq", building: "B", floor: "F3", room: "R7", location: "room-7"),
+                values: [
+                    DomainValue(
+                        domain: "occupancy", properties: ["nrOfPeople": "3", "capacity": "8"],
+                        timestamp: LiveTimestamp(millisecondsSince1970: 1_763_720_000_123)),
+                    DomainValue(
+                        domain: "co2", properties: ["co2Level": "1200"],
+                        timestamp: LiveTimestamp(millisecondsSince1970: 1_763_719_000_000), stale: true),
+                ],
+                published: DerivedStyle(style: everyField, rules: ["occupied", "crowded"], legendState: "Occupied"),
+                version: 300),
+            LocationRecord(
+                address: LocationAddress(dataset: "ds1", venue: "hq", building: "B", floor: "F1", room: "Hall", location: "desk-ø1"),
+                values: [
+                    DomainValue(
+                        domain: "availability", properties: ["available": "false"],
+                        timestamp: LiveTimestamp(millisecondsSince1970: -5))
+                ],
+                published: DerivedStyle(style: someFields, rules: [], legendState: nil), version: 1),
+            LocationRecord(
+                address: LocationAddress(dataset: "ds2", venue: "v", building: "b", floor: "f", room: "r", location: "asset-1"),
+                values: [
+                    DomainValue(
+                        domain: "position", properties: ["latitude": "55.1", "longitude": "12.1", "floorIndex": "1"],
+                        timestamp: LiveTimestamp(millisecondsSince1970: 1_763_720_000_000))
+                ]),
+        ]
+    }
+
+    @Test("a state file of record format 1 reads as it was written")
+    func formatOneReads() throws {
+        // Read from a copy: opening a file may add SQLite's side files beside it.
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("golden-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let copy = directory.appendingPathComponent("state.db").path
+        try FileManager.default.copyItem(atPath: Self.fixture, toPath: copy)
+        let database = try StateDatabase(path: copy)
+        let read = try database.readAll()
+        #expect(read.unreadable == 0)
+        let byAddress = Dictionary(uniqueKeysWithValues: read.records.map { ($0.address, $0) })
+        #expect(byAddress.count == Self.records.count)
+        for record in Self.records {
+            #expect(byAddress[record.address] == record)
+        }
+    }
+}
