@@ -1,8 +1,9 @@
 // swift-tools-version: 6.1
 import PackageDescription
 
-// Module graph (see DESIGN.md): pure logic (LiveTopics) imports nothing of ours;
-// only Mosquitto touches the C library; the executable wires them together.
+// Module graph (see DESIGN.md): the pure logic (LiveTopics → DisplayRules → LiveState)
+// imports no I/O; persistence (SQLite) and the MQTT client (libmosquitto) are modules of
+// their own; the daemon (LiveDataServer) and the executable wire them together.
 let package = Package(
     name: "livedata",
     platforms: [.macOS(.v15)],
@@ -12,6 +13,7 @@ let package = Package(
         .library(name: "Mosquitto", targets: ["Mosquitto"]),
         .library(name: "DisplayRules", targets: ["DisplayRules"]),
         .library(name: "LiveState", targets: ["LiveState"]),
+        .library(name: "LiveStatePersistence", targets: ["LiveStatePersistence"]),
         .library(name: "LiveDataServer", targets: ["LiveDataServer"]),
     ],
     dependencies: [
@@ -38,7 +40,12 @@ let package = Package(
         .target(name: "DisplayRules", dependencies: ["LiveTopics"]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .target(name: "CPrefetch"),
-        .target(name: "LiveState", dependencies: ["LiveTopics", "DisplayRules", "CSQLite", "CPrefetch"]),
+        // The pure core: no C library (CPrefetch is one compiler builtin in a header), no I/O.
+        .target(name: "LiveState", dependencies: ["LiveTopics", "DisplayRules", "CPrefetch"]),
+        .target(
+            name: "LiveStatePersistence",
+            dependencies: ["LiveTopics", "DisplayRules", "LiveState", "CSQLite", .product(name: "Logging", package: "swift-log")]
+        ),
         .target(
             name: "LiveDataConfiguration",
             dependencies: ["LiveTopics", "DisplayRules", .product(name: "Yams", package: "Yams")]
@@ -46,7 +53,7 @@ let package = Package(
         .target(
             name: "LiveDataServer",
             dependencies: [
-                "LiveTopics", "DisplayRules", "LiveState", "LiveDataConfiguration", "Mosquitto",
+                "LiveTopics", "DisplayRules", "LiveState", "LiveStatePersistence", "LiveDataConfiguration", "Mosquitto",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -60,6 +67,7 @@ let package = Package(
                 "Mosquitto",
                 "DisplayRules",
                 "LiveState",
+                "LiveStatePersistence",
                 "LiveDataConfiguration",
                 "LiveDataServer",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -74,7 +82,11 @@ let package = Package(
         ),
         .testTarget(name: "LiveTopicsTests", dependencies: ["LiveTopics", "LiveDataTestSupport"]),
         .testTarget(name: "DisplayRulesTests", dependencies: ["DisplayRules", "LiveTopics", "LiveDataTestSupport"]),
-        .testTarget(name: "LiveStateTests", dependencies: ["LiveState", "DisplayRules", "LiveTopics", "LiveDataTestSupport"]),
+        .testTarget(
+            name: "LiveStateTests",
+            dependencies: ["LiveState", "LiveStatePersistence", "DisplayRules", "LiveTopics", "LiveDataTestSupport"],
+            exclude: ["Fixtures"]
+        ),
         .testTarget(
             name: "LiveDataConfigurationTests", dependencies: ["LiveDataConfiguration", "DisplayRules", "LiveTopics"]),
         .testTarget(name: "MosquittoTests", dependencies: ["Mosquitto", "LiveTopics"]),
@@ -82,7 +94,7 @@ let package = Package(
             name: "IntegrationTests",
             dependencies: [
                 "Mosquitto", "LiveTopics", "LiveDataTestSupport", "livedata", "LiveDataServer", "LiveDataConfiguration",
-                "LiveState", "DisplayRules",
+                "LiveState", "LiveStatePersistence", "DisplayRules",
             ]
         ),
     ],

@@ -1,7 +1,8 @@
 // swift-tools-version: 6.1
 import PackageDescription
 
-// A package of its own so that the main build never pulls in the benchmark harness.
+// A package of its own so that the main build never pulls in the benchmark harness. It links
+// the pure modules only (and persistence for the restore): no MQTT client, no HTTP server.
 // Run from this directory: swift package benchmark
 let package = Package(
     name: "livedata-benchmarks",
@@ -17,7 +18,7 @@ let package = Package(
             dependencies: [
                 .product(name: "LiveTopics", package: "livedata"),
                 .product(name: "DisplayRules", package: "livedata"),
-                .product(name: "LiveDataServer", package: "livedata"),
+                .product(name: "LiveState", package: "livedata"),
             ],
             path: "Benchmarks/BenchmarkFixtures"
         ),
@@ -47,7 +48,7 @@ let package = Package(
                 "BenchmarkFixtures",
                 .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "LiveTopics", package: "livedata"),
-                .product(name: "LiveDataServer", package: "livedata"),
+                .product(name: "LiveState", package: "livedata"),
             ],
             path: "Benchmarks/PipelineBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
@@ -58,7 +59,7 @@ let package = Package(
                 "BenchmarkFixtures",
                 .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "LiveTopics", package: "livedata"),
-                .product(name: "LiveDataServer", package: "livedata"),
+                .product(name: "LiveState", package: "livedata"),
             ],
             path: "Benchmarks/MemoryBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
@@ -70,7 +71,7 @@ let package = Package(
                 .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "LiveTopics", package: "livedata"),
                 .product(name: "LiveState", package: "livedata"),
-                .product(name: "LiveDataServer", package: "livedata"),
+                .product(name: "LiveStatePersistence", package: "livedata"),
             ],
             path: "Benchmarks/RestoreBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
@@ -81,7 +82,7 @@ let package = Package(
             dependencies: [
                 "BenchmarkFixtures",
                 .product(name: "LiveTopics", package: "livedata"),
-                .product(name: "LiveDataServer", package: "livedata"),
+                .product(name: "LiveState", package: "livedata"),
             ],
             path: "Probes/PipelineProbe"
         ),

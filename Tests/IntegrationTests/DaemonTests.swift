@@ -1,6 +1,7 @@
 import Foundation
 import LiveDataTestSupport
 import LiveState
+import LiveStatePersistence
 import Logging
 import Mosquitto
 import Testing

@@ -123,7 +123,7 @@ struct PipelineIntegrationTests {
         try await sensor.publish("ds1/hq/B/F3/R7/room-7/occupancy", text: "{oops", qos: .atLeastOnce)
         try await publish(sensor, "room-8", people: 1)
         #expect(await inbox.wait { items in items.contains { $0.topic == "livedata/style/ds1/hq/B/F3/R7/room-8" } })
-        #expect(await pipeline.statistics.engine.rejected[.badPayload] == 1)
+        #expect(await pipeline.statistics.core.rejected[.badPayload] == 1)
 
         for other in [watcher, sensor, late] { await other.disconnect() }
         await client.disconnect()

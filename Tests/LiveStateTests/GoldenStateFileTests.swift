@@ -4,6 +4,7 @@ import LiveTopics
 import Testing
 
 @testable import LiveState
+@testable import LiveStatePersistence
 
 /// A state file written by an earlier release must still read: `Fixtures/state-format-1.db`
 /// was written once, by the code of its time, from ``GoldenStateFileTests/records``, and is

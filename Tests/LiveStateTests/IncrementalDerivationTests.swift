@@ -31,7 +31,7 @@ struct IncrementalDerivationTests {
     @Test("after every update the style equals a full derivation from all values", arguments: [1, 2, 3])
     func matchesFullDerivation(seed: UInt64) throws {
         let engine = try Self.engine()
-        let store = LiveStore(engine: engine)
+        let store = LiveStore(ruleEngine: engine)
         var random = SplitMix64(seed: seed)
         var now = LiveTimestamp(millisecondsSince1970: 1_763_720_000_000)
         for step in 0..<3000 {

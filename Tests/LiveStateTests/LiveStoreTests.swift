@@ -4,6 +4,7 @@ import LiveTopics
 import Testing
 
 @testable import LiveState
+@testable import LiveStatePersistence
 
 @Suite("State store")
 struct LiveStoreTests {
@@ -51,7 +52,7 @@ struct LiveStoreTests {
 
     @Test("a location with many domains, some with the same tag, finds each one's value")
     func manyDomains() throws {
-        let store = LiveStore(engine: try Self.engine(staleAfter: nil))
+        let store = LiveStore(ruleEngine: try Self.engine(staleAfter: nil))
         // "axxd", "abcd", "ayyd": one tag (length, first and last byte); more than eight in all.
         let domains = ["axxd", "abcd", "occupancy", "ayyd", "d4", "d5", "availability", "d7", "d8", "abzd", "d10"]
         func value(_ domain: String) -> String? { store[LocationAddress(try! update([:]).topic)]?.values.first { $0.domain == domain }?.properties["v"] }
@@ -76,7 +77,7 @@ struct LiveStoreTests {
 
     @Test("a value written in place leaves earlier changes and payloads as they were")
     func inPlaceValues() throws {
-        let store = LiveStore(engine: try Self.engine(staleAfter: nil))
+        let store = LiveStore(ruleEngine: try Self.engine(staleAfter: nil))
         let first = try #require(changeOf(store.apply(try update(["nrOfPeople": "3", "capacity": "8"]), now: at(0))))
         let payload = LivePayload(id: nil, timestamp: at(1), originSourceId: nil, properties: ["nrOfPeople": "0"], isRemoval: false)
         let second = try #require(changeOf(store.apply(try update(payload.properties, at: 1), now: at(1))))
@@ -93,7 +94,7 @@ struct LiveStoreTests {
 
     @Test("only a real style difference produces a derived change")
     func changeOnly() throws {
-        let store = LiveStore(engine: try Self.engine(staleAfter: nil))
+        let store = LiveStore(ruleEngine: try Self.engine(staleAfter: nil))
         let first = try #require(changeOf(store.apply(try update(["nrOfPeople": "3", "capacity": "8"]), now: at(0))))
         #expect(first.version == 1)
         #expect(first.derived.style.label == "3/8")
@@ -117,7 +118,7 @@ struct LiveStoreTests {
 
     @Test("the same values again move the timestamp and the expiry on, and change nothing else")
     func repeatedValues() throws {
-        let store = LiveStore(engine: try Self.engine(staleAfter: .seconds(60)))
+        let store = LiveStore(ruleEngine: try Self.engine(staleAfter: .seconds(60)))
         _ = store.apply(try update(["nrOfPeople": "3"]), now: at(0))
         #expect(store.apply(try update(["nrOfPeople": "3"], at: 50_000), now: at(50_000)) == .unchanged)
         let address = LocationAddress(try update(["x": "y"]).topic)
@@ -130,7 +131,7 @@ struct LiveStoreTests {
 
     @Test("an older update for the same location and domain is ignored and counted")
     func outOfOrder() throws {
-        let store = LiveStore(engine: try Self.engine(staleAfter: nil))
+        let store = LiveStore(ruleEngine: try Self.engine(staleAfter: nil))
         _ = store.apply(try update(["nrOfPeople": "3"], at: 5000), now: at(5000))
         #expect(store.apply(try update(["nrOfPeople": "9"], at: 4000), now: at(5001)) == .ignoredOutOfOrder)
         #expect(store.counters.ignoredOutOfOrder == 1)
@@ -141,7 +142,7 @@ struct LiveStoreTests {
 
     @Test("an empty payload removes the domain's value and re-derives")
     func removal() throws {
-        let store = LiveStore(engine: try Self.engine(staleAfter: nil))
+        let store = LiveStore(ruleEngine: try Self.engine(staleAfter: nil))
         _ = store.apply(try update(["nrOfPeople": "3"]), now: at(0))
         var removal = try update([:], at: 10)
         removal.isRemoval = true
@@ -155,7 +156,7 @@ struct LiveStoreTests {
 
     @Test("a stale value counts as absent, and expiry re-derives on time without a new message")
     func staleness() throws {
-        let store = LiveStore(engine: try Self.engine(staleAfter: .seconds(60)))
+        let store = LiveStore(ruleEngine: try Self.engine(staleAfter: .seconds(60)))
         _ = store.apply(try update(["nrOfPeople": "3"]), now: at(0))
         #expect(store.nextExpiry == at(60_000))
         #expect(store.expire(now: at(59_999)).isEmpty)
@@ -176,7 +177,7 @@ struct LiveStoreTests {
 
     @Test("hiding a layer re-publishes its locations as not visible")
     func layers() throws {
-        let store = LiveStore(engine: try Self.engine(staleAfter: nil))
+        let store = LiveStore(ruleEngine: try Self.engine(staleAfter: nil))
         _ = store.apply(try update(["nrOfPeople": "3"]), now: at(0))
         _ = store.apply(try update(["available": "false"], location: "desk-1", domain: "availability"), now: at(0))
         let hidden = store.setLayer("occupancy", hidden: true, now: at(10))
@@ -190,12 +191,12 @@ struct LiveStoreTests {
 
     @Test("summaries per floor and building, coalesced to one per interval")
     func summaries() throws {
-        let store = LiveStore(engine: try Self.engine(staleAfter: nil), summaryInterval: .seconds(1))
+        let store = LiveStore(ruleEngine: try Self.engine(staleAfter: nil), summaryInterval: .seconds(1))
         _ = store.apply(try update(["nrOfPeople": "3"]), now: at(0))  // capacity 8 from the catalog
         _ = store.apply(try update(["nrOfPeople": "0", "capacity": "4"], location: "room-9", domain: "occupancy"), now: at(0))
         _ = store.apply(try update(["nrOfPeople": "2", "capacity": "6"], location: "room-5", domain: "occupancy", floor: "F4"), now: at(0))
         let first = store.takeDueSummaries(now: at(0))
-        #expect(first.map(\.key.topicSuffix) == ["summary/ds1/hq/B", "summary/ds1/hq/B/F3", "summary/ds1/hq/B/F4"])
+        #expect(first.map { OutputTopics(prefix: "p").summary($0.key) } == ["p/summary/ds1/hq/B", "p/summary/ds1/hq/B/F3", "p/summary/ds1/hq/B/F4"])
         let floor = try #require(first.first { $0.key.floor == "F3" })
         #expect(floor.locations == 2 && floor.people == 3 && floor.capacity == 12)
         #expect(floor.states == ["Occupied": 1, "Vacant": 1])
@@ -215,25 +216,25 @@ struct LiveStoreTests {
     }
 
     @Test("new rules re-derive every location and publish only what changed")
-    func replaceEngine() throws {
-        let store = LiveStore(engine: try Self.engine(staleAfter: nil))
+    func replaceRules() throws {
+        let store = LiveStore(ruleEngine: try Self.engine(staleAfter: nil))
         _ = store.apply(try update(["nrOfPeople": "3"]), now: at(0))
         _ = store.apply(try update(["available": "true"], location: "desk-1", domain: "availability"), now: at(0))
-        #expect(store.replaceEngine(try Self.engine(staleAfter: nil), now: at(1)).isEmpty)
+        #expect(store.replaceRuleEngine(try Self.engine(staleAfter: nil), now: at(1)).isEmpty)
         var ruleSet = try Self.engine(staleAfter: nil).ruleSet
         ruleSet.main = try StyleTemplate(Style(visible: true, polygonFillColor: Color("#000000")), domain: nil)
-        let changes = store.replaceEngine(RuleEngine(ruleSet), now: at(2))
+        let changes = store.replaceRuleEngine(RuleEngine(ruleSet), now: at(2))
         #expect(changes.map(\.address.location) == ["desk-1"])  // room-7's color comes from its rule
     }
 
     @Test("the derived change prints as documented")
     func derivedChangeJSON() throws {
-        let store = LiveStore(engine: try Self.engine(staleAfter: nil))
+        let store = LiveStore(ruleEngine: try Self.engine(staleAfter: nil))
         let change = try #require(changeOf(store.apply(try update(["nrOfPeople": "3", "capacity": "8"]), now: at(5))))
         #expect(
             change.json
                 == ##"{"location": "room-7", "topic": {"dataset": "ds1", "venue": "hq", "building": "B", "floor": "F3", "room": "R7", "location": "room-7"}, "style": {"visible": true, "label": "3/8", "polygonFillColor": "#D64545", "layer": "occupancy"}, "changed": ["visible", "label", "polygonFillColor", "layer"], "rules": ["occupied"], "live": {"occupancy": {"nrOfPeople": "3", "capacity": "8", "timestamp": "2025-11-21T10:13:20.000Z"}}, "version": 1, "updatedAt": "2025-11-21T10:13:20.005Z"}"##)
-        #expect(change.topicSuffix == "style/ds1/hq/B/F3/R7/room-7")
+        #expect(OutputTopics(prefix: "p").publication(change).topic == "p/style/ds1/hq/B/F3/R7/room-7")
     }
 }
 
@@ -292,7 +293,7 @@ struct PersistenceTests {
     @Test("a restored store publishes nothing for locations whose style did not change")
     func restoreWithoutRepublishing() throws {
         let engine = try LiveStoreTests.engine(staleAfter: .seconds(60))
-        let store = LiveStore(engine: engine)
+        let store = LiveStore(ruleEngine: engine)
         let now = LiveStoreTests.start
         for room in 0..<5 {
             _ = store.apply(
@@ -303,7 +304,7 @@ struct PersistenceTests {
         #expect(written.count == 5)
         #expect(store.takeDirty().isEmpty)
 
-        let restored = LiveStore(engine: engine)
+        let restored = LiveStore(ruleEngine: engine)
         restored.restore(written)
         #expect(restored.count == 5)
         #expect(restored.rederiveAll(now: now).isEmpty)

@@ -1,5 +1,5 @@
 import DisplayRules
-import LiveDataServer
+import LiveState
 import LiveTopics
 
 /// A venue of `locations` locations, 50 display rules over four domains, and a stream of
@@ -123,8 +123,8 @@ public enum PipelineFixtures {
     }
 
     /// An engine tracking `count` locations, each with one occupancy value.
-    public static func filledEngine(_ count: Int) -> LiveEngine {
-        let engine = LiveEngine(ruleSet: ruleSet(), subscriptions: subscriptions)
+    public static func filledEngine(_ count: Int) -> LiveCore {
+        let engine = LiveCore(ruleSet: ruleSet(), subscriptions: subscriptions)
         var now = LiveTimestamp(millisecondsSince1970: 1_763_720_000_000)
         for number in 0..<count {
             now.millisecondsSince1970 += 1

@@ -1,7 +1,7 @@
 import Benchmark
 import BenchmarkFixtures
 import Foundation
-import LiveDataServer
+import LiveState
 import LiveTopics
 
 /// Resident memory per tracked location at 1,000,000 locations, in a process of its own so

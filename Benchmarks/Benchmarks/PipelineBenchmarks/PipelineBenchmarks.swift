@@ -1,6 +1,6 @@
 import Benchmark
 import BenchmarkFixtures
-import LiveDataServer
+import LiveState
 import LiveTopics
 
 /// The in-process path of one update: topic index, topic and payload decoding, store,
@@ -33,7 +33,7 @@ final class PipelineState: @unchecked Sendable {
     // Benchmarks run one at a time on one thread; this is never touched concurrently.
     static let shared = PipelineState()
 
-    let engine: LiveEngine
+    let engine: LiveCore
     let updates: [(topic: String, payload: [UInt8])]
     // Read and written on every update by one thread: the run-time exclusivity check on
     // each access (the engine's own hot properties opt out of it too) is not part of the
@@ -43,7 +43,7 @@ final class PipelineState: @unchecked Sendable {
 
     init() {
         let locations = 100_000
-        engine = LiveEngine(ruleSet: PipelineFixtures.ruleSet(), subscriptions: PipelineFixtures.subscriptions)
+        engine = LiveCore(ruleSet: PipelineFixtures.ruleSet(), subscriptions: PipelineFixtures.subscriptions)
         for update in PipelineFixtures.updates(count: locations * 20, locations: locations, seed: 1) {
             now.millisecondsSince1970 += 1
             _ = engine.process(topic: update.topic, payload: update.payload, receivedAt: now)

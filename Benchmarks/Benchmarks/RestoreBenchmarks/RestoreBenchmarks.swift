@@ -1,8 +1,8 @@
 import Benchmark
 import BenchmarkFixtures
 import Foundation
-import LiveDataServer
 import LiveState
+import LiveStatePersistence
 import LiveTopics
 
 /// Restoring 1,000,000 locations from the SQLite file (written once, in setup), with the
@@ -19,10 +19,10 @@ let benchmarks: @Sendable () -> Void = {
             let engine = PipelineFixtures.filledEngine(count)
             let database = try StateDatabase(path: path)
             try database.write(engine.takeDirty())
-            try database.setMeta("rules", engine.store.engine.fingerprint)
+            try database.setMeta("rules", engine.store.ruleEngine.fingerprint)
         }
         let now = LiveTimestamp(millisecondsSince1970: 1_763_720_000_000 + Int64(count))
-        let restored = LiveEngine(ruleSet: PipelineFixtures.ruleSet(), subscriptions: PipelineFixtures.subscriptions)
+        let restored = LiveCore(ruleSet: PipelineFixtures.ruleSet(), subscriptions: PipelineFixtures.subscriptions)
         benchmark.startMeasurement()
         let result = try restored.restore(fromFile: path, now: now)
         benchmark.stopMeasurement()

@@ -1,5 +1,5 @@
 import BenchmarkFixtures
-import LiveDataServer
+import LiveState
 import LiveTopics
 
 // The pipeline benchmark's work as a plain program, for counting instructions (wall-clock
@@ -13,7 +13,7 @@ import LiveTopics
 
 /// The measured updates; not inlined, so that callgrind can count it alone.
 @inline(never)
-func measuredRegion(_ engine: LiveEngine, _ updates: [(topic: String, payload: [UInt8])], _ now: inout LiveTimestamp) -> Int {
+func measuredRegion(_ engine: LiveCore, _ updates: [(topic: String, payload: [UInt8])], _ now: inout LiveTimestamp) -> Int {
     var changed = 0
     for update in updates {
         now.millisecondsSince1970 += 1
@@ -26,7 +26,7 @@ let locations = CommandLine.arguments.dropFirst().first.flatMap { Int($0) } ?? 1
 // Updates per location before measuring, as the pipeline benchmark's warm-up gives them:
 // most locations then hold a value of every domain.
 let warmUp = CommandLine.arguments.dropFirst(2).first.flatMap { Int($0) } ?? 20
-let engine = LiveEngine(ruleSet: PipelineFixtures.ruleSet(), subscriptions: PipelineFixtures.subscriptions)
+let engine = LiveCore(ruleSet: PipelineFixtures.ruleSet(), subscriptions: PipelineFixtures.subscriptions)
 var now = LiveTimestamp(millisecondsSince1970: 1_763_720_000_000)
 for update in PipelineFixtures.updates(count: locations * warmUp, locations: locations, seed: 1) {
     now.millisecondsSince1970 += 1

@@ -1,4 +1,5 @@
 import LiveDataConfiguration
+import LiveState
 import Logging
 import Mosquitto
 import ServiceLifecycle
@@ -71,7 +72,7 @@ public struct LiveDataDaemon: Service {
         }
         let statistics = await pipeline.statistics
         logger.info(
-            "stopped", metadata: ["store.locations": "\(statistics.locations)", "updates.received": "\(statistics.engine.received)"])
+            "stopped", metadata: ["store.locations": "\(statistics.locations)", "updates.received": "\(statistics.core.received)"])
     }
 
     /// Pings the systemd watchdog and keeps `STATUS=` current.
@@ -86,8 +87,8 @@ public struct LiveDataDaemon: Service {
             let statistics = await pipeline.statistics
             let now = ContinuousClock.now
             let seconds = Double((now - last).components.seconds) + Double((now - last).components.attoseconds) / 1e18
-            let rate = seconds > 0 ? Double(statistics.engine.received - lastReceived) / seconds : 0
-            lastReceived = statistics.engine.received
+            let rate = seconds > 0 ? Double(statistics.core.received - lastReceived) / seconds : 0
+            lastReceived = statistics.core.received
             last = now
             if client.state == .connected {
                 notifier.status("\(statistics.locations) locations, \(Int(rate.rounded())) updates/s")

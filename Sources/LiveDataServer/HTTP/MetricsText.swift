@@ -10,11 +10,11 @@ enum MetricsText {
             text += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
             for sample in samples { text += "\(name)\(sample.labels) \(sample.value)\n" }
         }
-        metric("livedata_updates_received_total", "counter", "Messages received from the broker.", [("", "\(statistics.engine.received)")])
+        metric("livedata_updates_received_total", "counter", "Messages received from the broker.", [("", "\(statistics.core.received)")])
         metric(
             "livedata_updates_rejected_total", "counter", "Updates dropped, by reason.",
-            LiveEngine.RejectReason.allCases.map { ("{reason=\"\($0.rawValue)\"}", "\(statistics.engine.rejected[$0] ?? 0)") }
-                + [("{reason=\"not_subscribed\"}", "\(statistics.engine.notSubscribed)")])
+            LiveCore.RejectReason.allCases.map { ("{reason=\"\($0.rawValue)\"}", "\(statistics.core.rejected[$0] ?? 0)") }
+                + [("{reason=\"not_subscribed\"}", "\(statistics.core.notSubscribed)")])
         metric(
             "livedata_updates_out_of_order_total", "counter", "Updates older than the stored value, ignored.",
             [("", "\(statistics.store.ignoredOutOfOrder)")])

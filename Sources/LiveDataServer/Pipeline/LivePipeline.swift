@@ -1,16 +1,17 @@
 import DisplayRules
 import LiveDataConfiguration
 import LiveState
+import LiveStatePersistence
 import LiveTopics
 import Logging
 import Mosquitto
 
-/// Wires the broker to the engine: subscribes the configured criteria, turns every message
+/// Wires the broker to the core: subscribes the configured criteria, turns every message
 /// into a possible derived change, publishes changes, summaries, legends and status, runs
 /// staleness and write-behind on a tick, and restores the state at start.
 public actor LivePipeline {
     public struct Statistics: Sendable, Equatable {
-        public var engine = LiveEngine.Counters()
+        public var core = LiveCore.Counters()
         public var store = LiveStore.Counters()
         public var published = 0
         public var summariesPublished = 0
@@ -20,14 +21,14 @@ public actor LivePipeline {
     let client: MQTTClient
     let logger: Logger
     private(set) var config: LiveDataConfig
-    private var engine: LiveEngine
+    private var core: LiveCore
     private let topics: OutputTopics
     private let writer: StoreWriter?
     private var published = 0
     private var summariesPublished = 0
     private var legendDatasets = Set<String>()
     /// Messages the library refused while disconnected: the latest per topic, sent on reconnection.
-    private var unsent: [String: [UInt8]] = [:]
+    private var unsent: [String: Publication] = [:]
     private var lastRejectionLog: ContinuousClock.Instant?
     /// Restored, connected and subscribed.
     public private(set) var isReady = false
@@ -35,20 +36,20 @@ public actor LivePipeline {
     public private(set) var latency = LatencyHistogram()
     private var suppressedRejections = 0
 
-    /// Builds the engine and restores the stored state (publishing nothing yet).
+    /// Builds the core and restores the stored state (publishing nothing yet).
     /// - Throws: when the state file cannot be opened or read.
     public init(config: LiveDataConfig, client: MQTTClient, logger: Logger) async throws {
         self.config = config
         self.client = client
         self.logger = logger
-        topics = OutputTopics(prefix: config.output.prefix)
-        engine = LiveEngine(
+        topics = OutputTopics(prefix: config.output.prefix, retain: config.output.retain)
+        core = LiveCore(
             ruleSet: config.ruleSet, subscriptions: config.subscriptions, summaryInterval: config.output.summaryInterval)
         if config.store.isInMemory {
             writer = nil
         } else {
             // Read with a connection of our own, then hand the file to the writer.
-            let restored = try engine.restore(fromFile: config.store.path, now: .now)
+            let restored = try core.restore(fromFile: config.store.path, now: .now)
             if restored.unreadable > 0 {
                 logger.warning(
                     "skipped \(restored.unreadable) stored locations that could not be read",
@@ -69,30 +70,30 @@ public actor LivePipeline {
 
     /// A location's record, by its id (the topic's location level).
     public func record(id: String) -> LocationRecord? {
-        engine.store.records { $0.location == id }.first
+        core.store.records { $0.location == id }.first
     }
 
     /// Every location of a floor.
     public func floor(dataset: String, venue: String, building: String, floor: String) -> [LocationRecord] {
-        engine.store.records {
+        core.store.records {
             $0.floor == floor && $0.building == building && $0.venue == venue && $0.dataset == dataset
         }
     }
 
     /// Every layer the rules and styles name, and whether it is hidden.
     public var layers: [(name: String, hidden: Bool)] {
-        let hidden = engine.store.hiddenLayers
+        let hidden = core.store.hiddenLayers
         return Set(config.ruleSet.layers).union(hidden).sorted().map { ($0, hidden.contains($0)) }
     }
 
     public var statistics: Statistics {
         Statistics(
-            engine: engine.counters, store: engine.store.counters, published: published,
-            summariesPublished: summariesPublished, locations: engine.store.count)
+            core: core.counters, store: core.store.counters, published: published,
+            summariesPublished: summariesPublished, locations: core.store.count)
     }
 
     /// Current record of a location.
-    public func record(_ address: LocationAddress) -> LocationRecord? { engine.store[address] }
+    public func record(_ address: LocationAddress) -> LocationRecord? { core.store[address] }
 
     /// Subscribes the configured criteria (sent again by the client after every reconnection).
     public func subscribe() async throws {
@@ -104,12 +105,12 @@ public actor LivePipeline {
 
     /// Publishes `online`, the legends and whatever waits; call after every (re)connection.
     public func connected() {
-        send(topics.status, Array("online".utf8), retain: true)
+        send(topics.statusPublication(online: true))
         legendDatasets.removeAll()
         for dataset in knownDatasets() { publishLegend(dataset) }
         let waiting = unsent
         unsent.removeAll()
-        for (topic, payload) in waiting { send(topic, payload, retain: config.output.retain) }
+        for publication in waiting.values { send(publication) }
     }
 
     /// Publishes `offline` at the status topic and waits for the broker to have it (a clean
@@ -169,7 +170,7 @@ public actor LivePipeline {
     /// Processes one message.
     public func handle(_ message: MQTTMessage) {
         let now = LiveTimestamp.now
-        switch engine.process(topic: message.topic, payload: message.payload, receivedAt: now) {
+        switch core.process(topic: message.topic, payload: message.payload, receivedAt: now) {
         case .changed(let change):
             if !legendDatasets.contains(change.address.dataset) { publishLegend(change.address.dataset) }
             queue(change)
@@ -184,9 +185,9 @@ public actor LivePipeline {
     /// Periodic work: staleness, due summaries, write-behind.
     public func tick() async {
         let now = LiveTimestamp.now
-        for change in engine.expire(now: now) { queue(change) }
-        for summary in engine.takeDueSummaries(now: now) {
-            send(topics.summary(summary.key), Array(summary.json(updatedAt: now).utf8), retain: config.output.retain)
+        for change in core.expire(now: now) { queue(change) }
+        for summary in core.takeDueSummaries(now: now) {
+            send(topics.publication(summary, updatedAt: now))
             summariesPublished += 1
         }
         await flush()
@@ -196,14 +197,14 @@ public actor LivePipeline {
     public func flush() async {
         guard let writer else {
             // Nothing is written: forget the changes without building records of them.
-            engine.discardDirty()
+            core.discardDirty()
             return
         }
-        let dirty = engine.takeDirty()
+        let dirty = core.takeDirty()
         guard !dirty.isEmpty else { return }
         if !(await writer.write(dirty)) {
             // Kept for the next tick: the store still holds these records.
-            engine.markDirty(dirty.map(\.address))
+            core.markDirty(dirty.map(\.address))
         }
     }
 
@@ -211,7 +212,7 @@ public actor LivePipeline {
     /// - Returns: how many locations changed.
     @discardableResult
     public func setLayer(_ layer: String, hidden: Bool) -> Int {
-        let changes = engine.setLayer(layer, hidden: hidden, now: .now)
+        let changes = core.setLayer(layer, hidden: hidden, now: .now)
         for change in changes { queue(change) }
         return changes.count
     }
@@ -225,10 +226,10 @@ public actor LivePipeline {
         let newFilters = Set(newConfig.subscriptions.map(\.filter.string))
         config.ruleSet = newConfig.ruleSet
         config.subscriptions = newConfig.subscriptions
-        let changes = engine.reload(ruleSet: newConfig.ruleSet, subscriptions: newConfig.subscriptions, now: .now)
+        let changes = core.reload(ruleSet: newConfig.ruleSet, subscriptions: newConfig.subscriptions, now: .now)
         for change in changes { queue(change) }
         await flush()
-        await writer?.setRulesFingerprint(engine.store.engine.fingerprint)
+        await writer?.setRulesFingerprint(core.store.ruleEngine.fingerprint)
         legendDatasets.removeAll()
         for dataset in knownDatasets() { publishLegend(dataset) }
         let qos = MQTTQoS(rawValue: Int32(config.broker.qos)) ?? .atLeastOnce
@@ -249,31 +250,31 @@ public actor LivePipeline {
     // MARK: - Publishing
 
     private func queue(_ change: DerivedChange) {
-        send(topics.style(change.address), Array(change.json.utf8), retain: config.output.retain)
+        send(topics.publication(change))
         published += 1
     }
 
     private func publishLegend(_ dataset: String) {
         legendDatasets.insert(dataset)
-        send(topics.legend(dataset), Array(config.ruleSet.legend(dataset: dataset).json.utf8), retain: true)
+        send(topics.publication(config.ruleSet.legend(dataset: dataset), dataset: dataset))
     }
 
-    private func send(_ topic: String, _ payload: [UInt8], retain: Bool) {
+    private func send(_ publication: Publication) {
         let qos = MQTTQoS(rawValue: Int32(config.output.qos)) ?? .atLeastOnce
         do {
-            try client.send(topic, payload: payload, qos: qos, retain: retain)
+            try client.send(publication.topic, payload: publication.payload, qos: qos, retain: publication.retain)
         } catch {
             // Not connected (QoS 0) or refused for now: keep the latest per topic for later.
-            unsent[topic] = payload
+            unsent[publication.topic] = publication
         }
     }
 
     private func knownDatasets() -> Set<String> {
-        Set(config.subscriptions.compactMap { $0[.dataset] }).union(engine.store.datasets)
+        Set(config.subscriptions.compactMap { $0[.dataset] }).union(core.store.datasets)
     }
 
     /// Logs a dropped update, at most once a second with a count of the ones not logged.
-    private func logRejection(_ reason: LiveEngine.RejectReason, _ text: String, topic: String) {
+    private func logRejection(_ reason: LiveCore.RejectReason, _ text: String, topic: String) {
         let now = ContinuousClock.now
         if let last = lastRejectionLog, now - last < .seconds(1) {
             suppressedRejections += 1

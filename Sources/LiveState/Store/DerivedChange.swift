@@ -18,7 +18,7 @@ public struct DerivedChange: Sendable, Equatable {
     public var address: LocationAddress
     let key: StyleKey
     let before: Before
-    let engine: RuleEngine
+    let ruleEngine: RuleEngine
     /// The location's values, stale ones included (``live`` leaves them out).
     let values: [DomainValue]
     /// Counts this location's published changes.
@@ -26,23 +26,23 @@ public struct DerivedChange: Sendable, Equatable {
     public var updatedAt: LiveTimestamp
 
     init(
-        address: LocationAddress, key: StyleKey, before: Before, engine: RuleEngine, values: [DomainValue], version: UInt64,
+        address: LocationAddress, key: StyleKey, before: Before, ruleEngine: RuleEngine, values: [DomainValue], version: UInt64,
         updatedAt: LiveTimestamp
     ) {
         self.address = address
         self.key = key
         self.before = before
-        self.engine = engine
+        self.ruleEngine = ruleEngine
         self.values = values
         self.version = version
         self.updatedAt = updatedAt
     }
 
     /// The new style.
-    public var style: Style { engine.style(key, at: address) }
+    public var style: Style { ruleEngine.style(key, at: address) }
 
     /// The style with the names of the rules behind it.
-    public var derived: DerivedStyle { engine.derivedStyle(style, key.selection) }
+    public var derived: DerivedStyle { ruleEngine.derivedStyle(style, key.selection) }
 
     /// Fields that differ from the last published style (all set fields the first time).
     public var changedFields: StyleFieldSet { changedFields(style) }
@@ -53,7 +53,7 @@ public struct DerivedChange: Sendable, Equatable {
     private func changedFields(_ style: Style) -> StyleFieldSet {
         let old: Style = switch before {
         case .none: Style()
-        case .key(let key): engine.style(key, at: address)
+        case .key(let key): ruleEngine.style(key, at: address)
         case .style(let legacy): legacy.derived.style
         }
         return style.changedFieldSet(from: old)
@@ -71,12 +71,9 @@ public struct DerivedChange: Sendable, Equatable {
     public var json: String {
         let style = self.style
         return locationJSON(
-            address, engine.derivedStyle(style, key.selection), changed: Array(changedFields(style)), live: live,
+            address, ruleEngine.derivedStyle(style, key.selection), changed: Array(changedFields(style)), live: live,
             version: version, updatedAt: updatedAt)
     }
-
-    /// The topic below the prefix: `style/dataset/venue/building/floor/room/location`.
-    public var topicSuffix: String { "style/" + address.description }
 }
 
 /// A location's state as JSON, in the derived-change layout (`changed` and `updatedAt` when given).

@@ -31,7 +31,7 @@ public final class LiveStore {
     // The store has one owner and no method of it re-enters another while changing a
     // property, so the run-time exclusivity check on every access to the properties an
     // update touches (a thread-local lookup each) would buy nothing: they opt out of it.
-    @exclusivity(unchecked) public private(set) var engine: RuleEngine
+    @exclusivity(unchecked) public private(set) var ruleEngine: RuleEngine
     @exclusivity(unchecked) public private(set) var hiddenLayers = Set<String>()
     @exclusivity(unchecked) public private(set) var counters = Counters()
     @exclusivity(unchecked) public private(set) var summaries: SummaryTracker
@@ -45,16 +45,16 @@ public final class LiveStore {
     /// Per stale domain, its `staleAfter` in milliseconds (timestamps are milliseconds).
     private var staleAfter: [Int64] = []
 
-    public init(engine: RuleEngine, summaryInterval: Duration = .seconds(1)) {
-        self.engine = engine
-        summaries = SummaryTracker(interval: summaryInterval, titles: engine.legendTitles)
+    public init(ruleEngine: RuleEngine, summaryInterval: Duration = .seconds(1)) {
+        self.ruleEngine = ruleEngine
+        summaries = SummaryTracker(interval: summaryInterval, titles: ruleEngine.legendTitles)
         numberStaleDomains()
     }
 
     private func numberStaleDomains() {
-        let domains = engine.ruleSet.domains.filter { $0.value.staleAfter != nil }.keys.sorted().prefix(64)
+        let domains = ruleEngine.ruleSet.domains.filter { $0.value.staleAfter != nil }.keys.sorted().prefix(64)
         staleDomains = Array(domains)
-        staleAfter = domains.map { engine.ruleSet.domains[$0]!.staleAfter!.milliseconds }
+        staleAfter = domains.map { ruleEngine.ruleSet.domains[$0]!.staleAfter!.milliseconds }
     }
 
     private func staleNumber(_ domain: String) -> Int? {
@@ -66,15 +66,15 @@ public final class LiveStore {
 
     /// A location's record.
     public subscript(address: LocationAddress) -> LocationRecord? {
-        locations.find(address)?.record(engine)
+        locations.find(address)?.record(ruleEngine)
     }
 
     /// Every tracked location's record.
-    public var records: [LocationRecord] { locations.locations.map { $0.record(engine) } }
+    public var records: [LocationRecord] { locations.locations.map { $0.record(ruleEngine) } }
 
     /// The records of the locations that pass a test on their address (a scan).
     public func records(where include: (LocationAddress) -> Bool) -> [LocationRecord] {
-        locations.locations.filter { include($0.address) }.map { $0.record(engine) }.sorted { $0.address.description < $1.address.description }
+        locations.locations.filter { include($0.address) }.map { $0.record(ruleEngine) }.sorted { $0.address.description < $1.address.description }
     }
 
     /// Whether the location with this path (`dataset/venue/building/floor/room/location`) is tracked.
@@ -97,7 +97,7 @@ public final class LiveStore {
 
     /// A tracked location, found by the bytes of an incoming topic, and where its value for
     /// the topic's domain is (see ``target(path:hash:domain:)``). Valid until the store changes.
-    public struct Target {
+    struct Target {
         let state: LocationState
         let index: Int?
     }
@@ -106,7 +106,7 @@ public final class LiveStore {
     /// table's memory for it starts loading now. A caller with other work to do before it
     /// needs the location (decoding the payload) asks for this first: the location is
     /// then found without waiting for memory as long.
-    public func hash(ofPath path: UnsafeRawBufferPointer) -> UInt64 {
+    func hash(ofPath path: UnsafeRawBufferPointer) -> UInt64 {
         let hash = LocationTable.hash(path)
         locations.prefetch(hash: hash)
         return hash
@@ -116,7 +116,7 @@ public final class LiveStore {
     /// `hash` is its ``hash(ofPath:)``) and where its value for `domain` is: slices of the
     /// incoming topic's bytes.
     /// - Returns: `nil` when the location is not tracked yet: use ``apply(_:now:)``.
-    public func target(path: UnsafeRawBufferPointer, hash: UInt64, domain: UnsafeRawBufferPointer) -> Target? {
+    func target(path: UnsafeRawBufferPointer, hash: UInt64, domain: UnsafeRawBufferPointer) -> Target? {
         guard let state = locations.find(path, hash: hash) else { return nil }
         return Target(state: state, index: state.index(ofBytes: domain))
     }
@@ -124,7 +124,7 @@ public final class LiveStore {
     /// Whether the topic of a target was found acceptable by the subscriptions of
     /// `generation` (a number its caller gives each set of subscriptions), as remembered by
     /// ``apply(_:domain:payload:receivedAt:acceptedBy:)``: the topic need not be checked again.
-    public func isAccepted(_ target: Target, generation: UInt32) -> Bool {
+    func isAccepted(_ target: Target, generation: UInt32) -> Bool {
         guard let index = target.index, index < 64, target.state.acceptedGeneration == generation else { return false }
         return target.state.acceptedDomains & (1 << UInt64(index)) != 0
     }
@@ -132,7 +132,7 @@ public final class LiveStore {
     /// Applies a decoded payload to a target found by ``target(path:hash:domain:)`` (`domain`
     /// makes its domain's name, asked for only when the location has no value of it yet),
     /// and remembers that the subscriptions of `generation` accept its topic.
-    public func apply(
+    func apply(
         _ target: Target, domain: @autoclosure () -> String, payload: LivePayload, receivedAt now: LiveTimestamp,
         acceptedBy generation: UInt32
     ) -> Outcome {
@@ -229,16 +229,16 @@ public final class LiveStore {
     }
 
     /// Takes new rules (a reloaded config) and re-derives every location.
-    public func replaceEngine(_ engine: RuleEngine, now: LiveTimestamp) -> [DerivedChange] {
-        let old = self.engine
-        self.engine = engine
+    public func replaceRuleEngine(_ ruleEngine: RuleEngine, now: LiveTimestamp) -> [DerivedChange] {
+        let old = self.ruleEngine
+        self.ruleEngine = ruleEngine
         numberStaleDomains()
         expiries.removeAll()
         // Legend-state numbers and stale-domain numbers belong to the old rules: start over.
-        summaries.resetTotals(titles: engine.legendTitles)
+        summaries.resetTotals(titles: ruleEngine.legendTitles)
         for state in locations.locations {
             let published = state.publishedStyle(old)
-            state.setPublished(published.map { .legacy(LegacyStyle($0, selection: engine.selection(named: $0.rules))) } ?? .none)
+            state.setPublished(published.map { .legacy(LegacyStyle($0, selection: ruleEngine.selection(named: $0.rules))) } ?? .none)
             state.contribution = nil
             state.outOfScope = nil
             state.scheduledExpiries = 0
@@ -266,7 +266,7 @@ public final class LiveStore {
         defer { dirty.removeAll(keepingCapacity: true) }
         return dirty.map { state in
             state.dirty = false
-            return state.record(engine)
+            return state.record(ruleEngine)
         }
     }
 
@@ -295,42 +295,42 @@ public final class LiveStore {
 
     /// Puts back one persisted location (see ``restore(_:)-([LocationRecord])``).
     public func restore(_ record: LocationRecord) {
-        restore(Self.prepare(record, engine: engine, sameRules: false))
+        restore(Self.prepare(record, ruleEngine: ruleEngine, sameRules: false))
     }
 
     /// A persisted location made ready to put back: what can be worked out without the
     /// store (its key, its published style as the rules tell it, what it adds to its
     /// summaries) is, so that a restore can do that on the thread that reads the file.
-    public struct PreparedLocation: Sendable {
+    package struct PreparedLocation: Sendable {
         let record: LocationRecord
         /// Its path's hash in the location table.
         let hash: UInt64
-        let engine: RuleEngine
+        let ruleEngine: RuleEngine
         let published: PublishedStyle
         let contribution: SummaryTracker.Contribution
     }
 
-    /// Prepares a persisted location for ``restore(_:)-(PreparedLocation)`` under `engine`
+    /// Prepares a persisted location for ``restore(_:)-(PreparedLocation)`` under `ruleEngine`
     /// (the store's); safe on any thread. `sameRules`: the record was written under these
     /// very rules (equal fingerprints), so its style need not be checked against them.
-    public static func prepare(_ record: LocationRecord, engine: RuleEngine, sameRules: Bool) -> PreparedLocation {
-        let published = PublishedStyle(record.published, at: record.address, engine: engine, trusted: sameRules)
+    package static func prepare(_ record: LocationRecord, ruleEngine: RuleEngine, sameRules: Bool) -> PreparedLocation {
+        let published = PublishedStyle(record.published, at: record.address, ruleEngine: ruleEngine, trusted: sameRules)
         let selection: RuleSelection? = switch published {
         case .none: nil
         case .key(let key): key.selection
         case .legacy(let legacy): legacy.selection
         }
         return PreparedLocation(
-            record: record, hash: LocationTable.hash(record.address), engine: engine, published: published,
+            record: record, hash: LocationTable.hash(record.address), ruleEngine: ruleEngine, published: published,
             contribution: contribution(
-                record.address, legendState: selection.flatMap { engine.legendStateID($0) }, values: record.values,
+                record.address, legendState: selection.flatMap { ruleEngine.legendStateID($0) }, values: record.values,
                 occupancy: record.values.withUnsafeBufferPointer { LiveValues.index(ofDomain: "occupancy", in: $0, tags: nil) },
-                engine: engine))
+                ruleEngine: ruleEngine))
     }
 
     /// Puts back one prepared location (see ``restore(_:)-([LocationRecord])``).
-    public func restore(_ prepared: PreparedLocation) {
-        guard prepared.engine === engine else {
+    package func restore(_ prepared: PreparedLocation) {
+        guard prepared.ruleEngine === ruleEngine else {
             // Prepared under rules the store no longer has.
             return restore(prepared.record)
         }
@@ -398,23 +398,23 @@ public final class LiveStore {
     /// style keys; the style itself is built when the change is published.
     private func rederive(_ state: LocationState, now: LiveTimestamp, changedDomain: String? = nil) -> Outcome {
         // Read once: every use of the stored property would retain and release it again.
-        let engine = self.engine
+        let ruleEngine = self.ruleEngine
         var values = LiveValues(domains: state.values)
         values.domainTags = state.domainTags
         let outOfScope: RuleSelection
         if let known = state.outOfScope {
             outOfScope = known
         } else {
-            outOfScope = engine.outOfScope(state.address)
+            outOfScope = ruleEngine.outOfScope(state.address)
             state.outOfScope = outOfScope
         }
         // The published key is moved out of the location (and back, or into the change),
         // never copied: a key holds three references.
         var published = state.legacy == nil ? state.published.take() : nil
-        let key = engine.styleKey(
+        let key = ruleEngine.styleKey(
             state.address, values: values, hiddenLayers: hiddenLayers, previous: published, changedDomain: changedDomain,
             outOfScope: outOfScope)
-        let legendState = engine.legendStateID(key.selection)
+        let legendState = ruleEngine.legendStateID(key.selection)
         if let changedDomain, !changedDomain.isSameIdentifier(as: "occupancy"), var contribution = state.contribution {
             // People and capacity come from occupancy alone: only the legend state can move.
             contribution.state = legendState ?? -1
@@ -424,13 +424,13 @@ public final class LiveStore {
                 state,
                 Self.contribution(
                     state.address, legendState: legendState, values: values.domains, occupancy: state.occupancyIndex,
-                    engine: engine))
+                    ruleEngine: ruleEngine))
         }
         let before: DerivedChange.Before
         if let legacy = state.legacy {
             state.legacy = nil
             state.published = key
-            if legacy.selection == key.selection, legacy.derived.style == engine.style(key, at: state.address) {
+            if legacy.selection == key.selection, legacy.derived.style == ruleEngine.style(key, at: state.address) {
                 return .unchanged
             }
             before = .style(legacy)
@@ -449,7 +449,7 @@ public final class LiveStore {
         counters.changes += 1
         return .changed(
             DerivedChange(
-                address: state.address, key: key, before: before, engine: engine, values: state.values,
+                address: state.address, key: key, before: before, ruleEngine: ruleEngine, values: state.values,
                 version: state.version, updatedAt: now))
     }
 
@@ -457,7 +457,7 @@ public final class LiveStore {
     /// counts and its capacity (the occupancy's, else the catalog's).
     /// `occupancy`: where the occupancy value is in `values`.
     private static func contribution(
-        _ address: LocationAddress, legendState: Int32?, values: [DomainValue], occupancy: Int?, engine: RuleEngine
+        _ address: LocationAddress, legendState: Int32?, values: [DomainValue], occupancy: Int?, ruleEngine: RuleEngine
     ) -> SummaryTracker.Contribution {
         var people: Int32 = 0
         var capacity: Int32?
@@ -465,7 +465,7 @@ public final class LiveStore {
             people = values[index].properties["nrOfPeople"].flatMap { Int32($0) } ?? 0
             capacity = values[index].properties["capacity"].flatMap { Int32($0) }
         }
-        let total = capacity ?? engine.ruleSet.catalog[address.location]?.capacity.map { Int32(clamping: $0) } ?? 0
+        let total = capacity ?? ruleEngine.ruleSet.catalog[address.location]?.capacity.map { Int32(clamping: $0) } ?? 0
         return .init(state: legendState ?? -1, people: people, capacity: total)
     }
 

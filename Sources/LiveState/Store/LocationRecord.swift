@@ -87,15 +87,15 @@ final class LocationState {
         }
     }
 
-    /// The last published style and its rules, as `engine` (the current rules) tells them.
-    func publishedStyle(_ engine: RuleEngine) -> DerivedStyle? {
+    /// The last published style and its rules, as `ruleEngine` (the current rules) tells them.
+    func publishedStyle(_ ruleEngine: RuleEngine) -> DerivedStyle? {
         if let legacy { return legacy.derived }
         guard let published else { return nil }
-        return engine.derivedStyle(engine.style(published, at: address), published.selection)
+        return ruleEngine.derivedStyle(ruleEngine.style(published, at: address), published.selection)
     }
 
-    func record(_ engine: RuleEngine) -> LocationRecord {
-        LocationRecord(address: address, values: values, published: publishedStyle(engine), version: version)
+    func record(_ ruleEngine: RuleEngine) -> LocationRecord {
+        LocationRecord(address: address, values: values, published: publishedStyle(ruleEngine), version: version)
     }
 
     /// Where a domain's value is in `values` (`tag`: the domain's, when the caller has it).
@@ -147,18 +147,18 @@ enum PublishedStyle: Sendable {
     /// A style the current rules do not make.
     case legacy(LegacyStyle)
 
-    /// What to keep of a style published under `engine`'s rules (`trusted`: the rules
+    /// What to keep of a style published under `ruleEngine`'s rules (`trusted`: the rules
     /// have not changed since, so the style is what they make of its rule names and texts)
     /// or under other rules.
-    init(_ derived: DerivedStyle?, at address: LocationAddress, engine: RuleEngine, trusted: Bool) {
+    init(_ derived: DerivedStyle?, at address: LocationAddress, ruleEngine: RuleEngine, trusted: Bool) {
         guard let derived else {
             self = .none
             return
         }
-        if let key = engine.styleKey(of: derived, at: address, verified: !trusted) {
+        if let key = ruleEngine.styleKey(of: derived, at: address, verified: !trusted) {
             self = .key(key)
         } else {
-            self = .legacy(LegacyStyle(derived, selection: engine.selection(named: derived.rules)))
+            self = .legacy(LegacyStyle(derived, selection: ruleEngine.selection(named: derived.rules)))
         }
     }
 }

@@ -19,11 +19,6 @@ public struct SummaryTracker {
             self.floor = floor
         }
 
-        /// `summary/dataset/venue/building[/floor]`, below the prefix.
-        public var topicSuffix: String {
-            "summary/\(dataset)/\(venue)/\(building)" + (floor.map { "/" + $0 } ?? "")
-        }
-
         public static func < (a: Key, b: Key) -> Bool {
             (a.dataset, a.venue, a.building, a.floor ?? "") < (b.dataset, b.venue, b.building, b.floor ?? "")
         }

@@ -119,7 +119,7 @@ struct RulesCommand: ParsableCommand {
             } catch {
                 throw CommandFailure.usage("--payload: \(error)")
             }
-            let store = LiveStore(engine: RuleEngine(config.ruleSet))
+            let store = LiveStore(ruleEngine: RuleEngine(config.ruleSet))
             guard case .changed(let change) = store.apply(update, now: now) else {
                 printLine("no change")
                 throw ExitCode(1)

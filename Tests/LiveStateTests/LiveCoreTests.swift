@@ -1,11 +1,11 @@
 import DisplayRules
-import LiveDataServer
+import LiveState
 import LiveTopics
 import Testing
 
 /// The in-process path of one update, without a broker.
 @Suite("Live engine")
-struct LiveEngineTests {
+struct LiveCoreTests {
     static func ruleSet() throws -> RuleSet {
         RuleSet(rules: [
             Rule(
@@ -19,7 +19,7 @@ struct LiveEngineTests {
 
     var now = LiveTimestamp(millisecondsSince1970: 1_763_720_000_000)
 
-    mutating func process(_ engine: LiveEngine, _ topic: String, people: Int) -> LiveEngine.Outcome {
+    mutating func process(_ engine: LiveCore, _ topic: String, people: Int) -> LiveCore.Outcome {
         now.millisecondsSince1970 += 1
         return engine.process(topic: topic, payload: Array(#"{"properties":{"nrOfPeople":"\#(people)"}}"#.utf8), receivedAt: now)
     }
@@ -27,7 +27,7 @@ struct LiveEngineTests {
     @Test("a topic accepted before is checked again against reloaded subscriptions")
     mutating func reloadedSubscriptions() throws {
         let occupancy = try TopicCriteria(dataset: "ds1", domain: "occupancy")
-        let engine = LiveEngine(ruleSet: try Self.ruleSet(), subscriptions: [occupancy])
+        let engine = LiveCore(ruleSet: try Self.ruleSet(), subscriptions: [occupancy])
         #expect(process(engine, Self.topic, people: 1) != .notSubscribed)
         #expect(process(engine, Self.topic, people: 0) != .notSubscribed)
         // The location and its occupancy value are known: only the subscriptions changed.
@@ -41,7 +41,7 @@ struct LiveEngineTests {
 
     @Test("a tracked location's topics are still refused when they are not valid topic names")
     mutating func invalidTopicsOfTrackedLocations() throws {
-        let engine = LiveEngine(ruleSet: try Self.ruleSet(), subscriptions: [try TopicCriteria(dataset: "ds1")])
+        let engine = LiveCore(ruleSet: try Self.ruleSet(), subscriptions: [try TopicCriteria(dataset: "ds1")])
         #expect(process(engine, Self.topic, people: 1) != .notSubscribed)
         for topic in ["ds1/hq/B/F3/R7/room-7/+", "ds1/hq/B/F3/R7/room-7/occ\u{0}upancy"] {
             guard case .rejected(.badTopic, _) = process(engine, topic, people: 1) else {
@@ -56,9 +56,9 @@ struct LiveEngineTests {
 
     @Test("what is wrong with the topic is told before what is wrong with the payload")
     mutating func topicFaultsComeFirst() throws {
-        let engine = LiveEngine(ruleSet: try Self.ruleSet(), subscriptions: [try TopicCriteria(dataset: "ds1")])
+        let engine = LiveCore(ruleSet: try Self.ruleSet(), subscriptions: [try TopicCriteria(dataset: "ds1")])
         #expect(process(engine, Self.topic, people: 1) != .notSubscribed)
-        func send(_ topic: String, _ payload: String) -> LiveEngine.Outcome {
+        func send(_ topic: String, _ payload: String) -> LiveCore.Outcome {
             now.millisecondsSince1970 += 1
             return engine.process(topic: topic, payload: Array(payload.utf8), receivedAt: now)
         }

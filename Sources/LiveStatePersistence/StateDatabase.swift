@@ -1,5 +1,6 @@
 import CSQLite
 import Foundation
+import LiveState
 
 /// The SQLite file behind the store: one row per location, its record in a compact binary
 /// form. Written in batches (write-behind), read once at start.

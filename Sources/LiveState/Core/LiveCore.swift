@@ -1,11 +1,13 @@
 import DisplayRules
-import LiveState
 import LiveTopics
 
-/// The in-process path of one update: check the topic against the subscribed criteria
-/// (topic index), parse it, decode the payload, apply it to the store, which re-derives
-/// the style and diffs it against the last published one. Synchronous and single-owner.
-public final class LiveEngine {
+/// The pure core of the daemon, and its one way in: a received message (topic, payload,
+/// receipt time) becomes an ``Outcome``. On the way it checks the topic against the
+/// subscribed criteria (topic index), decodes the payload and applies it to the store, which
+/// re-derives the style and diffs it against the last published one. Everything else is a
+/// query or a whole-store change (expiry, layers, reload). Synchronous and single-owner:
+/// no I/O, no clock of its own (time comes in).
+public final class LiveCore {
     /// Why an update was dropped.
     public enum RejectReason: String, CaseIterable, Sendable {
         /// Not a valid seven-part live-data topic.
@@ -49,7 +51,7 @@ public final class LiveEngine {
         ruleSet: RuleSet, subscriptions: [TopicCriteria], summaryInterval: Duration = .seconds(1),
         maximumPayloadSize: Int = LiveUpdate.defaultMaximumPayloadSize
     ) {
-        store = LiveStore(engine: RuleEngine(ruleSet), summaryInterval: summaryInterval)
+        store = LiveStore(ruleEngine: RuleEngine(ruleSet), summaryInterval: summaryInterval)
         for (number, criteria) in subscriptions.enumerated() { self.subscriptions.add(criteria.filter, number) }
         self.maximumPayloadSize = maximumPayloadSize
     }
@@ -169,32 +171,13 @@ public final class LiveEngine {
         for (number, criteria) in subscriptions.enumerated() { index.add(criteria.filter, number) }
         self.subscriptions = index
         generation &+= 1
-        return store.replaceEngine(RuleEngine(ruleSet), now: now)
+        return store.replaceRuleEngine(RuleEngine(ruleSet), now: now)
     }
 
-    /// Restores every location stored in the state file at `path` (read on a second thread
-    /// while this one fills the store), then catches up on staleness and, when the rules
-    /// differ from the ones the stored styles were derived with, re-derives everything.
-    /// - Returns: how many were restored and the changes to publish.
-    public func restore(fromFile path: String, now: LiveTimestamp) throws -> (count: Int, unreadable: Int, changes: [DerivedChange]) {
-        let database = try StateDatabase(path: path)
-        let fingerprint = store.engine.fingerprint
-        let sameRules = try database.meta("rules") == fingerprint
-        store.reserveCapacity(try database.countRows())
-        var count = 0
-        let engine = store.engine
-        let unreadable = try StateDatabase.readAll(path: path, preparing: {
-            LiveStore.prepare($0, engine: engine, sameRules: sameRules)
-        }) { batch in
-            for location in batch { store.restore(location) }
-            count += batch.count
-        }
-        let changes = catchUp(now: now, sameRules: sameRules)
-        try database.setMeta("rules", fingerprint)
-        return (count, unreadable, changes)
-    }
-
-    private func catchUp(now: LiveTimestamp, sameRules: Bool) -> [DerivedChange] {
+    /// After a restore: catches up on staleness and, when the rules differ from the ones the
+    /// stored styles were derived with, re-derives everything.
+    /// - Returns: the changes to publish.
+    package func catchUp(now: LiveTimestamp, sameRules: Bool) -> [DerivedChange] {
         let expired = store.expire(now: now)
         return sameRules ? expired : expired + store.rederiveAll(now: now)
     }

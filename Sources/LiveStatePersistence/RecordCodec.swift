@@ -1,4 +1,5 @@
 import DisplayRules
+import LiveState
 import LiveTopics
 
 /// A compact binary form of a ``LocationRecord`` for the SQLite file: varints and

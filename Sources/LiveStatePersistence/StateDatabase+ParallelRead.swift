@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import LiveState
 import Synchronization
 
 extension StateDatabase {

@@ -1,0 +1,62 @@
+import DisplayRules
+import LiveTopics
+
+/// One message for the broker: its topic, its bytes and whether it is retained.
+public struct Publication: Sendable, Equatable {
+    public var topic: String
+    public var payload: [UInt8]
+    public var retain: Bool
+
+    public init(topic: String, payload: [UInt8], retain: Bool) {
+        self.topic = topic
+        self.payload = payload
+        self.retain = retain
+    }
+}
+
+/// Everything the daemon publishes below its prefix, topic and bytes, built in this one
+/// place: derived changes, summaries, legends and the daemon's status.
+public struct OutputTopics: Sendable {
+    public let prefix: String
+    /// Whether derived changes and summaries are retained (`output.retain`).
+    public let retain: Bool
+
+    public init(prefix: String, retain: Bool = true) {
+        self.prefix = prefix
+        self.retain = retain
+    }
+
+    /// `{prefix}/style/{dataset}/{venue}/{building}/{floor}/{room}/{location}`
+    public func style(_ address: LocationAddress) -> String { "\(prefix)/style/\(address)" }
+
+    /// `{prefix}/summary/{dataset}/{venue}/{building}[/{floor}]`
+    public func summary(_ key: SummaryTracker.Key) -> String {
+        "\(prefix)/summary/\(key.dataset)/\(key.venue)/\(key.building)" + (key.floor.map { "/" + $0 } ?? "")
+    }
+
+    /// `{prefix}/legend/{dataset}`
+    public func legend(_ dataset: String) -> String { "\(prefix)/legend/\(dataset)" }
+
+    /// `{prefix}/status`: `online`, or `offline` (the will).
+    public var status: String { "\(prefix)/status" }
+
+    /// A derived change at its style topic.
+    public func publication(_ change: DerivedChange) -> Publication {
+        Publication(topic: style(change.address), payload: Array(change.json.utf8), retain: retain)
+    }
+
+    /// A summary at its summary topic.
+    public func publication(_ summary: SummaryTracker.Summary, updatedAt: LiveTimestamp) -> Publication {
+        Publication(topic: self.summary(summary.key), payload: Array(summary.json(updatedAt: updatedAt).utf8), retain: retain)
+    }
+
+    /// A dataset's legend, always retained (a client that subscribes later needs it at once).
+    public func publication(_ legend: Legend, dataset: String) -> Publication {
+        Publication(topic: self.legend(dataset), payload: Array(legend.json.utf8), retain: true)
+    }
+
+    /// The daemon's status, always retained (`offline` is also its MQTT will).
+    public func statusPublication(online: Bool) -> Publication {
+        Publication(topic: status, payload: Array((online ? "online" : "offline").utf8), retain: true)
+    }
+}
