@@ -223,23 +223,17 @@ extension LiveDataConfig {
         var badgeTextNode: Node?
         for (key, _, value) in reader.mapping(node, what, allowed: StyleField.allCases.map(\.rawValue)) {
             let name = "\(what).\(key)"
-            switch StyleField(rawValue: key)! {
-            case .visible: style.visible = reader.bool(value, name)
-            case .zoomFrom: style.zoomFrom = reader.double(value, name, range: 0...30)
-            case .zoomTo: style.zoomTo = reader.double(value, name, range: 0...30)
-            case .icon: style.icon = reader.string(value, name)
-            case .iconVisible: style.iconVisible = reader.bool(value, name)
-            case .iconSize: style.iconSize = reader.double(value, name, range: 0...1024)
-            case .label:
-                style.label = reader.string(value, name)
+            let field = StyleField(rawValue: key)!
+            switch field.definition.kind {
+            case .flag: style[field] = reader.bool(value, name).map(StyleValue.flag)
+            case .number(let range): style[field] = reader.double(value, name, range: range).map(StyleValue.number)
+            case .integer: style[field] = reader.int(value, name).map(StyleValue.integer)
+            case .text: style[field] = reader.string(value, name).map(StyleValue.text)
+            case .name: style[field] = reader.nonEmptyString(value, name).map(StyleValue.text)
+            case .template:
+                style[field] = reader.string(value, name).map(StyleValue.text)
                 labelNode = value
-            case .labelVisible: style.labelVisible = reader.bool(value, name)
-            case .polygonVisible: style.polygonVisible = reader.bool(value, name)
-            case .polygonFillColor: style.polygonFillColor = reader.color(value, name)
-            case .polygonFillOpacity: style.polygonFillOpacity = reader.double(value, name, range: 0...1)
-            case .polygonStrokeColor: style.polygonStrokeColor = reader.color(value, name)
-            case .polygonStrokeWidth: style.polygonStrokeWidth = reader.double(value, name, range: 0...100)
-            case .polygonStrokeOpacity: style.polygonStrokeOpacity = reader.double(value, name, range: 0...1)
+            case .color: style[field] = reader.color(value, name).map(StyleValue.color)
             case .badge:
                 var badge = Badge()
                 for (badgeKey, _, badgeValue) in reader.mapping(value, name, allowed: ["text", "textColor", "backgroundColor"]) {
@@ -251,9 +245,7 @@ extension LiveDataConfig {
                     default: badge.backgroundColor = reader.color(badgeValue, "\(name).backgroundColor")
                     }
                 }
-                style.badge = badge
-            case .displayRank: style.displayRank = reader.int(value, name)
-            case .layer: style.layer = reader.nonEmptyString(value, name)
+                style[field] = .badge(badge)
             }
         }
         if let zoomFrom = style.zoomFrom, let zoomTo = style.zoomTo, zoomFrom > zoomTo {

@@ -50,30 +50,24 @@ enum RecordCodec {
         return out
     }
 
+    /// The set fields' stored ids as bits, then each set field's value in stored-id order
+    /// (see ``StyleField/definition``).
     private static func style(_ style: Style, _ out: inout [UInt8]) {
-        // The fields that differ from an empty style are the ones set.
-        varint(UInt64(style.changedFieldSet(from: Style()).bits), &out)
-        if let value = style.visible { out.append(value ? 1 : 0) }
-        if let value = style.zoomFrom { double(value, &out) }
-        if let value = style.zoomTo { double(value, &out) }
-        if let value = style.icon { string(value, &out) }
-        if let value = style.iconVisible { out.append(value ? 1 : 0) }
-        if let value = style.iconSize { double(value, &out) }
-        if let value = style.label { string(value, &out) }
-        if let value = style.labelVisible { out.append(value ? 1 : 0) }
-        if let value = style.polygonVisible { out.append(value ? 1 : 0) }
-        if let value = style.polygonFillColor { varint(UInt64(value.rgb), &out) }
-        if let value = style.polygonFillOpacity { double(value, &out) }
-        if let value = style.polygonStrokeColor { varint(UInt64(value.rgb), &out) }
-        if let value = style.polygonStrokeWidth { double(value, &out) }
-        if let value = style.polygonStrokeOpacity { double(value, &out) }
-        if let badge = style.badge {
-            optionalString(badge.text, &out)
-            varint(badge.textColor.map { UInt64($0.rgb) + 1 } ?? 0, &out)
-            varint(badge.backgroundColor.map { UInt64($0.rgb) + 1 } ?? 0, &out)
+        varint(style.setFields.bits, &out)
+        for field in StyleField.inStoredOrder {
+            switch style[field] {
+            case nil: break
+            case .flag(let value): out.append(value ? 1 : 0)
+            case .number(let value): double(value, &out)
+            case .integer(let value): varint(zigzag(Int64(value)), &out)
+            case .text(let value): string(value, &out)
+            case .color(let value): varint(UInt64(value.rgb), &out)
+            case .badge(let badge):
+                optionalString(badge.text, &out)
+                varint(badge.textColor.map { UInt64($0.rgb) + 1 } ?? 0, &out)
+                varint(badge.backgroundColor.map { UInt64($0.rgb) + 1 } ?? 0, &out)
+            }
         }
-        if let value = style.displayRank { varint(zigzag(Int64(value)), &out) }
-        if let value = style.layer { string(value, &out) }
     }
 
     @inline(__always)
@@ -141,33 +135,31 @@ enum RecordCodec {
     }
 
     private static func decodeStyle(_ reader: inout Reader) throws(DecodingError) -> Style {
-        let fields = StyleFieldSet(bits: UInt32(truncatingIfNeeded: try reader.varint()))
-        func has(_ field: StyleField) -> Bool { fields.contains(field) }
+        let fields = StyleFieldSet(bits: try reader.varint())
+        var known = StyleFieldSet()
         var style = Style()
-        if has(.visible) { style.visible = try reader.byte() == 1 }
-        if has(.zoomFrom) { style.zoomFrom = try reader.double() }
-        if has(.zoomTo) { style.zoomTo = try reader.double() }
-        if has(.icon) { style.icon = try reader.string() }
-        if has(.iconVisible) { style.iconVisible = try reader.byte() == 1 }
-        if has(.iconSize) { style.iconSize = try reader.double() }
-        if has(.label) { style.label = try reader.string() }
-        if has(.labelVisible) { style.labelVisible = try reader.byte() == 1 }
-        if has(.polygonVisible) { style.polygonVisible = try reader.byte() == 1 }
-        if has(.polygonFillColor) { style.polygonFillColor = Color(rgb: UInt32(truncatingIfNeeded: try reader.varint())) }
-        if has(.polygonFillOpacity) { style.polygonFillOpacity = try reader.double() }
-        if has(.polygonStrokeColor) { style.polygonStrokeColor = Color(rgb: UInt32(truncatingIfNeeded: try reader.varint())) }
-        if has(.polygonStrokeWidth) { style.polygonStrokeWidth = try reader.double() }
-        if has(.polygonStrokeOpacity) { style.polygonStrokeOpacity = try reader.double() }
-        if has(.badge) {
-            let text = try reader.optionalString()
-            let textColor = try reader.varint()
-            let backgroundColor = try reader.varint()
-            style.badge = Badge(
-                text: text, textColor: textColor == 0 ? nil : Color(rgb: UInt32(textColor - 1)),
-                backgroundColor: backgroundColor == 0 ? nil : Color(rgb: UInt32(backgroundColor - 1)))
+        for field in StyleField.inStoredOrder where fields.contains(field) {
+            known.insert(field)
+            switch field.definition.kind {
+            case .flag: style[field] = .flag(try reader.byte() == 1)
+            case .number: style[field] = .number(try reader.double())
+            case .integer: style[field] = .integer(Int(truncatingIfNeeded: unzigzag(try reader.varint())))
+            case .text, .name, .template: style[field] = .text(try reader.string())
+            case .color: style[field] = .color(Color(rgb: UInt32(truncatingIfNeeded: try reader.varint())))
+            case .badge:
+                let text = try reader.optionalString()
+                let textColor = try reader.varint()
+                let backgroundColor = try reader.varint()
+                style[field] = .badge(
+                    Badge(
+                        text: text, textColor: textColor == 0 ? nil : Color(rgb: UInt32(truncatingIfNeeded: textColor - 1)),
+                        backgroundColor: backgroundColor == 0 ? nil : Color(rgb: UInt32(truncatingIfNeeded: backgroundColor - 1))))
+            }
         }
-        if has(.displayRank) { style.displayRank = Int(unzigzag(try reader.varint())) }
-        if has(.layer) { style.layer = try reader.string() }
+        guard known == fields else {
+            let unknown = (0..<64).filter { fields.bits & (1 << UInt64($0)) != 0 && known.bits & (1 << UInt64($0)) == 0 }
+            throw DecodingError(reason: "a style has fields this version does not know (stored ids \(unknown))")
+        }
         return style
     }
 

@@ -74,4 +74,21 @@ struct GoldenStateFileTests {
             #expect(byAddress[record.address] == record)
         }
     }
+
+    @Test("a stored style with a field this version does not know is refused with its id")
+    func unknownStoredField() throws {
+        let record = LocationRecord(
+            address: LocationAddress(dataset: "d", venue: "v", building: "b", floor: "f", room: "r", location: "l"),
+            published: DerivedStyle())
+        var bytes = RecordCodec.encode(record)
+        // It ends with: a published style (1), its field bits (0), no rules (0), no legend state (0).
+        #expect(Array(bytes.suffix(4)) == [1, 0, 0, 0])
+        // Bit 20: a field of a later version (and so a value this one cannot skip).
+        bytes.replaceSubrange((bytes.count - 3)..<(bytes.count - 2), with: [0x80, 0x80, 0x40])
+        #expect {
+            try bytes.withUnsafeBytes { try RecordCodec.decode($0) }
+        } throws: { error in
+            "\(error)".contains("stored ids [20]")
+        }
+    }
 }

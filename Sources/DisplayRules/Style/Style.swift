@@ -55,25 +55,63 @@ public struct Style: Hashable, Sendable {
         return result
     }
 
-    /// Takes every field that `other` sets.
+    /// Takes every field that `other` sets (a badge's fields one by one).
     public mutating func override(with other: Style) {
-        if let value = other.visible { visible = value }
-        if let value = other.zoomFrom { zoomFrom = value }
-        if let value = other.zoomTo { zoomTo = value }
-        if let value = other.icon { icon = value }
-        if let value = other.iconVisible { iconVisible = value }
-        if let value = other.iconSize { iconSize = value }
-        if let value = other.label { label = value }
-        if let value = other.labelVisible { labelVisible = value }
-        if let value = other.polygonVisible { polygonVisible = value }
-        if let value = other.polygonFillColor { polygonFillColor = value }
-        if let value = other.polygonFillOpacity { polygonFillOpacity = value }
-        if let value = other.polygonStrokeColor { polygonStrokeColor = value }
-        if let value = other.polygonStrokeWidth { polygonStrokeWidth = value }
-        if let value = other.polygonStrokeOpacity { polygonStrokeOpacity = value }
-        if let value = other.badge { badge = (badge ?? Badge()).overridden(by: value) }
-        if let value = other.displayRank { displayRank = value }
-        if let value = other.layer { layer = value }
+        for field in StyleField.allCases {
+            guard let value = other[field] else { continue }
+            if case .badge(let badge) = value, let mine = self.badge {
+                self.badge = mine.overridden(by: badge)
+            } else {
+                self[field] = value
+            }
+        }
+    }
+
+    /// One field's value, `nil` when it is not set. Setting a value of another kind than
+    /// the field's (see ``StyleField/definition``) clears the field.
+    public subscript(field: StyleField) -> StyleValue? {
+        get {
+            switch field {
+            case .visible: visible.map(StyleValue.flag)
+            case .zoomFrom: zoomFrom.map(StyleValue.number)
+            case .zoomTo: zoomTo.map(StyleValue.number)
+            case .icon: icon.map(StyleValue.text)
+            case .iconVisible: iconVisible.map(StyleValue.flag)
+            case .iconSize: iconSize.map(StyleValue.number)
+            case .label: label.map(StyleValue.text)
+            case .labelVisible: labelVisible.map(StyleValue.flag)
+            case .polygonVisible: polygonVisible.map(StyleValue.flag)
+            case .polygonFillColor: polygonFillColor.map(StyleValue.color)
+            case .polygonFillOpacity: polygonFillOpacity.map(StyleValue.number)
+            case .polygonStrokeColor: polygonStrokeColor.map(StyleValue.color)
+            case .polygonStrokeWidth: polygonStrokeWidth.map(StyleValue.number)
+            case .polygonStrokeOpacity: polygonStrokeOpacity.map(StyleValue.number)
+            case .badge: badge.map(StyleValue.badge)
+            case .displayRank: displayRank.map(StyleValue.integer)
+            case .layer: layer.map(StyleValue.text)
+            }
+        }
+        set {
+            switch field {
+            case .visible: visible = newValue?.flag
+            case .zoomFrom: zoomFrom = newValue?.number
+            case .zoomTo: zoomTo = newValue?.number
+            case .icon: icon = newValue?.text
+            case .iconVisible: iconVisible = newValue?.flag
+            case .iconSize: iconSize = newValue?.number
+            case .label: label = newValue?.text
+            case .labelVisible: labelVisible = newValue?.flag
+            case .polygonVisible: polygonVisible = newValue?.flag
+            case .polygonFillColor: polygonFillColor = newValue?.color
+            case .polygonFillOpacity: polygonFillOpacity = newValue?.number
+            case .polygonStrokeColor: polygonStrokeColor = newValue?.color
+            case .polygonStrokeWidth: polygonStrokeWidth = newValue?.number
+            case .polygonStrokeOpacity: polygonStrokeOpacity = newValue?.number
+            case .badge: badge = newValue?.badge
+            case .displayRank: displayRank = newValue?.integer
+            case .layer: layer = newValue?.text
+            }
+        }
     }
 
     /// Whether the location shows at zoom level `zoom`: `visible`, and `zoomFrom <= zoom <= zoomTo`
@@ -93,24 +131,14 @@ public struct Style: Hashable, Sendable {
     /// The fields that differ between two styles, as a set of bits.
     public func changedFieldSet(from old: Style) -> StyleFieldSet {
         var set = StyleFieldSet()
-        func check(_ field: StyleField, _ equal: Bool) { if !equal { set.insert(field) } }
-        check(.visible, visible == old.visible)
-        check(.zoomFrom, zoomFrom == old.zoomFrom)
-        check(.zoomTo, zoomTo == old.zoomTo)
-        check(.icon, icon == old.icon)
-        check(.iconVisible, iconVisible == old.iconVisible)
-        check(.iconSize, iconSize == old.iconSize)
-        check(.label, label == old.label)
-        check(.labelVisible, labelVisible == old.labelVisible)
-        check(.polygonVisible, polygonVisible == old.polygonVisible)
-        check(.polygonFillColor, polygonFillColor == old.polygonFillColor)
-        check(.polygonFillOpacity, polygonFillOpacity == old.polygonFillOpacity)
-        check(.polygonStrokeColor, polygonStrokeColor == old.polygonStrokeColor)
-        check(.polygonStrokeWidth, polygonStrokeWidth == old.polygonStrokeWidth)
-        check(.polygonStrokeOpacity, polygonStrokeOpacity == old.polygonStrokeOpacity)
-        check(.badge, badge == old.badge)
-        check(.displayRank, displayRank == old.displayRank)
-        check(.layer, layer == old.layer)
+        for field in StyleField.allCases where self[field] != old[field] { set.insert(field) }
+        return set
+    }
+
+    /// The fields that are set.
+    public var setFields: StyleFieldSet {
+        var set = StyleFieldSet()
+        for field in StyleField.allCases where self[field] != nil { set.insert(field) }
         return set
     }
 
@@ -138,87 +166,26 @@ public struct Badge: Hashable, Sendable {
     }
 }
 
-/// The fields of a style, by their names in the config and the JSON output.
-public enum StyleField: String, CaseIterable, Sendable {
-    case visible, zoomFrom, zoomTo, icon, iconVisible, iconSize, label, labelVisible, polygonVisible
-    case polygonFillColor, polygonFillOpacity, polygonStrokeColor, polygonStrokeWidth, polygonStrokeOpacity
-    case badge, displayRank, layer
-
-    /// The field's position in field order (its bit in a ``StyleFieldSet``).
-    public var ordinal: Int {
-        switch self {
-        case .visible: 0
-        case .zoomFrom: 1
-        case .zoomTo: 2
-        case .icon: 3
-        case .iconVisible: 4
-        case .iconSize: 5
-        case .label: 6
-        case .labelVisible: 7
-        case .polygonVisible: 8
-        case .polygonFillColor: 9
-        case .polygonFillOpacity: 10
-        case .polygonStrokeColor: 11
-        case .polygonStrokeWidth: 12
-        case .polygonStrokeOpacity: 13
-        case .badge: 14
-        case .displayRank: 15
-        case .layer: 16
-        }
-    }
-
-    var bit: UInt32 { 1 << UInt32(ordinal) }
-}
-
-/// A set of style fields, one bit each, in field order: what changed between two styles,
-/// kept without allocating.
-public struct StyleFieldSet: Hashable, Sendable, Sequence {
-    public private(set) var bits: UInt32 = 0
-
-    public init() {}
-
-    public init(bits: UInt32) {
-        self.bits = bits
-    }
-
-    public var isEmpty: Bool { bits == 0 }
-
-    public mutating func insert(_ field: StyleField) { bits |= field.bit }
-
-    public func contains(_ field: StyleField) -> Bool { bits & field.bit != 0 }
-
-    public func makeIterator() -> some IteratorProtocol<StyleField> {
-        StyleField.allCases.lazy.filter { contains($0) }.makeIterator()
-    }
-}
-
 extension Style {
     /// The style as a JSON object with the set fields only, in field order.
     public var json: String {
         var object = JSONObjectWriter()
-        if let visible { object.add("visible", visible) }
-        if let zoomFrom { object.add("zoomFrom", zoomFrom) }
-        if let zoomTo { object.add("zoomTo", zoomTo) }
-        if let icon { object.add("icon", icon) }
-        if let iconVisible { object.add("iconVisible", iconVisible) }
-        if let iconSize { object.add("iconSize", iconSize) }
-        if let label { object.add("label", label) }
-        if let labelVisible { object.add("labelVisible", labelVisible) }
-        if let polygonVisible { object.add("polygonVisible", polygonVisible) }
-        if let polygonFillColor { object.add("polygonFillColor", polygonFillColor.description) }
-        if let polygonFillOpacity { object.add("polygonFillOpacity", polygonFillOpacity) }
-        if let polygonStrokeColor { object.add("polygonStrokeColor", polygonStrokeColor.description) }
-        if let polygonStrokeWidth { object.add("polygonStrokeWidth", polygonStrokeWidth) }
-        if let polygonStrokeOpacity { object.add("polygonStrokeOpacity", polygonStrokeOpacity) }
-        if let badge {
-            var badgeObject = JSONObjectWriter()
-            if let text = badge.text { badgeObject.add("text", text) }
-            if let color = badge.textColor { badgeObject.add("textColor", color.description) }
-            if let color = badge.backgroundColor { badgeObject.add("backgroundColor", color.description) }
-            object.add("badge", json: badgeObject.json)
+        for field in StyleField.allCases {
+            switch self[field] {
+            case nil: break
+            case .flag(let value): object.add(field.rawValue, value)
+            case .number(let value): object.add(field.rawValue, value)
+            case .integer(let value): object.add(field.rawValue, value)
+            case .text(let value): object.add(field.rawValue, value)
+            case .color(let value): object.add(field.rawValue, value.description)
+            case .badge(let badge):
+                var badgeObject = JSONObjectWriter()
+                if let text = badge.text { badgeObject.add("text", text) }
+                if let color = badge.textColor { badgeObject.add("textColor", color.description) }
+                if let color = badge.backgroundColor { badgeObject.add("backgroundColor", color.description) }
+                object.add(field.rawValue, json: badgeObject.json)
+            }
         }
-        if let displayRank { object.add("displayRank", displayRank) }
-        if let layer { object.add("layer", layer) }
         return object.json
     }
 }
