@@ -63,7 +63,7 @@ public struct LiveValues: Sendable {
         for index in domains.indices where !domains[index].stale {
             if let position = find(reference.name, in: domains, at: index) { return position }
         }
-        return reference.name == "capacity" && catalogCapacity != nil ? Position(domain: -1, property: 0) : nil
+        return reference.name == BuiltInDomain.capacity.name && catalogCapacity != nil ? Position(domain: -1, property: 0) : nil
     }
 
     /// Where `domain`'s value (fresh or stale) is among `domains`. With their `tags`, only
@@ -87,7 +87,9 @@ public struct LiveValues: Sendable {
         catalogCapacity: String?
     ) -> Position? {
         if let index, let position = find(reference.name, in: domains, at: index) { return position }
-        let capacity = catalogCapacity != nil && reference.name == "capacity" && reference.domain == "occupancy"
+        let capacity =
+            catalogCapacity != nil && reference.name == BuiltInDomain.capacity.name
+            && reference.domain == BuiltInDomain.headcount.rawValue
         return capacity ? Position(domain: -1, property: 0) : nil
     }
 

@@ -45,6 +45,8 @@ public final class LiveStore {
     /// Per stale domain, its `staleAfter` in milliseconds (timestamps are milliseconds).
     private var staleAfter: [Int64] = []
 
+    private static let headcountDomain = BuiltInDomain.headcount.rawValue
+
     public init(ruleEngine: RuleEngine, summaryInterval: Duration = .seconds(1)) {
         self.ruleEngine = ruleEngine
         summaries = SummaryTracker(interval: summaryInterval, titles: ruleEngine.legendTitles)
@@ -324,7 +326,9 @@ public final class LiveStore {
             record: record, hash: LocationTable.hash(record.address), ruleEngine: ruleEngine, published: published,
             contribution: contribution(
                 record.address, legendState: selection.flatMap { ruleEngine.legendStateID($0) }, values: record.values,
-                occupancy: record.values.withUnsafeBufferPointer { LiveValues.index(ofDomain: "occupancy", in: $0, tags: nil) },
+                headcount: record.values.withUnsafeBufferPointer {
+                    LiveValues.index(ofDomain: BuiltInDomain.headcount.rawValue, in: $0, tags: nil)
+                },
                 ruleEngine: ruleEngine))
     }
 
@@ -415,15 +419,15 @@ public final class LiveStore {
             state.address, values: values, hiddenLayers: hiddenLayers, previous: published, changedDomain: changedDomain,
             outOfScope: outOfScope)
         let legendState = ruleEngine.legendStateID(key.selection)
-        if let changedDomain, !changedDomain.isSameIdentifier(as: "occupancy"), var contribution = state.contribution {
-            // People and capacity come from occupancy alone: only the legend state can move.
+        if let changedDomain, !changedDomain.isSameIdentifier(as: Self.headcountDomain), var contribution = state.contribution {
+            // People and capacity come from the headcount domain alone: only the legend state can move.
             contribution.state = legendState ?? -1
             summaries.update(state, contribution)
         } else {
             summaries.update(
                 state,
                 Self.contribution(
-                    state.address, legendState: legendState, values: values.domains, occupancy: state.occupancyIndex,
+                    state.address, legendState: legendState, values: values.domains, headcount: state.headcountIndex,
                     ruleEngine: ruleEngine))
         }
         let before: DerivedChange.Before
@@ -453,17 +457,17 @@ public final class LiveStore {
                 version: state.version, updatedAt: now))
     }
 
-    /// What a location adds to its summaries: its legend state, the people its occupancy
-    /// counts and its capacity (the occupancy's, else the catalog's).
-    /// `occupancy`: where the occupancy value is in `values`.
+    /// What a location adds to its summaries: its legend state, the people its headcount
+    /// domain (``BuiltInDomain/headcount``) counts and its capacity (that domain's, else the
+    /// catalog's). `headcount`: where that domain's value is in `values`.
     private static func contribution(
-        _ address: LocationAddress, legendState: Int32?, values: [DomainValue], occupancy: Int?, ruleEngine: RuleEngine
+        _ address: LocationAddress, legendState: Int32?, values: [DomainValue], headcount: Int?, ruleEngine: RuleEngine
     ) -> SummaryTracker.Contribution {
         var people: Int32 = 0
         var capacity: Int32?
-        if let index = occupancy, !values[index].stale {
-            people = values[index].properties["nrOfPeople"].flatMap { Int32($0) } ?? 0
-            capacity = values[index].properties["capacity"].flatMap { Int32($0) }
+        if let index = headcount, !values[index].stale {
+            people = values[index].properties[BuiltInDomain.people].flatMap { Int32($0) } ?? 0
+            capacity = values[index].properties[BuiltInDomain.capacity].flatMap { Int32($0) }
         }
         let total = capacity ?? ruleEngine.ruleSet.catalog[address.location]?.capacity.map { Int32(clamping: $0) } ?? 0
         return .init(state: legendState ?? -1, people: people, capacity: total)

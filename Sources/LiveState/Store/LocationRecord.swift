@@ -112,10 +112,12 @@ final class LocationState {
         }
     }
 
-    private static let occupancyTag = IdentifierTags.tag(of: "occupancy")
+    private static let headcountDomain = BuiltInDomain.headcount.rawValue
+    private static let headcountTag = IdentifierTags.tag(of: headcountDomain)
 
-    /// Where the occupancy value is (the summaries read it after most updates).
-    var occupancyIndex: Int? { index(of: "occupancy", tag: Self.occupancyTag) }
+    /// Where the value of the domain that counts people is (the summaries read it after
+    /// most updates).
+    var headcountIndex: Int? { index(of: Self.headcountDomain, tag: Self.headcountTag) }
 
     /// Replaces every value (what was remembered by position is forgotten).
     func setValues(_ newValues: [DomainValue]) {

@@ -181,7 +181,7 @@ struct SimulatedVenue {
         // The simulated clock only drives how busy it is; updates carry the real time, so that
         // a restarted simulator is never older than what the daemon stored.
         let timestamp = LiveTimestamp.now
-        let domain: String
+        let domain: BuiltInDomain
         var properties = LiveProperties()
         switch location.kind {
         case .room(let capacity):
@@ -189,35 +189,35 @@ struct SimulatedVenue {
             case 0:
                 let target = Int((Double(capacity) * busy * Double.random(in: 0.3...1.5, using: &random)).rounded())
                 location.people = max(0, min(capacity + 1, location.people + (target > location.people ? 1 : target < location.people ? -1 : 0)))
-                domain = "occupancy"
-                properties["nrOfPeople"] = String(location.people)
-                properties["capacity"] = String(capacity)
+                domain = .occupancy
+                properties[DomainProperty.nrOfPeople] = String(location.people)
+                properties[DomainProperty.capacity] = String(capacity)
             case 1:
                 location.co2 += (420 + Double(location.people) * 90 - location.co2) * 0.2 + Double.random(in: -15...15, using: &random)
-                domain = "co2"
-                properties["co2Level"] = String(Int(location.co2.rounded()))
+                domain = .co2
+                properties[DomainProperty.co2Level] = String(Int(location.co2.rounded()))
             default:
                 location.temperature += (20.5 + Double(location.people) * 0.4 - location.temperature) * 0.1
                     + Double.random(in: -0.1...0.1, using: &random)
-                domain = "temperature"
-                properties["temperature"] = String(format: "%.1f", location.temperature)
+                domain = .temperature
+                properties[DomainProperty.temperature] = String(format: "%.1f", location.temperature)
             }
         case .desk:
             if Double.random(in: 0...1, using: &random) < 0.5 { location.booked = Double.random(in: 0...1, using: &random) < busy + 0.1 }
-            domain = "availability"
-            properties["available"] = location.booked ? "false" : "true"
+            domain = .availability
+            properties[DomainProperty.available] = location.booked ? "false" : "true"
         case .asset:
             location.latitude += Double.random(in: -0.0001...0.0001, using: &random)
             location.longitude += Double.random(in: -0.0001...0.0001, using: &random)
             if Double.random(in: 0...1, using: &random) < 0.05 { location.floorIndex = Int.random(in: 0..<3, using: &random) }
-            domain = "position"
-            properties["latitude"] = String(format: "%.6f", location.latitude)
-            properties["longitude"] = String(format: "%.6f", location.longitude)
-            properties["floorIndex"] = String(location.floorIndex)
+            domain = .position
+            properties[DomainProperty.latitude] = String(format: "%.6f", location.latitude)
+            properties[DomainProperty.longitude] = String(format: "%.6f", location.longitude)
+            properties[DomainProperty.floorIndex] = String(location.floorIndex)
         }
         locations[index] = location
         let update = LiveUpdate(
-            topic: location.address.topic(domain: domain), timestamp: timestamp, originSourceId: "simulator",
+            topic: location.address.topic(domain: domain.rawValue), timestamp: timestamp, originSourceId: "simulator",
             properties: properties)
         return (update.topic.description, update.payload)
     }
