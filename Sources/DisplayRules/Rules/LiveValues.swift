@@ -42,7 +42,7 @@ public struct LiveValues: Sendable {
 
     /// Where a property's value is: its domain's and its own index, or `domain` -1 for the
     /// catalog's capacity.
-    struct Position {
+    struct PropertySlot {
         var domain: Int32
         var property: Int32
     }
@@ -55,7 +55,7 @@ public struct LiveValues: Sendable {
     static func position(
         of reference: PropertyReference, in domains: UnsafeBufferPointer<DomainValue>, tags: IdentifierTags? = nil,
         catalogCapacity: String?
-    ) -> Position? {
+    ) -> PropertySlot? {
         if let domain = reference.domain {
             let fresh = index(ofDomain: domain, in: domains, tags: tags).flatMap { domains[$0].stale ? nil : $0 }
             return position(of: reference, inValueAt: fresh, in: domains, catalogCapacity: catalogCapacity)
@@ -63,7 +63,7 @@ public struct LiveValues: Sendable {
         for index in domains.indices where !domains[index].stale {
             if let position = find(reference.name, in: domains, at: index) { return position }
         }
-        return reference.name == BuiltInDomain.capacity.name && catalogCapacity != nil ? Position(domain: -1, property: 0) : nil
+        return reference.name == BuiltInDomain.capacity.name && catalogCapacity != nil ? PropertySlot(domain: -1, property: 0) : nil
     }
 
     /// Where `domain`'s value (fresh or stale) is among `domains`. With their `tags`, only
@@ -85,18 +85,18 @@ public struct LiveValues: Sendable {
     static func position(
         of reference: PropertyReference, inValueAt index: Int?, in domains: UnsafeBufferPointer<DomainValue>,
         catalogCapacity: String?
-    ) -> Position? {
+    ) -> PropertySlot? {
         if let index, let position = find(reference.name, in: domains, at: index) { return position }
         let capacity =
             catalogCapacity != nil && reference.name == BuiltInDomain.capacity.name
             && reference.domain == BuiltInDomain.headcount.rawValue
-        return capacity ? Position(domain: -1, property: 0) : nil
+        return capacity ? PropertySlot(domain: -1, property: 0) : nil
     }
 
-    private static func find(_ name: String, in domains: UnsafeBufferPointer<DomainValue>, at domain: Int) -> Position? {
+    private static func find(_ name: String, in domains: UnsafeBufferPointer<DomainValue>, at domain: Int) -> PropertySlot? {
         domains[domain].properties.properties.withUnsafeBufferPointer { properties in
             for index in properties.indices where properties[index].name.isSameIdentifier(as: name) {
-                return Position(domain: Int32(domain), property: Int32(index))
+                return PropertySlot(domain: Int32(domain), property: Int32(index))
             }
             return nil
         }
@@ -104,7 +104,7 @@ public struct LiveValues: Sendable {
 
     /// The text at a position found by ``position(of:in:catalogCapacity:)``.
     @inline(__always)
-    static func text(at position: Position, in domains: UnsafeBufferPointer<DomainValue>, catalogCapacity: String?) -> String {
+    static func text(at position: PropertySlot, in domains: UnsafeBufferPointer<DomainValue>, catalogCapacity: String?) -> String {
         position.domain < 0
             ? catalogCapacity!
             : domains[Int(position.domain)].properties.properties[Int(position.property)].value

@@ -88,7 +88,7 @@ public final class RuleEngine: Sendable {
         for (word, bits) in selection.words.enumerated() where bits != 0 && word * 64 < program.ruleNames.count {
             for bit in 0..<64 where bits & (1 << UInt64(bit)) != 0 {
                 names.append(program.ruleNames[word * 64 + bit])
-                legendState = program.legendTitles[word * 64 + bit]
+                legendState = program.titlePerRule[word * 64 + bit]
             }
         }
         return DerivedStyle(style: style, rules: names, legendState: legendState)
@@ -100,7 +100,7 @@ public final class RuleEngine: Sendable {
     }
 
     /// Distinct legend titles, in rule order; ``legendStateID(_:)`` indexes them.
-    public var legendTitles: [String] { program.distinctTitles }
+    public var legendTitles: [String] { program.legendTitles }
 
     /// The index in ``legendTitles`` of the last selected rule's title, if any rule is selected.
     public func legendStateID(_ selection: RuleSelection) -> Int32? {
@@ -117,7 +117,7 @@ public final class RuleEngine: Sendable {
 
     /// The index of a legend title, if a rule has it.
     public func legendStateID(title: String) -> Int32? {
-        program.distinctTitles.firstIndex(of: title).map(Int32.init)
+        program.legendTitles.firstIndex(of: title).map(Int32.init)
     }
 
     /// The names of the selected rules, in application order.

@@ -47,14 +47,15 @@ final class RuleProgram: @unchecked Sendable {
         var state: UInt8 = 0
         var hasNumber = false
         var number: Double = 0
-        var position = LiveValues.Position(domain: 0, property: 0)
+        var position = LiveValues.PropertySlot(domain: 0, property: 0)
     }
 
     /// Distinct domains the rules name, in first-seen order (at most 64 are told apart quickly).
     let domains: [String]
     let rules: [CompiledRule]
     let ruleNames: [String]
-    let legendTitles: [String]
+    /// Per rule, its legend title (its `legend`, else its name); ``legendTitles`` has each once.
+    let titlePerRule: [String]
     let styles: [StyleTemplate]
     let scopes: [TopicCriteria?]
     /// Per rule, the components its `where` criteria require, to compare one by one with
@@ -83,7 +84,7 @@ final class RuleProgram: @unchecked Sendable {
     let labelReads: [UInt64]
     let badgeTextReads: [UInt64]
     /// Each distinct legend title once, in rule order, and each rule's index into it.
-    let distinctTitles: [String]
+    let legendTitles: [String]
     let titleIDs: [Int32]
 
     // What every derivation reads, in buffers (see ``FrozenBuffer``).
@@ -166,14 +167,14 @@ final class RuleProgram: @unchecked Sendable {
             return values.sorted { $0.key.rawValue < $1.key.rawValue }.map { ($0.key, $0.value) }
         }
         ruleDomains = rules.map(\.domain)
-        legendTitles = rules.map(\.legendTitle)
+        titlePerRule = rules.map(\.legendTitle)
         var distinct: [String] = []
         titleIDs = rules.map { rule in
             if let index = distinct.firstIndex(of: rule.legendTitle) { return Int32(index) }
             distinct.append(rule.legendTitle)
             return Int32(distinct.count - 1)
         }
-        distinctTitles = distinct
+        legendTitles = distinct
         nodeBuffer = FrozenBuffer(builder.nodes)
         ruleBuffer = FrozenBuffer(compiled)
         literalBuffer = FrozenBuffer(builder.literals)
@@ -438,7 +439,7 @@ final class RuleProgram: @unchecked Sendable {
 
         private func fill(_ index: Int) {
             let reference = references.unsafelyUnwrapped + index
-            let position: LiveValues.Position?
+            let position: LiveValues.PropertySlot?
             if let domainsOfSlots, let finder, domainsOfSlots[index] >= 0 {
                 let value = finder.value(ofDomain: Int(domainsOfSlots[index]))
                 position = LiveValues.position(

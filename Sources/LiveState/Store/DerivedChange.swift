@@ -12,7 +12,7 @@ public struct DerivedChange: Sendable, Equatable {
     enum Before: Sendable {
         case none
         case key(StyleKey)
-        case style(LegacyStyle)
+        case style(ForeignStyle)
     }
 
     public var address: LocationAddress
@@ -54,7 +54,7 @@ public struct DerivedChange: Sendable, Equatable {
         let old: Style = switch before {
         case .none: Style()
         case .key(let key): ruleEngine.style(key, at: address)
-        case .style(let legacy): legacy.derived.style
+        case .style(let foreign): foreign.derived.style
         }
         return style.changedFieldSet(from: old)
     }

@@ -240,7 +240,7 @@ public final class LiveStore {
         summaries.resetTotals(titles: ruleEngine.legendTitles)
         for state in locations.locations {
             let published = state.publishedStyle(old)
-            state.setPublished(published.map { .legacy(LegacyStyle($0, selection: ruleEngine.selection(named: $0.rules))) } ?? .none)
+            state.setPublished(published.map { .foreign(ForeignStyle($0, selection: ruleEngine.selection(named: $0.rules))) } ?? .none)
             state.contribution = nil
             state.outOfScope = nil
             state.scheduledExpiries = 0
@@ -320,7 +320,7 @@ public final class LiveStore {
         let selection: RuleSelection? = switch published {
         case .none: nil
         case .key(let key): key.selection
-        case .legacy(let legacy): legacy.selection
+        case .foreign(let foreign): foreign.selection
         }
         return PreparedLocation(
             record: record, hash: LocationTable.hash(record.address), ruleEngine: ruleEngine, published: published,
@@ -414,7 +414,7 @@ public final class LiveStore {
         }
         // The published key is moved out of the location (and back, or into the change),
         // never copied: a key holds three references.
-        var published = state.legacy == nil ? state.published.take() : nil
+        var published = state.foreign == nil ? state.published.take() : nil
         let key = ruleEngine.styleKey(
             state.address, values: values, hiddenLayers: hiddenLayers, previous: published, changedDomain: changedDomain,
             outOfScope: outOfScope)
@@ -431,13 +431,13 @@ public final class LiveStore {
                     ruleEngine: ruleEngine))
         }
         let before: DerivedChange.Before
-        if let legacy = state.legacy {
-            state.legacy = nil
+        if let foreign = state.foreign {
+            state.foreign = nil
             state.published = key
-            if legacy.selection == key.selection, legacy.derived.style == ruleEngine.style(key, at: state.address) {
+            if foreign.selection == key.selection, foreign.derived.style == ruleEngine.style(key, at: state.address) {
                 return .unchanged
             }
-            before = .style(legacy)
+            before = .style(foreign)
         } else if let previous = published.take() {
             if previous == key {
                 state.published = consume previous

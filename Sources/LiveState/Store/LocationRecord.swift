@@ -51,14 +51,14 @@ final class LocationState {
     let floorSummary: SummaryTracker.Aggregate
     let buildingSummary: SummaryTracker.Aggregate
     /// The last published style, as its key under the current rules: `nil` until the first
-    /// change is published, and while `legacy` stands in for it.
+    /// change is published, and while `foreign` stands in for it.
     @exclusivity(unchecked) var published: StyleKey?
     /// The rules whose `where` criteria leave it out under the current rules, once worked
     /// out (``RuleEngine/outOfScope(_:)``).
     @exclusivity(unchecked) var outOfScope: RuleSelection?
     /// A published style that the current rules do not make (restored from a file written
     /// under other rules, or published before a reload), until the next derivation.
-    @exclusivity(unchecked) var legacy: LegacyStyle?
+    @exclusivity(unchecked) var foreign: ForeignStyle?
 
     init(
         _ record: LocationRecord, published: PublishedStyle, floor: SummaryTracker.Aggregate,
@@ -77,19 +77,19 @@ final class LocationState {
         switch published {
         case .none:
             self.published = nil
-            legacy = nil
+            foreign = nil
         case .key(let key):
             self.published = key
-            legacy = nil
-        case .legacy(let style):
+            foreign = nil
+        case .foreign(let style):
             self.published = nil
-            legacy = style
+            foreign = style
         }
     }
 
     /// The last published style and its rules, as `ruleEngine` (the current rules) tells them.
     func publishedStyle(_ ruleEngine: RuleEngine) -> DerivedStyle? {
-        if let legacy { return legacy.derived }
+        if let foreign { return foreign.derived }
         guard let published else { return nil }
         return ruleEngine.derivedStyle(ruleEngine.style(published, at: address), published.selection)
     }
@@ -147,7 +147,7 @@ enum PublishedStyle: Sendable {
     /// A style the current rules make from this key.
     case key(StyleKey)
     /// A style the current rules do not make.
-    case legacy(LegacyStyle)
+    case foreign(ForeignStyle)
 
     /// What to keep of a style published under `ruleEngine`'s rules (`trusted`: the rules
     /// have not changed since, so the style is what they make of its rule names and texts)
@@ -160,14 +160,14 @@ enum PublishedStyle: Sendable {
         if let key = ruleEngine.styleKey(of: derived, at: address, verified: !trusted) {
             self = .key(key)
         } else {
-            self = .legacy(LegacyStyle(derived, selection: ruleEngine.selection(named: derived.rules)))
+            self = .foreign(ForeignStyle(derived, selection: ruleEngine.selection(named: derived.rules)))
         }
     }
 }
 
 /// A published style that the current rules do not make, with its rule names mapped onto
 /// the current rules where they all exist (for the legend state until it is replaced).
-final class LegacyStyle: Sendable {
+final class ForeignStyle: Sendable {
     let derived: DerivedStyle
     let selection: RuleSelection?
 
