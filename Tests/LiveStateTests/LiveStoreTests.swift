@@ -50,6 +50,25 @@ struct LiveStoreTests {
         return nil
     }
 
+    @Test("queries by id and by floor read the index: every holder of an id, only the floor's locations")
+    func readIndex() throws {
+        let store = LiveStore(ruleEngine: try Self.engine(staleAfter: nil))
+        for (location, floor) in [("room-7", "F3"), ("room-8", "F3"), ("room-7", "F4"), ("desk-1", "F4")] {
+            _ = store.apply(try update(["nrOfPeople": "1"], location: location, floor: floor), now: at(1))
+        }
+        _ = store.apply(LiveUpdate(topic: try LiveTopic(parsing: "aaa/x/x/x/x/room-7/occupancy"), timestamp: at(1), properties: ["nrOfPeople": "1"]), now: at(1))
+        #expect(store.records(id: "room-7").map(\.address.description) == [
+            "aaa/x/x/x/x/room-7", "ds1/hq/B/F3/R7/room-7", "ds1/hq/B/F4/R7/room-7",
+        ])
+        #expect(store.records(id: "room-8").map(\.address.floor) == ["F3"])
+        #expect(store.records(id: "nowhere").isEmpty)
+        let f4 = SummaryTracker.Key(dataset: "ds1", venue: "hq", building: "B", floor: "F4")
+        #expect(store.records(floor: f4).map(\.address.location) == ["desk-1", "room-7"])
+        // Updating a known location adds nothing to the index.
+        _ = store.apply(try update(["nrOfPeople": "2"], location: "desk-1", at: 5, floor: "F4"), now: at(6))
+        #expect(store.records(floor: f4).count == 2)
+    }
+
     @Test("a location with many domains, some with the same tag, finds each one's value")
     func manyDomains() throws {
         let store = LiveStore(ruleEngine: try Self.engine(staleAfter: nil))

@@ -68,16 +68,15 @@ public actor LivePipeline {
     /// The broker connection's state.
     public nonisolated var brokerState: MQTTConnectionState { client.state }
 
-    /// A location's record, by its id (the topic's location level).
+    /// A location's record, by its id (the topic's location level); the first in address
+    /// order when several locations share the id.
     public func record(id: String) -> LocationRecord? {
-        core.store.records { $0.location == id }.first
+        core.store.records(id: id).first
     }
 
     /// Every location of a floor.
     public func floor(dataset: String, venue: String, building: String, floor: String) -> [LocationRecord] {
-        core.store.records {
-            $0.floor == floor && $0.building == building && $0.venue == venue && $0.dataset == dataset
-        }
+        core.store.records(floor: SummaryTracker.Key(dataset: dataset, venue: venue, building: building, floor: floor))
     }
 
     /// Every layer the rules and styles name, and whether it is hidden.

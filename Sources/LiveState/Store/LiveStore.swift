@@ -38,6 +38,8 @@ public final class LiveStore {
     /// Datasets of the tracked locations.
     public private(set) var datasets = Set<String>()
     @exclusivity(unchecked) private var locations = LocationTable()
+    /// The locations by id and by floor, for queries.
+    private var readIndex = ReadIndex()
     @exclusivity(unchecked) private var expiries = ExpiryQueue()
     @exclusivity(unchecked) private var dirty: [LocationState] = []
     /// The domains with a `staleAfter`, numbered for the expiry bitmask of each location.
@@ -74,9 +76,17 @@ public final class LiveStore {
     /// Every tracked location's record.
     public var records: [LocationRecord] { locations.locations.map { $0.record(ruleEngine) } }
 
-    /// The records of the locations that pass a test on their address (a scan).
-    public func records(where include: (LocationAddress) -> Bool) -> [LocationRecord] {
-        locations.locations.filter { include($0.address) }.map { $0.record(ruleEngine) }.sorted { $0.address.description < $1.address.description }
+    /// The records of every location with this id (the topic's location level), in
+    /// address order: one, or several in different places or datasets. Read through an
+    /// index kept up to date as locations are added, not a scan.
+    public func records(id: String) -> [LocationRecord] {
+        let states = readIndex.locations(id: id)
+        return states.map { $0.record(ruleEngine) }.sorted { $0.address.description < $1.address.description }
+    }
+
+    /// The records of every location of a floor, in address order (an index, not a scan).
+    public func records(floor: SummaryTracker.Key) -> [LocationRecord] {
+        readIndex.locations(floor: floor).map { $0.record(ruleEngine) }.sorted { $0.address.description < $1.address.description }
     }
 
     /// Whether the location with this path (`dataset/venue/building/floor/room/location`) is tracked.
@@ -370,6 +380,7 @@ public final class LiveStore {
         let (floor, building) = summaries.aggregates(for: record.address)
         let state = LocationState(record, published: published, floor: floor, building: building)
         locations.insert(state, hash: hash)
+        readIndex.insert(state)
         if !datasets.contains(record.address.dataset) { datasets.insert(record.address.dataset) }
         return state
     }
