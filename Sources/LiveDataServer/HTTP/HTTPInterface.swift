@@ -17,74 +17,64 @@ public enum HTTPInterface {
 
     /// The HTTP server as a service for the daemon's ServiceGroup.
     /// - Throws: ``BadListenAddress``.
-    public static func application(settings: HTTPSettings, handle: DaemonHandle, logger: Logger) throws -> some Service {
+    public static func application(
+        settings: HTTPSettings, pipeline: LivePipeline, metrics: DaemonMetrics, logger: Logger
+    ) throws -> some Service {
         guard let colon = settings.listen.lastIndex(of: ":"), let port = Int(settings.listen[settings.listen.index(after: colon)...])
         else {
             throw BadListenAddress(address: settings.listen)
         }
         let host = String(settings.listen[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
         return Application(
-            router: router(token: settings.token, handle: handle),
+            router: router(token: settings.token, pipeline: pipeline, metrics: metrics),
             configuration: .init(address: .hostname(host, port: port), serverName: "livedata"), logger: logger)
     }
 
-    static func router(token: String?, handle: DaemonHandle) -> Router<BasicRequestContext> {
+    /// The routes, reading from the pipeline (built and restored before the server starts).
+    public static func router(token: String?, pipeline: LivePipeline, metrics: DaemonMetrics) -> Router<BasicRequestContext> {
         let router = Router()
         router.get("/healthz") { _, _ in json(.ok, #"{"status": "ok"}"#) }
         router.get("/readyz") { _, _ in
-            guard let pipeline = handle.pipeline else { return error(.serviceUnavailable, "starting: restoring the state") }
             guard await pipeline.isReady, pipeline.brokerState == .connected else {
                 return error(.serviceUnavailable, "not ready: waiting for the MQTT broker")
             }
             return json(.ok, #"{"status": "ready"}"#)
         }
         router.get("/metrics") { _, _ in
-            guard let pipeline = handle.pipeline else { return error(.serviceUnavailable, "starting: restoring the state") }
-            let text = MetricsText.render(
-                await pipeline.statistics, latency: await pipeline.latency, brokerConnected: pipeline.brokerState == .connected,
-                ready: await pipeline.isReady)
+            let text = metrics.exposition(
+                await pipeline.statistics, brokerConnected: pipeline.brokerState == .connected, ready: await pipeline.isReady)
             return Response(
-                status: .ok, headers: [.contentType: "text/plain; version=0.0.4"], body: .init(byteBuffer: ByteBuffer(string: text)))
+                status: .ok, headers: [.contentType: "text/plain; version=0.0.4"], body: .init(byteBuffer: ByteBuffer(bytes: text)))
         }
         router.get("/v1/locations/:id") { _, context in
-            guard let pipeline = handle.pipeline else { return error(.serviceUnavailable, "starting: restoring the state") }
             let id = context.parameters.get("id") ?? ""
             guard let record = await pipeline.record(id: id) else { return error(.notFound, "no location \(jsonQuoted(id)) is tracked") }
             return json(.ok, record.json)
         }
         router.get("/v1/floors/:dataset/:venue/:building/:floor") { _, context in
-            guard let pipeline = handle.pipeline else { return error(.serviceUnavailable, "starting: restoring the state") }
             let parts = ["dataset", "venue", "building", "floor"].map { context.parameters.get($0) ?? "" }
             let records = await pipeline.floor(dataset: parts[0], venue: parts[1], building: parts[2], floor: parts[3])
             return json(.ok, "{\"locations\": [" + records.map(\.json).joined(separator: ", ") + "]}")
         }
         router.get("/v1/legend") { request, _ in
-            guard let pipeline = handle.pipeline else { return error(.serviceUnavailable, "starting: restoring the state") }
-            return json(.ok, await pipeline.legend(dataset: request.uri.queryParameters.get("dataset")).json)
+            json(.ok, await pipeline.legend(dataset: request.uri.queryParameters.get("dataset")).json)
         }
         router.get("/v1/layers") { _, _ in
-            guard let pipeline = handle.pipeline else { return error(.serviceUnavailable, "starting: restoring the state") }
             let layers = await pipeline.layers.map { #"{"name": \#(jsonQuoted($0.name)), "hidden": \#($0.hidden)}"# }
             return json(.ok, "{\"layers\": [" + layers.joined(separator: ", ") + "]}")
         }
-        router.put("/v1/layers/:name") { request, context in
-            guard let token else {
-                return error(.forbidden, "writing is off: set http.token (or $LIVEDATA_HTTP_TOKEN) to enable it")
+        router.group("/v1/layers").add(middleware: BearerTokenMiddleware(token: token))
+            .put(":name") { request, context in
+                let name = context.parameters.get("name") ?? ""
+                let body = try await request.body.collect(upTo: 4096)
+                guard let object = try? JSONSerialization.jsonObject(with: Data(buffer: body)) as? [String: Any],
+                    let hidden = (object["hidden"] as? Bool) ?? (object["visible"] as? Bool).map({ !$0 })
+                else {
+                    return error(.badRequest, #"the body must be {"hidden": true|false} or {"visible": true|false}"#)
+                }
+                let changed = await pipeline.setLayer(name, hidden: hidden)
+                return json(.ok, #"{"layer": \#(jsonQuoted(name)), "hidden": \#(hidden), "changed": \#(changed)}"#)
             }
-            guard request.headers[.authorization] == "Bearer \(token)" else {
-                return error(.unauthorized, "this needs the header Authorization: Bearer <http.token>")
-            }
-            guard let pipeline = handle.pipeline else { return error(.serviceUnavailable, "starting: restoring the state") }
-            let name = context.parameters.get("name") ?? ""
-            let body = try await request.body.collect(upTo: 4096)
-            guard let object = try? JSONSerialization.jsonObject(with: Data(buffer: body)) as? [String: Any],
-                let hidden = (object["hidden"] as? Bool) ?? (object["visible"] as? Bool).map({ !$0 })
-            else {
-                return error(.badRequest, #"the body must be {"hidden": true|false} or {"visible": true|false}"#)
-            }
-            let changed = await pipeline.setLayer(name, hidden: hidden)
-            return json(.ok, #"{"layer": \#(jsonQuoted(name)), "hidden": \#(hidden), "changed": \#(changed)}"#)
-        }
         return router
     }
 

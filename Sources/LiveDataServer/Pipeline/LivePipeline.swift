@@ -1,3 +1,4 @@
+import AsyncAlgorithms
 import DisplayRules
 import LiveDataConfiguration
 import LiveState
@@ -18,7 +19,7 @@ public actor LivePipeline {
         public var locations = 0
     }
 
-    let client: MQTTClient
+    nonisolated let client: MQTTClient
     let logger: Logger
     private(set) var config: LiveDataConfig
     private var core: LiveCore
@@ -32,14 +33,14 @@ public actor LivePipeline {
     private var lastRejectionLog: ContinuousClock.Instant?
     /// Restored, connected and subscribed.
     public private(set) var isReady = false
-    /// Seconds from a message's arrival to its derived change being handed to the client.
-    public private(set) var latency = LatencyHistogram()
+    private let metrics: DaemonMetrics
     private var suppressedRejections = 0
 
     /// Builds the core and restores the stored state (publishing nothing yet).
     /// - Throws: when the state file cannot be opened or read.
-    public init(config: LiveDataConfig, client: MQTTClient, logger: Logger) async throws {
+    public init(config: LiveDataConfig, client: MQTTClient, metrics: DaemonMetrics = DaemonMetrics(), logger: Logger) async throws {
         self.config = config
+        self.metrics = metrics
         self.client = client
         self.logger = logger
         topics = OutputTopics(prefix: config.output.prefix, retain: config.output.retain)
@@ -154,10 +155,8 @@ public actor LivePipeline {
                 }
             }
             group.addTask {
-                while !Task.isCancelled {
-                    await self.tick()
-                    try? await Task.sleep(for: tickInterval)
-                }
+                await self.tick()
+                for await _ in AsyncTimerSequence(interval: tickInterval, clock: .continuous) { await self.tick() }
             }
             // The message stream ends when the client disconnects: stop the rest.
             await group.next()
@@ -173,7 +172,7 @@ public actor LivePipeline {
         case .changed(let change):
             if !legendDatasets.contains(change.address.dataset) { publishLegend(change.address.dataset) }
             queue(change)
-            latency.record(ContinuousClock.now - message.receivedAt)
+            metrics.processing.record(duration: ContinuousClock.now - message.receivedAt)
         case .rejected(let reason, let text):
             logRejection(reason, text, topic: message.topic)
         case .unchanged, .ignoredOutOfOrder, .notSubscribed:
@@ -286,24 +285,5 @@ public actor LivePipeline {
         logger.warning(
             "dropped an update: \(text)\(more)",
             metadata: ["mqtt.topic": "\(topic)", "update.rejected": "\(reason.rawValue)"])
-    }
-}
-
-/// A Prometheus-style histogram of durations, in seconds.
-public struct LatencyHistogram: Sendable {
-    public static let bounds: [Double] = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1]
-    /// Per bound, how many observations were at most that (not cumulative); the last is +Inf.
-    public private(set) var counts = Array(repeating: 0, count: bounds.count + 1)
-    public private(set) var sum = 0.0
-    public private(set) var count = 0
-
-    public init() {}
-
-    mutating func record(_ duration: Duration) {
-        let seconds = Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-        let index = Self.bounds.firstIndex { seconds <= $0 } ?? Self.bounds.count
-        counts[index] += 1
-        sum += seconds
-        count += 1
     }
 }

@@ -29,11 +29,9 @@ struct ServeCommand: AsyncParsableCommand {
         let settings = try RulesCommand.load(config)
         var logger = Logger(label: "livedata") { label in LineLogHandler(label: label) }
         logger.logLevel = Logger.Level(rawValue: settings.log.level) ?? .info
-        let handle = DaemonHandle()
-        let daemon = LiveDataDaemon(config: settings, configPath: config, logger: logger, handle: handle)
-        let http = try HTTPInterface.application(settings: settings.http, handle: handle, logger: logger)
+        let daemon = try await LiveDataDaemon(config: settings, configPath: config, logger: logger)
         var configuration = ServiceGroupConfiguration(
-            services: [.init(service: daemon), .init(service: http)], gracefulShutdownSignals: [.sigterm, .sigint],
+            services: daemon.services.map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger)
         // systemd allows TimeoutStopSec; exit well within it even if the broker does not answer.
         configuration.maximumGracefulShutdownDuration = .seconds(5)

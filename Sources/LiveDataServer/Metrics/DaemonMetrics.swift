@@ -1,0 +1,66 @@
+import LiveState
+import Metrics
+import Prometheus
+import Synchronization
+
+/// The daemon's metrics, in a Prometheus registry. The processing-time histogram is the
+/// library's, recorded through swift-metrics as changes are published; the pipeline's
+/// counters stay plain integers on its hot path and are copied into the registry when
+/// `/metrics` is scraped. A new metric is one line in ``exposition(_:brokerConnected:ready:)``
+/// (and its counter in the pipeline's statistics).
+public final class DaemonMetrics: Sendable {
+    public let registry = PrometheusCollectorRegistry()
+    /// From a message's arrival to its derived change being handed to the MQTT client.
+    let processing: Metrics.Timer
+    /// The totals copied into the registry so far, by name and labels.
+    private let copied = Mutex<[String: Int]>([:])
+
+    static let processingName = "livedata_processing_seconds"
+    static let processingBuckets: [Duration] = [
+        .microseconds(100), .microseconds(250), .microseconds(500), .milliseconds(1), .microseconds(2500), .milliseconds(5),
+        .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250), .seconds(1),
+    ]
+
+    public init() {
+        var factory = PrometheusMetricsFactory(registry: registry)
+        factory.durationHistogramBuckets[Self.processingName] = Self.processingBuckets
+        processing = Metrics.Timer(label: Self.processingName, dimensions: [], factory: factory)
+    }
+
+    /// The Prometheus text exposition, with the pipeline's counters copied in first.
+    public func exposition(_ statistics: LivePipeline.Statistics, brokerConnected: Bool, ready: Bool) -> [UInt8] {
+        total("updates_received", "Messages received from the broker.", statistics.core.received)
+        for reason in LiveCore.RejectReason.allCases {
+            total("updates_rejected", "Updates dropped, by reason.", statistics.core.rejected[reason] ?? 0, reason: reason.rawValue)
+        }
+        total("updates_rejected", "Updates dropped, by reason.", statistics.core.notSubscribed, reason: "not_subscribed")
+        total("updates_out_of_order", "Updates older than the stored value, ignored.", statistics.store.ignoredOutOfOrder)
+        total("updates_applied", "Updates applied to the store.", statistics.store.applied)
+        total("values_expired", "Values that went stale.", statistics.store.expired)
+        total("derived_changes_published", "Derived changes published.", statistics.published)
+        total("summaries_published", "Summaries published.", statistics.summariesPublished)
+        gauge("locations_tracked", "Locations in the store.", statistics.locations)
+        gauge("broker_connected", "1 when connected to the MQTT broker.", brokerConnected ? 1 : 0)
+        gauge("ready", "1 when restored, connected and subscribed.", ready ? 1 : 0)
+        return registry.emitToBuffer()
+    }
+
+    /// Brings the registry's counter `livedata_{name}_total` up to `value`.
+    private func total(_ name: String, _ help: String, _ value: Int, reason: String? = nil) {
+        let labels = reason.map { [("reason", $0)] } ?? []
+        let counter = registry.makeCounter(
+            descriptor: MetricNameDescriptor(namespace: "livedata", metricName: name, unitName: "total", helpText: help),
+            labels: labels)
+        let delta = copied.withLock { copied in
+            let key = name + "/" + (reason ?? "")
+            defer { copied[key] = max(copied[key] ?? 0, value) }
+            return value - (copied[key] ?? 0)
+        }
+        if delta > 0 { counter.increment(by: Int64(delta)) }
+    }
+
+    private func gauge(_ name: String, _ help: String, _ value: Int) {
+        registry.makeGauge(descriptor: MetricNameDescriptor(namespace: "livedata", metricName: name, unitName: "", helpText: help))
+            .set(Double(value))
+    }
+}

@@ -1,0 +1,31 @@
+import AsyncAlgorithms
+import Mosquitto
+import ServiceLifecycle
+
+/// Pings the systemd watchdog (at half its interval, at least every 5 s) and keeps
+/// `STATUS=` current: locations and updates per second, or what it waits for.
+struct WatchdogService: Service {
+    let pipeline: LivePipeline
+    let notifier: SystemdNotifier
+
+    func run() async throws {
+        let interval = min((notifier.watchdogInterval ?? .seconds(5)), .seconds(5))
+        let address = pipeline.client.configuration.address
+        var lastReceived = 0
+        var last = ContinuousClock.now
+        for await now in AsyncTimerSequence(interval: interval, clock: .continuous).cancelOnGracefulShutdown() {
+            notifier.watchdog()
+            let statistics = await pipeline.statistics
+            let elapsed = now - last
+            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+            let rate = seconds > 0 ? Double(statistics.core.received - lastReceived) / seconds : 0
+            lastReceived = statistics.core.received
+            last = now
+            if pipeline.brokerState == .connected {
+                notifier.status("\(statistics.locations) locations, \(Int(rate.rounded())) updates/s")
+            } else {
+                notifier.status("waiting for the MQTT broker at \(address); \(statistics.locations) locations")
+            }
+        }
+    }
+}
