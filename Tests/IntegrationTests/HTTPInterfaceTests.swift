@@ -1,0 +1,108 @@
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import LiveDataConfiguration
+import LiveDataServer
+import LiveTopics
+import Logging
+import Mosquitto
+import Testing
+
+/// The HTTP routes in process (HummingbirdTesting's router framework): a pipeline fed
+/// messages directly, with a client that never connects.
+@Suite("HTTP interface")
+struct HTTPInterfaceTests {
+    static let yaml = """
+        subscriptions:
+          - {dataset: ds1, domain: occupancy}
+        styles:
+          main: {visible: true, polygonFillColor: "#E0E0E0"}
+        rules:
+          - name: occupied
+            domain: occupancy
+            when: nrOfPeople > 0
+            style: {polygonFillColor: "#D64545"}
+            layer: occupancy
+        store: {path: ":memory:"}
+        """
+
+    func pipeline(metrics: DaemonMetrics) async throws -> LivePipeline {
+        let config = try LiveDataConfig.parse(yaml: Self.yaml, file: "test.yaml")
+        // Port 1 is never listened on: the client is built, not started.
+        let client = try MQTTClient(configuration: MQTTConfiguration(host: "127.0.0.1", port: 1), logger: Logger(label: "test"))
+        let pipeline = try await LivePipeline(config: config, client: client, metrics: metrics, logger: Logger(label: "test"))
+        for (location, floor, people) in [("room-7", "F3", 3), ("room-7", "F4", 0), ("desk-1", "F3", 1)] {
+            await pipeline.handle(
+                MQTTMessage(
+                    topic: "ds1/hq/B/\(floor)/R/\(location)/occupancy",
+                    payload: Array(#"{"timestamp": 1763720000000, "properties": {"nrOfPeople": "\#(people)"}}"#.utf8),
+                    qos: .atLeastOnce, retain: false))
+        }
+        return pipeline
+    }
+
+    func withRoutes(token: String?, _ test: @escaping @Sendable (any TestClientProtocol) async throws -> Void) async throws {
+        let metrics = DaemonMetrics()
+        let pipeline = try await pipeline(metrics: metrics)
+        let app = Application(router: HTTPInterface.router(token: token, pipeline: pipeline, metrics: metrics))
+        try await app.test(.router, test)
+    }
+
+    static func text(_ response: TestResponse) -> String { String(buffer: response.body) }
+
+    @Test("health, readiness (not ready without a broker), location, floor, legend and layers")
+    func reads() async throws {
+        try await withRoutes(token: nil) { client in
+            #expect(try await client.execute(uri: "/healthz", method: .get).status == .ok)
+            let ready = try await client.execute(uri: "/readyz", method: .get)
+            #expect(ready.status == .serviceUnavailable)
+            #expect(Self.text(ready).contains("waiting for the MQTT broker"))
+            let location = try await client.execute(uri: "/v1/locations/desk-1", method: .get)
+            #expect(location.status == .ok)
+            #expect(Self.text(location).hasPrefix(#"{"location": "desk-1""#))
+            #expect(try await client.execute(uri: "/v1/locations/nowhere", method: .get).status == .notFound)
+            let floor = Self.text(try await client.execute(uri: "/v1/floors/ds1/hq/B/F3", method: .get))
+            #expect(floor.contains(#""location": "desk-1""#) && floor.contains(#""location": "room-7""#))
+            #expect(!floor.contains(#""floor": "F4""#))
+            #expect(Self.text(try await client.execute(uri: "/v1/layers", method: .get)) == #"{"layers": [{"name": "occupancy", "hidden": false}]}"#)
+        }
+    }
+
+    @Test("metrics come from the Prometheus registry: copied counters, gauges and the library's histogram")
+    func metrics() async throws {
+        try await withRoutes(token: nil) { client in
+            let first = Self.text(try await client.execute(uri: "/metrics", method: .get))
+            #expect(first.contains("livedata_updates_received_total 3"))
+            #expect(first.contains("livedata_updates_applied_total 3"))
+            #expect(first.contains(#"livedata_updates_rejected_total{reason="bad_payload"} 0"#))
+            #expect(first.contains("livedata_locations_tracked 3"))
+            #expect(first.contains("livedata_broker_connected 0"))
+            #expect(first.contains("livedata_processing_seconds_count 3"))
+            #expect(first.contains(#"livedata_processing_seconds_bucket{le="1.0"} 3"#))
+            // A second scrape copies nothing twice.
+            let second = Self.text(try await client.execute(uri: "/metrics", method: .get))
+            #expect(second.contains("livedata_updates_received_total 3"))
+        }
+    }
+
+    @Test("layer writes need the bearer token; without a configured token writing is off")
+    func tokenGuard() async throws {
+        try await withRoutes(token: "sesame") { client in
+            let body = ByteBuffer(string: #"{"hidden": true}"#)
+            #expect(try await client.execute(uri: "/v1/layers/occupancy", method: .put, body: body).status == .unauthorized)
+            let wrong = try await client.execute(uri: "/v1/layers/occupancy", method: .put, headers: [.authorization: "Bearer nope"], body: body)
+            #expect(wrong.status == .unauthorized)
+            let right = try await client.execute(uri: "/v1/layers/occupancy", method: .put, headers: [.authorization: "Bearer sesame"], body: body)
+            #expect(right.status == .ok)
+            // The two occupied locations are in the layer; the empty room matches no rule.
+            #expect(Self.text(right) == #"{"layer": "occupancy", "hidden": true, "changed": 2}"#)
+            let bad = try await client.execute(
+                uri: "/v1/layers/occupancy", method: .put, headers: [.authorization: "Bearer sesame"], body: ByteBuffer(string: "[]"))
+            #expect(bad.status == .badRequest)
+        }
+        try await withRoutes(token: nil) { client in
+            let off = try await client.execute(uri: "/v1/layers/occupancy", method: .put, body: ByteBuffer(string: #"{"hidden": true}"#))
+            #expect(off.status == .forbidden)
+        }
+    }
+}
