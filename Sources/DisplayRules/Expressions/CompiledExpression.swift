@@ -10,6 +10,17 @@ public struct CompiledExpression: Sendable, CustomStringConvertible {
     enum Comparison: String {
         case equal = "==", notEqual = "!=", less = "<", lessOrEqual = "<=", greater = ">", greaterOrEqual = ">="
 
+        /// The comparison with its sides swapped: `a < b` is `b > a`.
+        var mirrored: Comparison {
+            switch self {
+            case .less: .greater
+            case .lessOrEqual: .greaterOrEqual
+            case .greater: .less
+            case .greaterOrEqual: .lessOrEqual
+            case .equal, .notEqual: self
+            }
+        }
+
         var isOrdering: Bool { self != .equal && self != .notEqual }
     }
 
