@@ -25,6 +25,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-async-algorithms", from: "1.1.4"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        // Tests only: child processes (brokers, daemons, tools) with a clean signal mask.
+        .package(url: "https://github.com/swiftlang/swift-subprocess", from: "1.0.2"),
     ],
     targets: [
         .systemLibrary(
@@ -83,7 +85,7 @@ let package = Package(
         ),
         .target(
             name: "LiveDataTestSupport",
-            dependencies: ["Mosquitto", "LiveTopics"],
+            dependencies: ["Mosquitto", "LiveTopics", .product(name: "Subprocess", package: "swift-subprocess")],
             path: "Tests/LiveDataTestSupport"
         ),
         .testTarget(name: "LiveTopicsTests", dependencies: ["LiveTopics", "LiveDataTestSupport"]),
@@ -102,6 +104,8 @@ let package = Package(
                 "Mosquitto", "LiveTopics", "LiveDataTestSupport", "livedata", "LiveDataServer", "LiveDataConfiguration",
                 "LiveState", "LiveStatePersistence", "DisplayRules",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
             ]
         ),
     ],

@@ -160,7 +160,7 @@ struct ClientIntegrationTests {
 
     @Test("TLS with a CA and a password; a wrong password or an unknown CA fails with the cause")
     func tlsAndPassword() async throws {
-        let tls = try TLSMaterial.generate()
+        let tls = try await TLSMaterial.generate()
         let broker = try await MosquittoBroker.start(.init(users: ["map": "s3cret"], tls: tls))
         func configure(password: String, ca: String?) -> (inout MQTTConfiguration) -> Void {
             { configuration in
@@ -193,7 +193,7 @@ struct ClientIntegrationTests {
 
     @Test("a client certificate is presented when the broker requires one")
     func clientCertificate() async throws {
-        let tls = try TLSMaterial.generate()
+        let tls = try await TLSMaterial.generate()
         let broker = try await MosquittoBroker.start(.init(tls: tls, requireClientCertificate: true))
         let client = try await connectedClient(broker) {
             $0.tls = MQTTTLSConfiguration(caFile: tls.caCertificate, certFile: tls.clientCertificate, keyFile: tls.clientKey)
@@ -231,7 +231,7 @@ struct ClientIntegrationTests {
     @Test("start() keeps trying until a broker appears")
     func brokerComesLater() async throws {
         let broker = try await MosquittoBroker.start()
-        broker.stop()
+        await broker.stop()
         let client = try MQTTClient(configuration: .test(port: broker.port), logger: logger)
         let events = await Inbox.collecting(client.events)
         client.start()

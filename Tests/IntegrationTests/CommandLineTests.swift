@@ -31,7 +31,7 @@ struct CommandLineTests {
     @Test("subscribe --count --format json prints one object per update and warns once about a bad payload")
     func subscribeJSON() async throws {
         let broker = try await MosquittoBroker.start()
-        let command = try CommandRunner().start([
+        let command = try await CommandRunner().start([
             "subscribe", "--port", "\(broker.port)", "--dataset", "ds1", "--domain", "occupancy",
             "--count", "2", "--format", "json",
         ])
@@ -69,7 +69,7 @@ struct CommandLineTests {
     func publishThenSubscribeText() async throws {
         let broker = try await MosquittoBroker.start()
         let runner = try CommandRunner()
-        let command = try runner.start(["subscribe", "--port", "\(broker.port)", "--count", "2"])
+        let command = try await runner.start(["subscribe", "--port", "\(broker.port)", "--count", "2"])
         try await waitForSubscription(broker, "+/+/+/+/+/+/+")
         let first = try await runner.run([
             "publish", "--port", "\(broker.port)", "--dataset", "ds1", "--venue", "hq", "--building", "B",
@@ -142,7 +142,7 @@ struct CommandLineTests {
     @Test("subscribe keeps going across a broker restart")
     func subscribeSurvivesRestart() async throws {
         let broker = try await MosquittoBroker.start()
-        let command = try CommandRunner().start(["subscribe", "--port", "\(broker.port)", "--count", "1", "--format", "json"])
+        let command = try await CommandRunner().start(["subscribe", "--port", "\(broker.port)", "--count", "1", "--format", "json"])
         try await waitForSubscription(broker, "+/+/+/+/+/+/+")
         try await broker.restart(after: .milliseconds(200))
         // Wait for the re-subscription in the new broker's log (appended after the restart).

@@ -36,14 +36,14 @@ struct DaemonTests {
     }
 
     struct Daemon {
-        let running: CommandRunner.Running
+        let running: ChildProcess
         let notify: NotifySocket
         let directory: URL
         let httpPort: Int
         var configPath: String { directory.appendingPathComponent("livedata.yaml").path }
         var storePath: String { directory.appendingPathComponent("state.db").path }
 
-        func signal(_ signal: Int32) { kill(running.process.processIdentifier, signal) }
+        func signal(_ signal: Int32) { running.signal(signal) }
     }
 
     func startDaemon(port: Int, directory: URL? = nil) async throws -> Daemon {
@@ -53,7 +53,7 @@ struct DaemonTests {
         try Self.config(port: port, store: directory.appendingPathComponent("state.db").path, httpPort: httpPort)
             .write(toFile: configPath, atomically: true, encoding: .utf8)
         let notify = try NotifySocket()
-        let running = try CommandRunner().start(
+        let running = try await CommandRunner().start(
             ["serve", "--config", configPath], environment: ["NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "400000"])
         return Daemon(running: running, notify: notify, directory: directory, httpPort: httpPort)
     }
@@ -88,28 +88,28 @@ struct DaemonTests {
 
         // The HTTP interface answers.
         let port = daemon.httpPort
-        #expect(try HTTPProbe.request("GET", port: port, path: "/healthz").status == 200)
-        #expect(try HTTPProbe.request("GET", port: port, path: "/readyz").body == #"{"status": "ready"}"#)
-        let location = try HTTPProbe.request("GET", port: port, path: "/v1/locations/room-7")
+        #expect(try await LoopbackHTTP.request("GET", port: port, path: "/healthz").status == 200)
+        #expect(try await LoopbackHTTP.request("GET", port: port, path: "/readyz").body == #"{"status": "ready"}"#)
+        let location = try await LoopbackHTTP.request("GET", port: port, path: "/v1/locations/room-7")
         #expect(location.status == 200)
         #expect(location.body.hasPrefix(#"{"location": "room-7", "topic": {"dataset": "ds1""#))
-        let missing = try HTTPProbe.request("GET", port: port, path: "/v1/locations/nowhere")
+        let missing = try await LoopbackHTTP.request("GET", port: port, path: "/v1/locations/nowhere")
         #expect(missing.status == 404 && missing.body == #"{"error": "no location \"nowhere\" is tracked"}"#)
-        #expect(try HTTPProbe.request("GET", port: port, path: "/v1/floors/ds1/hq/B/F3").body.contains("room-7"))
-        #expect(try HTTPProbe.request("GET", port: port, path: "/v1/legend").body.hasPrefix(#"{"entries": ["#))
-        #expect(try HTTPProbe.request("GET", port: port, path: "/v1/layers").body == #"{"layers": [{"name": "occupancy", "hidden": false}]}"#)
-        let metrics = try HTTPProbe.request("GET", port: port, path: "/metrics")
+        #expect(try await LoopbackHTTP.request("GET", port: port, path: "/v1/floors/ds1/hq/B/F3").body.contains("room-7"))
+        #expect(try await LoopbackHTTP.request("GET", port: port, path: "/v1/legend").body.hasPrefix(#"{"entries": ["#))
+        #expect(try await LoopbackHTTP.request("GET", port: port, path: "/v1/layers").body == #"{"layers": [{"name": "occupancy", "hidden": false}]}"#)
+        let metrics = try await LoopbackHTTP.request("GET", port: port, path: "/metrics")
         #expect(metrics.body.contains("livedata_updates_applied_total 1"))
         #expect(metrics.body.contains("livedata_locations_tracked 1"))
         #expect(metrics.body.contains("livedata_broker_connected 1"))
         #expect(metrics.body.contains("livedata_processing_seconds_count 1"))
         // Writing needs the token; with it, hiding the layer re-publishes the location as not visible.
-        #expect(try HTTPProbe.request("PUT", port: port, path: "/v1/layers/occupancy", body: #"{"hidden": true}"#).status == 401)
-        let hidden = try HTTPProbe.request(
+        #expect(try await LoopbackHTTP.request("PUT", port: port, path: "/v1/layers/occupancy", body: #"{"hidden": true}"#).status == 401)
+        let hidden = try await LoopbackHTTP.request(
             "PUT", port: port, path: "/v1/layers/occupancy", headers: ["Authorization": "Bearer sesame"], body: #"{"hidden": true}"#)
         #expect(hidden.body == #"{"layer": "occupancy", "hidden": true, "changed": 1}"#)
         #expect(await inbox.wait { $0.contains { $0.payloadString.contains(#""visible": false"#) } })
-        _ = try HTTPProbe.request(
+        _ = try await LoopbackHTTP.request(
             "PUT", port: port, path: "/v1/layers/occupancy", headers: ["Authorization": "Bearer sesame"], body: #"{"visible": true}"#)
 
         // A changed rule: SIGHUP re-publishes the location with the new color.
@@ -123,7 +123,7 @@ struct DaemonTests {
         try "rules: [{name: x, when: \"nrOfPeople >\"}]\n".write(toFile: daemon.configPath, atomically: true, encoding: .utf8)
         daemon.signal(SIGHUP)
         #expect(await daemon.notify.wait(for: "STATUS=reload failed; running the previous config"))
-        #expect(daemon.running.process.isRunning)
+        #expect(daemon.running.isRunning)
         try await publish(sensor, "room-8", people: 2)
         #expect(await inbox.wait { $0.contains { $0.topic == "livedata/style/ds1/hq/B/F3/R7/room-8" } })
 
@@ -174,11 +174,11 @@ struct DaemonTests {
     @Test("a broker that starts after the daemon is picked up; until then the daemon waits and is not ready")
     func brokerLater() async throws {
         let broker = try await MosquittoBroker.start()
-        broker.stop()
+        await broker.stop()
         let daemon = try await startDaemon(port: broker.port)
         #expect(await daemon.notify.wait(for: "STATUS=waiting for the MQTT broker at 127.0.0.1:\(broker.port)"))
         try await Task.sleep(for: .seconds(1))
-        #expect(daemon.running.process.isRunning)
+        #expect(daemon.running.isRunning)
         #expect(!daemon.notify.messages.contains { $0.contains("READY=1") })
         try await broker.restart()
         #expect(await daemon.notify.wait(for: "READY=1", timeout: .seconds(30)))

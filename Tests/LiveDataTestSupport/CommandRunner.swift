@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// Runs the built `livedata` executable as a subprocess.
 public struct CommandRunner: Sendable {
@@ -31,82 +30,26 @@ public struct CommandRunner: Sendable {
             "the livedata executable was not found next to the tests in \(directory.path); run `swift build` first")
     }
 
-    /// Starts the command; returns the running process and a way to collect its result.
-    public func start(_ arguments: [String], environment: [String: String] = [:]) throws -> Running {
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
-        var merged = ProcessInfo.processInfo.environment
-        for (key, value) in environment { merged[key] = value }
-        process.environment = merged
-        let output = Pipe()
-        let error = Pipe()
-        process.standardOutput = output
-        process.standardError = error
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        return Running(process: process, output: output, error: error)
+    /// Starts the command.
+    public func start(_ arguments: [String], environment: [String: String] = [:]) async throws -> ChildProcess {
+        try await ChildProcess.start(executable.path, arguments, environment: environment)
     }
 
     /// Runs the command to its end (killing it after `timeout`).
     public func run(_ arguments: [String], timeout: Duration = .seconds(30)) async throws -> Result {
         try await start(arguments).result(timeout: timeout)
     }
-
-    public final class Running: Sendable {
-        public let process: Process
-        private let outputData = DataCollector()
-        private let errorData = DataCollector()
-
-        init(process: Process, output: Pipe, error: Pipe) {
-            self.process = process
-            outputData.collect(output.fileHandleForReading)
-            errorData.collect(error.fileHandleForReading)
-        }
-
-        /// Standard output so far.
-        public var standardOutput: String { outputData.text }
-        public var standardError: String { errorData.text }
-
-        /// Waits for the process to end; kills it after `timeout`.
-        public func result(timeout: Duration = .seconds(30)) async throws -> Result {
-            let deadline = ContinuousClock.now + timeout
-            while process.isRunning && ContinuousClock.now < deadline {
-                try await Task.sleep(for: .milliseconds(20))
-            }
-            if process.isRunning {
-                kill(process.processIdentifier, SIGKILL)
-            }
-            process.waitUntilExit()
-            outputData.waitForEnd()
-            errorData.waitForEnd()
-            return Result(
-                status: process.terminationStatus, standardOutput: outputData.text, standardError: errorData.text)
-        }
-    }
 }
 
-/// Reads a pipe to its end on a background thread.
-final class DataCollector: Sendable {
-    private let data = Mutex(Data())
-    private let done = DispatchSemaphore(value: 0)
-
-    func collect(_ handle: FileHandle) {
-        Thread.detachNewThread { [self] in
-            while true {
-                let chunk = handle.availableData
-                if chunk.isEmpty { break }
-                data.withLock { $0.append(chunk) }
+extension ChildProcess {
+    /// Waits for it to end (killing it after `timeout`): its status (128 + the signal when a
+    /// signal ended it, as a shell tells it) and all it wrote.
+    public func result(timeout: Duration = .seconds(30)) async throws -> CommandRunner.Result {
+        let status: Int32 =
+            switch try await wait(timeout: timeout) {
+            case .exited(let code): code
+            case .signalled(let signal): 128 + signal
             }
-            done.signal()
-        }
-    }
-
-    func waitForEnd() {
-        _ = done.wait(timeout: .now() + 5)
-    }
-
-    var text: String {
-        data.withLock { String(decoding: $0, as: UTF8.self) }
+        return CommandRunner.Result(status: status, standardOutput: standardOutput, standardError: standardError)
     }
 }

@@ -59,7 +59,7 @@ public final class MosquittoBroker: Sendable {
     public let port: Int
     public let directory: URL
     public let options: Options
-    private let process = Mutex<Process?>(nil)
+    private let process = Mutex<ChildProcess?>(nil)
 
     /// Starts a broker and waits until it accepts connections.
     public static func start(_ options: Options = Options()) async throws -> MosquittoBroker {
@@ -71,7 +71,7 @@ public final class MosquittoBroker: Sendable {
         for _ in 0..<5 {
             let broker = MosquittoBroker(port: try freeLoopbackPort(), directory: directory, options: options)
             do {
-                try broker.writeConfiguration()
+                try await broker.writeConfiguration()
                 try await broker.launch()
                 return broker
             } catch let error as Failure {
@@ -89,7 +89,8 @@ public final class MosquittoBroker: Sendable {
     }
 
     deinit {
-        stop()
+        // A deinit cannot wait: the kill is enough, the child's task reaps it.
+        process.withLock { $0 }?.signal(SIGKILL)
     }
 
     /// The mosquitto binary: `$MOSQUITTO`, or where Debian installs it, or on `PATH`.
@@ -103,21 +104,32 @@ public final class MosquittoBroker: Sendable {
         throw Failure.notInstalled
     }
 
-    /// Kills the broker (SIGKILL: a child started through Foundation inherits a blocked
-    /// signal mask and would ignore SIGTERM).
-    public func stop() {
+    /// Kills the broker (SIGKILL: what a crash does; it loses what it had not yet saved)
+    /// and waits until it is gone (until then, its port is taken).
+    public func stop() async {
         let running = process.withLock { process in
             defer { process = nil }
             return process
         }
-        guard let running, running.isRunning else { return }
-        kill(running.processIdentifier, SIGKILL)
-        running.waitUntilExit()
+        guard let running else { return }
+        running.signal(SIGKILL)
+        _ = try? await running.wait(timeout: .seconds(10))
+    }
+
+    /// Stops the broker with SIGTERM, as systemd would: it saves its persistence file first.
+    public func terminate(timeout: Duration = .seconds(10)) async throws {
+        let running = process.withLock { process in
+            defer { process = nil }
+            return process
+        }
+        guard let running else { return }
+        running.signal(SIGTERM)
+        try await running.wait(timeout: timeout)
     }
 
     /// Kills the broker and starts it again on the same port.
     public func restart(after delay: Duration = .zero) async throws {
-        stop()
+        await stop()
         if delay > .zero { try await Task.sleep(for: delay) }
         try await launch()
     }
@@ -127,7 +139,7 @@ public final class MosquittoBroker: Sendable {
         (try? String(contentsOf: directory.appendingPathComponent("mosquitto.log"), encoding: .utf8)) ?? ""
     }
 
-    private func writeConfiguration() throws {
+    private func writeConfiguration() async throws {
         var lines = [
             "listener \(port) 127.0.0.1",
             "persistence false",
@@ -141,7 +153,7 @@ public final class MosquittoBroker: Sendable {
             let passwords = directory.appendingPathComponent("passwords")
             try "".write(to: passwords, atomically: true, encoding: .utf8)
             for (user, password) in options.users.sorted(by: { $0.key < $1.key }) {
-                try run("/usr/bin/mosquitto_passwd", ["-b", passwords.path, user, password])
+                try await run("/usr/bin/mosquitto_passwd", ["-b", passwords.path, user, password])
             }
             try makeReadable(passwords)
             lines += ["allow_anonymous false", "password_file \(passwords.path)"]
@@ -158,7 +170,7 @@ public final class MosquittoBroker: Sendable {
         }
         if let security = options.dynamicSecurity {
             let file = directory.appendingPathComponent("dynamic-security.json")
-            try security.write(to: file)
+            try await security.write(to: file)
             lines += [
                 "plugin \(try DynamicSecurity.pluginPath())",
                 "plugin_opt_config_file \(file.path)",
@@ -171,12 +183,7 @@ public final class MosquittoBroker: Sendable {
     }
 
     private func launch() async throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: try Self.executable())
-        process.arguments = ["-c", directory.appendingPathComponent("mosquitto.conf").path]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        let process = try await ChildProcess.start(try Self.executable(), ["-c", directory.appendingPathComponent("mosquitto.conf").path])
         self.process.withLock { $0 = process }
         let deadline = ContinuousClock.now + .seconds(10)
         while ContinuousClock.now < deadline {
@@ -184,31 +191,24 @@ public final class MosquittoBroker: Sendable {
             if canConnect(port: port) { return }
             try await Task.sleep(for: .milliseconds(20))
         }
-        stop()
+        await stop()
         throw Failure.didNotStart(port: port, log: log)
     }
 }
 
 /// Runs a helper tool and fails with its output if it fails.
 @discardableResult
-func run(_ tool: String, _ arguments: [String], in directory: URL? = nil) throws -> String {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: tool)
-    process.arguments = arguments
-    if let directory { process.currentDirectoryURL = directory }
-    let output = Pipe()
-    process.standardOutput = output
-    process.standardError = output
+func run(_ tool: String, _ arguments: [String], in directory: URL? = nil) async throws -> String {
+    let child: ChildProcess
     do {
-        try process.run()
+        child = try await ChildProcess.start(tool, arguments, in: directory)
     } catch {
         throw MosquittoBroker.Failure.toolFailed(
             "cannot run \(tool): \(error); install it (scripts/test installs mosquitto-clients and openssl)")
     }
-    let data = output.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    let text = String(decoding: data, as: UTF8.self)
-    guard process.terminationStatus == 0 else {
+    let result = try await child.result(timeout: .seconds(60))
+    let text = result.standardOutput + result.standardError
+    guard result.status == 0 else {
         throw MosquittoBroker.Failure.toolFailed("\(tool) \(arguments.joined(separator: " ")) failed:\n\(text)")
     }
     return text
@@ -306,9 +306,9 @@ public struct DynamicSecurity: Sendable {
         return path
     }
 
-    func write(to file: URL) throws {
+    func write(to file: URL) async throws {
         // mosquitto_ctrl hashes the password; the roles are then rewritten to ours.
-        try run("/usr/bin/mosquitto_ctrl", ["dynsec", "init", file.path, username, password])
+        try await run("/usr/bin/mosquitto_ctrl", ["dynsec", "init", file.path, username, password])
         let data = try Data(contentsOf: file)
         guard var root = try JSONSerialization.jsonObject(with: data) as? [String: Any],
             var roles = root["roles"] as? [[String: Any]], !roles.isEmpty

@@ -10,7 +10,7 @@ public struct TLSMaterial: Sendable {
     public var clientKey: String
 
     /// Generates the files in a new directory.
-    public static func generate() throws -> TLSMaterial {
+    public static func generate() async throws -> TLSMaterial {
         let directory = try TestDirectory.make(prefix: "tls")
         let openssl = ["/usr/bin/openssl", "/usr/local/bin/openssl"].first {
             FileManager.default.isExecutableFile(atPath: $0)
@@ -21,20 +21,20 @@ public struct TLSMaterial: Sendable {
         func file(_ name: String) -> String { directory.appendingPathComponent(name).path }
         try "subjectAltName=IP:127.0.0.1,DNS:localhost\n".write(
             toFile: file("server.ext"), atomically: true, encoding: .utf8)
-        try run(
+        try await run(
             openssl,
             [
                 "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=livedata test CA",
                 "-keyout", file("ca.key"), "-out", file("ca.crt"),
             ])
         for (name, extensions) in [("server", true), ("client", false)] {
-            try run(
+            try await run(
                 openssl,
                 [
                     "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=\(name == "server" ? "127.0.0.1" : "client")",
                     "-keyout", file("\(name).key"), "-out", file("\(name).csr"),
                 ])
-            try run(
+            try await run(
                 openssl,
                 [
                     "x509", "-req", "-in", file("\(name).csr"), "-CA", file("ca.crt"), "-CAkey", file("ca.key"),
