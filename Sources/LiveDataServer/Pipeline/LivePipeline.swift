@@ -7,9 +7,11 @@ import LiveTopics
 import Logging
 import Mosquitto
 
-/// Wires the broker to the core: subscribes the configured criteria, turns every message
-/// into a possible derived change, publishes changes, summaries, legends and status, runs
-/// staleness and write-behind on a tick, and restores the state at start.
+/// Wires the broker to the core: subscribes the configured criteria, hands every message to
+/// the core, gives what comes out to the ``Publisher`` (changes, summaries, legends,
+/// status), runs staleness and write-behind on a tick, and answers the HTTP interface's
+/// queries. The core, the publisher and the rate-limited log are values it owns; it is the
+/// one place they meet.
 public actor LivePipeline {
     public struct Statistics: Sendable, Equatable {
         public var core = LiveCore.Counters()
@@ -25,16 +27,11 @@ public actor LivePipeline {
     private var core: LiveCore
     private let topics: OutputTopics
     private let writer: StoreWriter?
-    private var published = 0
-    private var summariesPublished = 0
-    private var legendDatasets = Set<String>()
-    /// Messages the library refused while disconnected: the latest per topic, sent on reconnection.
-    private var unsent: [String: Publication] = [:]
-    private var lastRejectionLog: ContinuousClock.Instant?
+    private var publisher: Publisher
+    private var rejections = RateLimitedLog()
     /// Restored, connected and subscribed.
     public private(set) var isReady = false
     private let metrics: DaemonMetrics
-    private var suppressedRejections = 0
 
     /// Builds the core and restores the stored state (publishing nothing yet).
     /// - Throws: when the state file cannot be opened or read.
@@ -44,6 +41,7 @@ public actor LivePipeline {
         self.client = client
         self.logger = logger
         topics = OutputTopics(prefix: config.output.prefix, retain: config.output.retain)
+        publisher = Publisher(client: client, qos: MQTTQoS(rawValue: Int32(config.output.qos)) ?? .atLeastOnce)
         core = LiveCore(
             ruleSet: config.ruleSet, subscriptions: config.subscriptions, summaryInterval: config.output.summaryInterval)
         if config.store.isInMemory {
@@ -88,8 +86,8 @@ public actor LivePipeline {
 
     public var statistics: Statistics {
         Statistics(
-            core: core.counters, store: core.store.counters, published: published,
-            summariesPublished: summariesPublished, locations: core.store.count)
+            core: core.counters, store: core.store.counters, published: publisher.changes,
+            summariesPublished: publisher.summaries, locations: core.store.count)
     }
 
     /// Current record of a location.
@@ -105,12 +103,10 @@ public actor LivePipeline {
 
     /// Publishes `online`, the legends and whatever waits; call after every (re)connection.
     public func connected() {
-        send(topics.statusPublication(online: true))
-        legendDatasets.removeAll()
+        publisher.send(topics.statusPublication(online: true))
+        publisher.forgetLegends()
         for dataset in knownDatasets() { publishLegend(dataset) }
-        let waiting = unsent
-        unsent.removeAll()
-        for publication in waiting.values { send(publication) }
+        publisher.resendUnsent()
     }
 
     /// Publishes `offline` at the status topic and waits for the broker to have it (a clean
@@ -170,7 +166,7 @@ public actor LivePipeline {
         let now = LiveTimestamp.now
         switch core.process(topic: message.topic, payload: message.payload, receivedAt: now) {
         case .changed(let change):
-            if !legendDatasets.contains(change.address.dataset) { publishLegend(change.address.dataset) }
+            publishLegend(change.address.dataset)
             queue(change)
             metrics.processing.record(duration: ContinuousClock.now - message.receivedAt)
         case .rejected(let reason, let text):
@@ -185,8 +181,7 @@ public actor LivePipeline {
         let now = LiveTimestamp.now
         for change in core.expire(now: now) { queue(change) }
         for summary in core.takeDueSummaries(now: now) {
-            send(topics.publication(summary, updatedAt: now))
-            summariesPublished += 1
+            publisher.send(summary: topics.publication(summary, updatedAt: now))
         }
         await flush()
     }
@@ -228,7 +223,7 @@ public actor LivePipeline {
         for change in changes { queue(change) }
         await flush()
         await writer?.setRulesFingerprint(core.store.ruleEngine.fingerprint)
-        legendDatasets.removeAll()
+        publisher.forgetLegends()
         for dataset in knownDatasets() { publishLegend(dataset) }
         let qos = MQTTQoS(rawValue: Int32(config.broker.qos)) ?? .atLeastOnce
         for filter in newFilters.subtracting(oldFilters).sorted() {
@@ -248,23 +243,13 @@ public actor LivePipeline {
     // MARK: - Publishing
 
     private func queue(_ change: DerivedChange) {
-        send(topics.publication(change))
-        published += 1
+        publisher.send(change: topics.publication(change))
     }
 
+    /// Publishes a dataset's legend unless it is published already.
     private func publishLegend(_ dataset: String) {
-        legendDatasets.insert(dataset)
-        send(topics.publication(config.ruleSet.legend(dataset: dataset), dataset: dataset))
-    }
-
-    private func send(_ publication: Publication) {
-        let qos = MQTTQoS(rawValue: Int32(config.output.qos)) ?? .atLeastOnce
-        do {
-            try client.send(publication.topic, payload: publication.payload, qos: qos, retain: publication.retain)
-        } catch {
-            // Not connected (QoS 0) or refused for now: keep the latest per topic for later.
-            unsent[publication.topic] = publication
-        }
+        guard publisher.needsLegend(dataset) else { return }
+        publisher.send(topics.publication(config.ruleSet.legend(dataset: dataset), dataset: dataset))
     }
 
     private func knownDatasets() -> Set<String> {
@@ -273,14 +258,7 @@ public actor LivePipeline {
 
     /// Logs a dropped update, at most once a second with a count of the ones not logged.
     private func logRejection(_ reason: LiveCore.RejectReason, _ text: String, topic: String) {
-        let now = ContinuousClock.now
-        if let last = lastRejectionLog, now - last < .seconds(1) {
-            suppressedRejections += 1
-            return
-        }
-        let suppressed = suppressedRejections
-        suppressedRejections = 0
-        lastRejectionLog = now
+        guard let suppressed = rejections.admit() else { return }
         let more = suppressed > 0 ? " (and \(suppressed) more since the last report)" : ""
         logger.warning(
             "dropped an update: \(text)\(more)",
