@@ -34,14 +34,14 @@ public final class LiveStore {
     @exclusivity(unchecked) public private(set) var ruleEngine: RuleEngine
     @exclusivity(unchecked) public private(set) var hiddenLayers = Set<String>()
     @exclusivity(unchecked) public private(set) var counters = Counters()
-    @exclusivity(unchecked) public private(set) var summaries: SummaryTracker
+    @exclusivity(unchecked) public internal(set) var summaries: SummaryTracker
     /// Datasets of the tracked locations.
     public private(set) var datasets = Set<String>()
-    @exclusivity(unchecked) private var locations = LocationTable()
+    @exclusivity(unchecked) var locations = LocationTable()
     /// The locations by id and by floor, for queries.
     private var readIndex = ReadIndex()
     @exclusivity(unchecked) private var expiries = ExpiryQueue()
-    @exclusivity(unchecked) private var dirty: [LocationState] = []
+    @exclusivity(unchecked) var dirty: [LocationState] = []
     /// The domains with a `staleAfter`, numbered for the expiry bitmask of each location.
     private var staleDomains: [String] = []
     /// Per stale domain, its `staleAfter` in milliseconds (timestamps are milliseconds).
@@ -271,102 +271,6 @@ public final class LiveStore {
         return changes.sorted { $0.address.description < $1.address.description }
     }
 
-    // MARK: - Persistence
-
-    /// The locations changed since the last call, for the write-behind writer.
-    public func takeDirty() -> [LocationRecord] {
-        defer { dirty.removeAll(keepingCapacity: true) }
-        return dirty.map { state in
-            state.dirty = false
-            return state.record(ruleEngine)
-        }
-    }
-
-    /// Forgets which locations changed, when nothing is written (an in-memory store).
-    public func discardDirty() {
-        for state in dirty { state.dirty = false }
-        dirty.removeAll(keepingCapacity: true)
-    }
-
-    /// Marks locations for writing again (after a failed write).
-    public func markDirty(_ addresses: [LocationAddress]) {
-        for address in addresses {
-            if let state = locations.find(address) { markDirty(state) }
-        }
-    }
-
-    /// Whether changes wait to be written.
-    public var hasDirty: Bool { !dirty.isEmpty }
-
-    /// Puts back persisted locations: values, last published style and version. Staleness is
-    /// rescheduled; call ``expire(now:)`` and ``rederiveAll(now:)`` after it to catch up.
-    public func restore(_ restored: [LocationRecord]) {
-        locations.reserveCapacity(locations.count + restored.count)
-        for record in restored { restore(record) }
-    }
-
-    /// Puts back one persisted location (see ``restore(_:)-([LocationRecord])``).
-    public func restore(_ record: LocationRecord) {
-        restore(Self.prepare(record, ruleEngine: ruleEngine, sameRules: false))
-    }
-
-    /// A persisted location made ready to put back: what can be worked out without the
-    /// store (its key, its published style as the rules tell it, what it adds to its
-    /// summaries) is, so that a restore can do that on the thread that reads the file.
-    package struct PreparedLocation: Sendable {
-        let record: LocationRecord
-        /// Its path's hash in the location table.
-        let hash: UInt64
-        let ruleEngine: RuleEngine
-        let published: PublishedStyle
-        let contribution: SummaryTracker.Contribution
-    }
-
-    /// Prepares a persisted location for ``restore(_:)-(PreparedLocation)`` under `ruleEngine`
-    /// (the store's); safe on any thread. `sameRules`: the record was written under these
-    /// very rules (equal fingerprints), so its style need not be checked against them.
-    package static func prepare(_ record: LocationRecord, ruleEngine: RuleEngine, sameRules: Bool) -> PreparedLocation {
-        let published = PublishedStyle(record.published, at: record.address, ruleEngine: ruleEngine, trusted: sameRules)
-        let selection: RuleSelection? = switch published {
-        case .none: nil
-        case .key(let key): key.selection
-        case .foreign(let foreign): foreign.selection
-        }
-        return PreparedLocation(
-            record: record, hash: LocationTable.hash(record.address), ruleEngine: ruleEngine, published: published,
-            contribution: contribution(
-                record.address, legendState: selection.flatMap { ruleEngine.legendStateID($0) }, values: record.values,
-                headcount: record.values.withUnsafeBufferPointer {
-                    LiveValues.index(ofDomain: BuiltInDomain.headcount.rawValue, in: $0, tags: nil)
-                },
-                ruleEngine: ruleEngine))
-    }
-
-    /// Puts back one prepared location (see ``restore(_:)-([LocationRecord])``).
-    package func restore(_ prepared: PreparedLocation) {
-        guard prepared.ruleEngine === ruleEngine else {
-            // Prepared under rules the store no longer has.
-            return restore(prepared.record)
-        }
-        let record = prepared.record
-        let state: LocationState
-        if let existing = record.address.withPathBytes({ locations.find($0, hash: prepared.hash) }) {
-            state = existing
-            state.setValues(record.values)
-            state.setPublished(prepared.published)
-            state.version = record.version
-        } else {
-            state = insert(record, hash: prepared.hash, published: prepared.published)
-        }
-        scheduleAll(state)
-        summaries.update(state, prepared.contribution)
-    }
-
-    /// Makes room for this many locations.
-    public func reserveCapacity(_ count: Int) {
-        locations.reserveCapacity(count)
-    }
-
     // MARK: - Deriving
 
     private func location(_ address: LocationAddress) -> LocationState {
@@ -376,7 +280,7 @@ public final class LiveStore {
         }
     }
 
-    private func insert(_ record: LocationRecord, hash: UInt64, published: PublishedStyle) -> LocationState {
+    func insert(_ record: LocationRecord, hash: UInt64, published: PublishedStyle) -> LocationState {
         let (floor, building) = summaries.aggregates(for: record.address)
         let state = LocationState(record, published: published, floor: floor, building: building)
         locations.insert(state, hash: hash)
@@ -393,7 +297,7 @@ public final class LiveStore {
     }
 
     /// Schedules the expiry of every fresh value of a location.
-    private func scheduleAll(_ state: LocationState) {
+    func scheduleAll(_ state: LocationState) {
         for value in state.values where !value.stale {
             if let number = staleNumber(value.domain) {
                 schedule(state, number: number, deadline: value.timestamp.adding(milliseconds: staleAfter[number]))
@@ -401,7 +305,7 @@ public final class LiveStore {
         }
     }
 
-    private func markDirty(_ state: LocationState) {
+    func markDirty(_ state: LocationState) {
         if !state.dirty {
             state.dirty = true
             dirty.append(state)
@@ -471,7 +375,7 @@ public final class LiveStore {
     /// What a location adds to its summaries: its legend state, the people its headcount
     /// domain (``BuiltInDomain/headcount``) counts and its capacity (that domain's, else the
     /// catalog's). `headcount`: where that domain's value is in `values`.
-    private static func contribution(
+    static func contribution(
         _ address: LocationAddress, legendState: Int32?, values: [DomainValue], headcount: Int?, ruleEngine: RuleEngine
     ) -> SummaryTracker.Contribution {
         var people: Int32 = 0

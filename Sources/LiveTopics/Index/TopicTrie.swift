@@ -45,17 +45,17 @@ final class TopicTrie {
     // A trie is changed only through its index's copy-on-write (never while a match runs
     // over it), so what a match reads opts out of the run-time exclusivity check, which
     // would otherwise cost a thread-local lookup per property read per match.
-    @exclusivity(unchecked) private var nodes = FlatBuffer<Node>()
+    @exclusivity(unchecked) private(set) var nodes = FlatBuffer<Node>()
     private var freeNodes: [Int32] = []
-    @exclusivity(unchecked) private var edges: UnsafeMutablePointer<Edge>
-    @exclusivity(unchecked) private var capacity: Int
+    @exclusivity(unchecked) private(set) var edges: UnsafeMutablePointer<Edge>
+    @exclusivity(unchecked) private(set) var capacity: Int
     private var edgeCount = 0
-    @exclusivity(unchecked) private var longKeys = FlatBuffer<UInt8>()
+    @exclusivity(unchecked) private(set) var longKeys = FlatBuffer<UInt8>()
     /// Bytes of `longKeys` that removed edges no longer use; compacted when they dominate.
     private var unusedKeyBytes = 0
-    @exclusivity(unchecked) private var entryNext = FlatBuffer<Int32>()
+    @exclusivity(unchecked) private(set) var entryNext = FlatBuffer<Int32>()
     /// Per-index random seed: the level hash is not predictable from outside.
-    private let seed: UInt64
+    let seed: UInt64
 
     @usableFromInline
     init() {
@@ -309,7 +309,7 @@ final class TopicTrie {
 
     /// The slot of the edge (parent, key), or -1.
     @inline(__always)
-    private static func find(
+    static func find(
         edges: UnsafeMutablePointer<Edge>, mask: Int, longKeys: UnsafeMutablePointer<UInt8>, parent: Int32,
         key: UnsafeRawBufferPointer, hash: UInt64
     ) -> Int {
@@ -334,7 +334,7 @@ final class TopicTrie {
 
     /// A fast keyed hash of (parent, level bytes), never 0: multiply-fold mixing of 8-byte words.
     @inline(__always)
-    private static func levelHash(seed: UInt64, parent: Int32, _ bytes: UnsafeRawBufferPointer) -> UInt64 {
+    static func levelHash(seed: UInt64, parent: Int32, _ bytes: UnsafeRawBufferPointer) -> UInt64 {
         var hash = seed ^ (UInt64(UInt32(bitPattern: parent)) &* 0x9E37_79B9_7F4A_7C15)
         let count = bytes.count
         var index = 0
@@ -353,150 +353,17 @@ final class TopicTrie {
         hash = fold(hash, 0x8EBC_6AF0_9C88_C6E3)
         return hash == 0 ? 1 : hash
     }
-
-    // MARK: - Matching
-
-    /// Calls `body` with the entry of every filter that matches `topic`.
-    /// - Throws: ``TopicError`` when the topic is not a valid MQTT topic name.
-    @usableFromInline
-    func match(_ topic: String, _ body: (Int32) -> Void) throws(TopicError) {
-        var topic = topic
-        let failure: TopicError? = topic.withUTF8 { bytes in
-            let count = bytes.count
-            if count == 0 { return .empty(kind: .topic) }
-            if count > TopicName.maximumLength { return .tooLong(kind: .topic, bytes: count) }
-            var levels = 1
-            for byte in bytes {
-                switch byte {
-                case UInt8(ascii: "/"): levels += 1
-                case UInt8(ascii: "+"), UInt8(ascii: "#"), 0: return Self.invalidTopic(bytes)
-                default: continue
-                }
-            }
-            return withUnsafeTemporaryAllocation(of: Int.self, capacity: levels + 1) { starts in
-                // starts[i] is where level i begins; level i ends one byte before starts[i + 1].
-                var level = 0
-                starts[0] = 0
-                for position in 0..<count where bytes[position] == UInt8(ascii: "/") {
-                    level += 1
-                    starts[level] = position + 1
-                }
-                starts[levels] = count + 1
-                let matcher = Matcher(
-                    seed: seed, topic: UnsafeRawBufferPointer(bytes), starts: UnsafeBufferPointer(starts),
-                    levels: levels, nodes: nodes.base, edges: edges, mask: capacity - 1, longKeys: longKeys.base,
-                    entryNext: entryNext.base)
-                matcher.matchRoot(dollar: bytes[0] == UInt8(ascii: "$"), body)
-                return nil
-            }
-        }
-        if let failure { throw failure }
-    }
-
-    private static func invalidTopic(_ bytes: UnsafeBufferPointer<UInt8>) -> TopicError {
-        do {
-            try TopicName.validate(String(decoding: bytes, as: UTF8.self))
-            return .empty(kind: .topic)  // Not reached: the byte scan found a reason.
-        } catch {
-            return error
-        }
-    }
-
-    private struct Matcher {
-        let seed: UInt64
-        let topic: UnsafeRawBufferPointer
-        let starts: UnsafeBufferPointer<Int>
-        let levels: Int
-        let nodes: UnsafeMutablePointer<Node>
-        let edges: UnsafeMutablePointer<Edge>
-        let mask: Int
-        let longKeys: UnsafeMutablePointer<UInt8>
-        let entryNext: UnsafeMutablePointer<Int32>
-
-        func matchRoot(dollar: Bool, _ body: (Int32) -> Void) {
-            let root = nodes[0]
-            // A wildcard at the first level never matches a topic that starts with `$`.
-            if !dollar {
-                emit(root.multi, body)
-                if root.single >= 0 { visit(root.single, nodes[Int(root.single)], level: 1, body) }
-            }
-            descend(0, root, level: 0, body)
-        }
-
-        /// A node reached after consuming `level` levels.
-        func visit(_ node: Int32, _ record: Node, level: Int, _ body: (Int32) -> Void) {
-            // `#` below this node matches here too, the parent level included.
-            emit(record.multi, body)
-            if level == levels {
-                emit(record.terminal, body)
-                return
-            }
-            // Start loading the exact child's slot before walking the `+` subtree, so that
-            // the two memory accesses overlap instead of queueing.
-            var pending = PendingLookup(slot: -1, firstHash: 0, hash: 0)
-            if record.exactChildren > 0 { pending = startLookup(node, record, level: level) }
-            if record.single >= 0 { visit(record.single, nodes[Int(record.single)], level: level + 1, body) }
-            if pending.slot >= 0 { finishLookup(node, pending, level: level, body) }
-        }
-
-        struct PendingLookup {
-            var slot: Int
-            var firstHash: UInt64
-            var hash: UInt64
-        }
-
-        @inline(__always)
-        func startLookup(_ node: Int32, _ record: Node, level: Int) -> PendingLookup {
-            let key = levelKey(level)
-            let hash = TopicTrie.levelHash(seed: seed, parent: node, key)
-            guard record.childBits & TopicTrie.childBit(hash) != 0 else { return PendingLookup(slot: -1, firstHash: 0, hash: 0) }
-            let slot = Int(truncatingIfNeeded: hash) & mask
-            return PendingLookup(slot: slot, firstHash: edges[slot].hash, hash: hash)
-        }
-
-        @inline(__always)
-        func finishLookup(_ node: Int32, _ pending: PendingLookup, level: Int, _ body: (Int32) -> Void) {
-            // An empty first slot means no such edge, whatever the rest of the probe would say.
-            if pending.firstHash == 0 { return }
-            let found = TopicTrie.find(
-                edges: edges, mask: mask, longKeys: longKeys, parent: node, key: levelKey(level), hash: pending.hash)
-            if found >= 0 {
-                let edge = edges[found]
-                visit(edge.child, edge.record, level: level + 1, body)
-            }
-        }
-
-        @inline(__always)
-        func levelKey(_ level: Int) -> UnsafeRawBufferPointer {
-            UnsafeRawBufferPointer(rebasing: topic[starts[level]..<(starts[level + 1] - 1)])
-        }
-
-        @inline(__always)
-        func descend(_ node: Int32, _ record: Node, level: Int, _ body: (Int32) -> Void) {
-            guard record.exactChildren > 0 else { return }
-            let pending = startLookup(node, record, level: level)
-            if pending.slot >= 0 { finishLookup(node, pending, level: level, body) }
-        }
-
-        @inline(__always)
-        func emit(_ head: Int32, _ body: (Int32) -> Void) {
-            var entry = head
-            while entry >= 0 {
-                body(entry)
-                entry = entryNext[Int(entry)]
-            }
-        }
-    }
 }
 
+
 @inline(__always)
-private func fold(_ a: UInt64, _ b: UInt64) -> UInt64 {
+func fold(_ a: UInt64, _ b: UInt64) -> UInt64 {
     let product = a.multipliedFullWidth(by: b)
     return product.high ^ product.low
 }
 
 @inline(__always)
-private func bytesEqual(_ a: UnsafeRawPointer, _ b: UnsafeRawPointer?, _ count: Int) -> Bool {
+func bytesEqual(_ a: UnsafeRawPointer, _ b: UnsafeRawPointer?, _ count: Int) -> Bool {
     guard count > 0, let b else { return true }
     var index = 0
     while index + 8 <= count {

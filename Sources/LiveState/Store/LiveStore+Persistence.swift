@@ -1,0 +1,99 @@
+import DisplayRules
+import LiveTopics
+
+/// What persistence reads from the store and puts back into it.
+extension LiveStore {
+    /// The locations changed since the last call, for the write-behind writer.
+    public func takeDirty() -> [LocationRecord] {
+        defer { dirty.removeAll(keepingCapacity: true) }
+        return dirty.map { state in
+            state.dirty = false
+            return state.record(ruleEngine)
+        }
+    }
+
+    /// Forgets which locations changed, when nothing is written (an in-memory store).
+    public func discardDirty() {
+        for state in dirty { state.dirty = false }
+        dirty.removeAll(keepingCapacity: true)
+    }
+
+    /// Marks locations for writing again (after a failed write).
+    public func markDirty(_ addresses: [LocationAddress]) {
+        for address in addresses {
+            if let state = locations.find(address) { markDirty(state) }
+        }
+    }
+
+    /// Whether changes wait to be written.
+    public var hasDirty: Bool { !dirty.isEmpty }
+
+    /// Puts back persisted locations: values, last published style and version. Staleness is
+    /// rescheduled; call ``expire(now:)`` and ``rederiveAll(now:)`` after it to catch up.
+    public func restore(_ restored: [LocationRecord]) {
+        locations.reserveCapacity(locations.count + restored.count)
+        for record in restored { restore(record) }
+    }
+
+    /// Puts back one persisted location (see ``restore(_:)-([LocationRecord])``).
+    public func restore(_ record: LocationRecord) {
+        restore(Self.prepare(record, ruleEngine: ruleEngine, sameRules: false))
+    }
+
+    /// A persisted location made ready to put back: what can be worked out without the
+    /// store (its key, its published style as the rules tell it, what it adds to its
+    /// summaries) is, so that a restore can do that on the thread that reads the file.
+    package struct PreparedLocation: Sendable {
+        let record: LocationRecord
+        /// Its path's hash in the location table.
+        let hash: UInt64
+        let ruleEngine: RuleEngine
+        let published: PublishedStyle
+        let contribution: SummaryTracker.Contribution
+    }
+
+    /// Prepares a persisted location for ``restore(_:)-(PreparedLocation)`` under `ruleEngine`
+    /// (the store's); safe on any thread. `sameRules`: the record was written under these
+    /// very rules (equal fingerprints), so its style need not be checked against them.
+    package static func prepare(_ record: LocationRecord, ruleEngine: RuleEngine, sameRules: Bool) -> PreparedLocation {
+        let published = PublishedStyle(record.published, at: record.address, ruleEngine: ruleEngine, trusted: sameRules)
+        let selection: RuleSelection? = switch published {
+        case .none: nil
+        case .key(let key): key.selection
+        case .foreign(let foreign): foreign.selection
+        }
+        return PreparedLocation(
+            record: record, hash: LocationTable.hash(record.address), ruleEngine: ruleEngine, published: published,
+            contribution: contribution(
+                record.address, legendState: selection.flatMap { ruleEngine.legendStateID($0) }, values: record.values,
+                headcount: record.values.withUnsafeBufferPointer {
+                    LiveValues.index(ofDomain: BuiltInDomain.headcount.rawValue, in: $0, tags: nil)
+                },
+                ruleEngine: ruleEngine))
+    }
+
+    /// Puts back one prepared location (see ``restore(_:)-([LocationRecord])``).
+    package func restore(_ prepared: PreparedLocation) {
+        guard prepared.ruleEngine === ruleEngine else {
+            // Prepared under rules the store no longer has.
+            return restore(prepared.record)
+        }
+        let record = prepared.record
+        let state: LocationState
+        if let existing = record.address.withPathBytes({ locations.find($0, hash: prepared.hash) }) {
+            state = existing
+            state.setValues(record.values)
+            state.setPublished(prepared.published)
+            state.version = record.version
+        } else {
+            state = insert(record, hash: prepared.hash, published: prepared.published)
+        }
+        scheduleAll(state)
+        summaries.update(state, prepared.contribution)
+    }
+
+    /// Makes room for this many locations.
+    public func reserveCapacity(_ count: Int) {
+        locations.reserveCapacity(count)
+    }
+}
