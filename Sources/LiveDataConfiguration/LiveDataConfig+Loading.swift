@@ -187,8 +187,11 @@ extension LiveDataConfig {
         var domains: [String: DomainSettings] = [:]
         for (domain, _, value) in reader.mapping(node, "domains", allowed: nil) {
             var settings = DomainSettings()
-            for (key, _, setting) in reader.mapping(value, "domains.\(domain)", allowed: ["staleAfter"]) where key == "staleAfter" {
-                settings.staleAfter = reader.duration(setting, "domains.\(domain).staleAfter")
+            for (key, _, setting) in reader.mapping(value, "domains.\(domain)", allowed: ["staleAfter", "moves"]) {
+                switch key {
+                case "staleAfter": settings.staleAfter = reader.duration(setting, "domains.\(domain).staleAfter")
+                default: settings.moves = reader.bool(setting, "domains.\(domain).moves")
+                }
             }
             domains[domain] = settings
         }

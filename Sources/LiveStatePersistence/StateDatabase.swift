@@ -1,6 +1,7 @@
 import CSQLite
 import Foundation
 import LiveState
+import LiveTopics
 
 /// The SQLite file behind the store: one row per location, its record in a compact binary
 /// form. Written in batches (write-behind), read once at start.
@@ -17,6 +18,7 @@ public final class StateDatabase {
     public let path: String
     private var db: OpaquePointer?
     private var upsert: OpaquePointer?
+    private var delete: OpaquePointer?
 
     /// Opens (creating if needed) the file and its folder.
     /// - Throws: ``Failure`` naming what failed.
@@ -44,6 +46,7 @@ public final class StateDatabase {
             "CREATE TABLE IF NOT EXISTS locations (address TEXT PRIMARY KEY, record BLOB NOT NULL) WITHOUT ROWID")
         try execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
         upsert = try prepare("INSERT OR REPLACE INTO locations (address, record) VALUES (?1, ?2)")
+        delete = try prepare("DELETE FROM locations WHERE address = ?1")
     }
 
     /// A stored setting (such as the fingerprint of the rules the styles were derived with).
@@ -65,15 +68,23 @@ public final class StateDatabase {
 
     deinit {
         sqlite3_finalize(upsert)
+        sqlite3_finalize(delete)
         sqlite3_close(db)
     }
 
-    /// Writes these records in one transaction.
+    /// Deletes the rows of `vacated` (places locations moved away from) and writes these
+    /// records, in one transaction (a location that moved away and back is written).
     /// - Throws: ``Failure``; the transaction is rolled back.
-    public func write(_ records: [LocationRecord]) throws(Failure) {
-        guard !records.isEmpty else { return }
+    public func write(_ records: [LocationRecord], deleting vacated: [LocationAddress] = []) throws(Failure) {
+        guard !records.isEmpty || !vacated.isEmpty else { return }
         try execute("BEGIN")
         do throws(Failure) {
+            for address in vacated {
+                let key = address.description
+                sqlite3_reset(delete)
+                sqlite3_bind_text(delete, 1, key, -1, transient)
+                guard sqlite3_step(delete) == SQLITE_DONE else { throw failure("deleting \(key)") }
+            }
             for record in records {
                 let key = record.address.description
                 let blob = RecordCodec.encode(record)

@@ -1,4 +1,5 @@
 import LiveState
+import LiveTopics
 import Logging
 
 /// Writes changed locations to the SQLite file behind the pipeline, in batches, and reads
@@ -27,9 +28,9 @@ public actor StoreWriter {
     /// Writes a batch in one transaction; a failure is logged and the batch kept for the next try.
     /// - Returns: whether it was written.
     @discardableResult
-    public func write(_ records: [LocationRecord]) -> Bool {
+    public func write(_ records: [LocationRecord], deleting vacated: [LocationAddress] = []) -> Bool {
         do {
-            try database.write(records)
+            try database.write(records, deleting: vacated)
             written += records.count
             return true
         } catch {

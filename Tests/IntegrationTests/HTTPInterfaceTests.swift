@@ -31,7 +31,7 @@ struct HTTPInterfaceTests {
         // Port 1 is never listened on: the client is built, not started.
         let client = try MQTTClient(configuration: MQTTConfiguration(host: "127.0.0.1", port: 1), logger: Logger(label: "test"))
         let pipeline = try await LivePipeline(config: config, client: client, metrics: metrics, logger: Logger(label: "test"))
-        for (location, floor, people) in [("room-7", "F3", 3), ("room-7", "F4", 0), ("desk-1", "F3", 1)] {
+        for (location, floor, people) in [("room-7", "F3", 3), ("room-9", "F4", 0), ("desk-1", "F3", 1)] {
             await pipeline.handle(
                 MQTTMessage(
                     topic: "ds1/hq/B/\(floor)/R/\(location)/occupancy",

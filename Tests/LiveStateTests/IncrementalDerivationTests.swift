@@ -36,8 +36,10 @@ struct IncrementalDerivationTests {
         var now = LiveTimestamp(millisecondsSince1970: 1_763_720_000_000)
         for step in 0..<3000 {
             now = now.adding(.milliseconds(Int64(random.next() % 3000)))
-            let location = "loc-\(random.next() % 5)"
-            let building = "b\(random.next() % 2)"
+            // A location is its dataset and id: each stays in its building.
+            let number = random.next() % 10
+            let location = "loc-\(number)"
+            let building = "b\(number % 2)"
             let topicPrefix = "ds1/hq/\(building)/f1/r1/\(location)"
             var update: LiveUpdate
             switch random.next() % 5 {

@@ -53,20 +53,28 @@ struct LiveStoreTests {
     @Test("queries by id and by floor read the index: every holder of an id, only the floor's locations")
     func readIndex() throws {
         let store = LiveStore(ruleEngine: try Self.engine(staleAfter: nil))
-        for (location, floor) in [("room-7", "F3"), ("room-8", "F3"), ("room-7", "F4"), ("desk-1", "F4")] {
+        for (location, floor) in [("room-7", "F3"), ("room-8", "F3"), ("desk-1", "F4")] {
             _ = store.apply(try update(["nrOfPeople": "1"], location: location, floor: floor), now: at(1))
         }
-        _ = store.apply(LiveUpdate(topic: try LiveTopic(parsing: "aaa/x/x/x/x/room-7/occupancy"), timestamp: at(1), properties: ["nrOfPeople": "1"]), now: at(1))
+        // The same id in other datasets: other locations.
+        for dataset in ["aaa", "zzz"] {
+            _ = store.apply(
+                LiveUpdate(
+                    topic: try LiveTopic(parsing: "\(dataset)/x/x/x/x/room-7/occupancy"), timestamp: at(1), properties: ["nrOfPeople": "1"]),
+                now: at(1))
+        }
         #expect(store.records(id: "room-7").map(\.address.description) == [
-            "aaa/x/x/x/x/room-7", "ds1/hq/B/F3/R7/room-7", "ds1/hq/B/F4/R7/room-7",
+            "aaa/x/x/x/x/room-7", "ds1/hq/B/F3/R7/room-7", "zzz/x/x/x/x/room-7",
         ])
         #expect(store.records(id: "room-8").map(\.address.floor) == ["F3"])
         #expect(store.records(id: "nowhere").isEmpty)
+        let f3 = SummaryTracker.Key(dataset: "ds1", venue: "hq", building: "B", floor: "F3")
         let f4 = SummaryTracker.Key(dataset: "ds1", venue: "hq", building: "B", floor: "F4")
-        #expect(store.records(floor: f4).map(\.address.location) == ["desk-1", "room-7"])
+        #expect(store.records(floor: f3).map(\.address.location) == ["room-7", "room-8"])
+        #expect(store.records(floor: f4).map(\.address.location) == ["desk-1"])
         // Updating a known location adds nothing to the index.
         _ = store.apply(try update(["nrOfPeople": "2"], location: "desk-1", at: 5, floor: "F4"), now: at(6))
-        #expect(store.records(floor: f4).count == 2)
+        #expect(store.records(floor: f4).count == 1)
     }
 
     @Test("a location with many domains, some with the same tag, finds each one's value")
@@ -375,6 +383,19 @@ struct LocationTableTests {
         #expect(table.locations.count == 5_000)
     }
 
+    @Test("a path with the same dataset and id but another placement finds the location, placed elsewhere")
+    func identity() {
+        var table = LocationTable()
+        let address = Self.address(3)
+        table.insert(Self.state(address), hash: LocationTable.hash(address))
+        let moved = LocationAddress(dataset: "ds1", venue: "hq", building: "b9", floor: "f9", room: "r9", location: "loc-3")
+        let found = moved.withPathBytes { table.find($0, hash: LocationTable.hash($0)) }
+        #expect(found?.location.address == address)
+        #expect(found?.samePlacement == false)
+        let otherDataset = LocationAddress(path: "ds2/hq/b0/f3/r3/loc-3")!
+        #expect(otherDataset.withPathBytes { table.find($0, hash: LocationTable.hash($0)) } == nil)
+    }
+
     @Test("locations whose paths hash alike are told apart by their addresses")
     func collisions() {
         var table = LocationTable()
@@ -382,7 +403,8 @@ struct LocationTableTests {
         for address in addresses { table.insert(Self.state(address), hash: 42) }
         for address in addresses {
             let found = address.withPathBytes { table.find($0, hash: 42) }
-            #expect(found?.address == address)
+            #expect(found?.location.address == address)
+            #expect(found?.samePlacement == true)
         }
         let missing = Self.address(99).withPathBytes { table.find($0, hash: 42) }
         #expect(missing == nil)
@@ -391,6 +413,10 @@ struct LocationTableTests {
     @Test("a path hashes the same from a topic slice and from an address; different paths differ")
     func hashing() {
         let address = Self.address(7)
+        // A location is its dataset and id: its hash does not depend on where it is placed.
+        let elsewhere = LocationAddress(dataset: "ds1", venue: "v2", building: "x", floor: "y", room: "z", location: "loc-7")
+        #expect(LocationTable.hash(address) == LocationTable.hash(elsewhere))
+        #expect(LocationTable.hash(address) != LocationTable.hash(LocationAddress(path: "ds2/hq/b1/f0/r7/loc-7")!))
         let topic = address.description + "/co2"
         #expect(LocationTable.hash(address) == LocationTable.hash(topic.dropLast(4)))
         let hashes = Set((0..<1_000).map { LocationTable.hash(Self.address($0)) })

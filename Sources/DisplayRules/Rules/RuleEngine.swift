@@ -60,7 +60,10 @@ public final class RuleEngine: Sendable {
             text += "\(rule.style.style.json) \(rule.legend ?? "-") \(rule.layer ?? "-") \(rule.priority) \(rule.order)\n"
         }
         for (domain, settings) in ruleSet.domains.sorted(by: { $0.key < $1.key }) {
-            text += "domain \(domain) \(settings.staleAfter.map { "\($0)" } ?? "-")\n"
+            text += "domain \(domain) \(settings.staleAfter.map { "\($0)" } ?? "-")"
+            // Added to the line only when set, so that fingerprints of configs without it stay as they were.
+            if let moves = settings.moves { text += " moves \(moves)" }
+            text += "\n"
         }
         for (id, entry) in ruleSet.catalog.entries.sorted(by: { $0.key < $1.key }) {
             text += "catalog \(id) \(entry.type ?? "-") \(entry.capacity.map(String.init) ?? "-")\n"

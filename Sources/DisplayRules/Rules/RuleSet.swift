@@ -60,9 +60,21 @@ public struct RuleSet: Sendable {
 public struct DomainSettings: Hashable, Sendable {
     /// A value older than this counts as absent.
     public var staleAfter: Duration?
+    /// Whether an update of this domain that names another placement (venue, building,
+    /// floor, room) moves the location there; `nil`: the built-in default
+    /// (``BuiltInDomain/movesLocations``: `position` moves, nothing else does).
+    public var moves: Bool?
 
-    public init(staleAfter: Duration? = nil) {
+    public init(staleAfter: Duration? = nil, moves: Bool? = nil) {
         self.staleAfter = staleAfter
+        self.moves = moves
+    }
+}
+
+extension RuleSet {
+    /// Whether updates of `domain` may move a location (`domains.X.moves`, else the default).
+    public func moves(_ domain: String) -> Bool {
+        domains[domain]?.moves ?? BuiltInDomain(rawValue: domain)?.movesLocations ?? false
     }
 }
 

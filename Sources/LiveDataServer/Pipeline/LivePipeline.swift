@@ -57,7 +57,9 @@ public actor LivePipeline {
             writer = try StoreWriter(path: config.store.path, logger: logger)
             let changes = restored.changes
             logger.info("restored \(restored.count) locations", metadata: ["store.path": "\(config.store.path)"])
-            // Styles that changed while we were down (rules, staleness) go out once connected.
+            // Styles that changed while we were down (rules, staleness) go out once connected,
+            // and the style topics of placements the file held twice are cleared.
+            for address in core.store.takeStaleStyleAddresses() { publisher.send(topics.clearing(styleOf: address)) }
             for change in changes { queue(change) }
         }
     }
@@ -191,13 +193,16 @@ public actor LivePipeline {
         guard let writer else {
             // Nothing is written: forget the changes without building records of them.
             core.discardDirty()
+            _ = core.store.takeVacated()
             return
         }
         let dirty = core.takeDirty()
-        guard !dirty.isEmpty else { return }
-        if !(await writer.write(dirty)) {
+        let vacated = core.store.takeVacated()
+        guard !dirty.isEmpty || !vacated.isEmpty else { return }
+        if !(await writer.write(dirty, deleting: vacated)) {
             // Kept for the next tick: the store still holds these records.
             core.markDirty(dirty.map(\.address))
+            core.store.returnVacated(vacated)
         }
     }
 
@@ -243,6 +248,8 @@ public actor LivePipeline {
     // MARK: - Publishing
 
     private func queue(_ change: DerivedChange) {
+        // A location that moved: its old topic is cleared as the new one gets the style.
+        if let old = change.movedFrom { publisher.send(topics.clearing(styleOf: old)) }
         publisher.send(change: topics.publication(change))
     }
 

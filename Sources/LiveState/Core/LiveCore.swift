@@ -16,6 +16,9 @@ public final class LiveCore {
         case badPayload = "bad_payload"
         /// The payload is larger than the limit.
         case oversize
+        /// It names another placement for a tracked location, and its domain does not move
+        /// locations (`domains.X.moves`).
+        case placementConflict = "placement_conflict"
     }
 
     public enum Outcome: Sendable, Equatable {
@@ -92,20 +95,22 @@ public final class LiveCore {
         if target.map({ store.isAccepted($0, generation: generation) }) != true, let refused = checkSubscribed(topic) {
             return refused
         }
-        if let target, let slash = split?.slash {
+        if let target, target.samePlacement, let slash = split?.slash {
             // The domain is made into a string only when the location has no value of it yet.
-            return Self.outcome(
+            return outcome(
                 store.apply(
                     target, domain: Self.domain(of: topic, after: slash), payload: payload, receivedAt: receivedAt,
-                    acceptedBy: generation))
+                    acceptedBy: generation),
+                topic: topic)
         }
+        // A new location, or one this topic places elsewhere: the store decides whether it moves.
         let liveTopic: LiveTopic
         do {
             liveTopic = try LiveTopic(parsing: topic)
         } catch {
             return reject(.badTopic, "\(error)")
         }
-        return Self.outcome(store.apply(LiveUpdate(topic: liveTopic, payload: payload, receivedAt: receivedAt), now: receivedAt))
+        return outcome(store.apply(LiveUpdate(topic: liveTopic, payload: payload, receivedAt: receivedAt), now: receivedAt), topic: topic)
     }
 
     /// Checks a topic against the subscriptions: `nil` when one accepts it, else why not.
@@ -139,11 +144,16 @@ public final class LiveCore {
         return nil
     }
 
-    private static func outcome(_ outcome: LiveStore.Outcome) -> Outcome {
+    private func outcome(_ outcome: LiveStore.Outcome, topic: String) -> Outcome {
         switch outcome {
-        case .ignoredOutOfOrder: .ignoredOutOfOrder
-        case .unchanged: .unchanged
-        case .changed(let change): .changed(change)
+        case .ignoredOutOfOrder: return .ignoredOutOfOrder
+        case .unchanged: return .unchanged
+        case .changed(let change): return .changed(change)
+        case .placementConflict(let current):
+            let domain = topic.split(separator: "/").last.map(String.init) ?? ""
+            return reject(
+                .placementConflict,
+                "\(current.location) is at \(current); \(domain) updates do not move locations (domains.\(domain).moves)")
         }
     }
 

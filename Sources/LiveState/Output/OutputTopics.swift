@@ -45,6 +45,12 @@ public struct OutputTopics: Sendable {
         Publication(topic: style(change.address), payload: Array(change.json.utf8), retain: retain)
     }
 
+    /// An empty retained payload at a style topic: MQTT's "gone", for the placement a
+    /// location left.
+    public func clearing(styleOf address: LocationAddress) -> Publication {
+        Publication(topic: style(address), payload: [], retain: true)
+    }
+
     /// A summary at its summary topic.
     public func publication(_ summary: SummaryTracker.Summary, updatedAt: LiveTimestamp) -> Publication {
         Publication(topic: self.summary(summary.key), payload: Array(summary.json(updatedAt: updatedAt).utf8), retain: retain)

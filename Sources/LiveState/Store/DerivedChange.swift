@@ -23,6 +23,9 @@ public struct DerivedChange: Sendable, Equatable {
     let values: [DomainValue]
     /// Counts this location's published changes.
     public var version: UInt64
+    /// The address the location moved away from with this change: its style topic is to be
+    /// cleared (an empty retained payload) as the new one is published.
+    public var movedFrom: LocationAddress?
     public var updatedAt: LiveTimestamp
 
     init(
@@ -85,6 +88,7 @@ func locationJSON(
     object.add("location", address.location)
     object.add("topic", json: address.json)
     object.add("style", json: (derived?.style ?? Style()).json)
+    if let position = positionJSON(live) { object.add("position", json: position) }
     if let changed { object.add("changed", json: jsonArray(changed.map(\.rawValue))) }
     object.add("rules", json: jsonArray(derived?.rules ?? []))
     var values = JSONObjectWriter()
@@ -97,6 +101,23 @@ func locationJSON(
     object.add("live", json: values.json)
     object.add("version", Int(version))
     if let updatedAt { object.add("updatedAt", updatedAt.description) }
+    return object.json
+}
+
+/// `{"latitude": …, "longitude": …, "floorIndex": …}` from the fresh value of the placement
+/// domain (``BuiltInDomain/placement``), as numbers; `nil` without one. A property that is
+/// not a number is left out.
+func positionJSON(_ live: [DomainValue]) -> String? {
+    guard let value = live.first(where: { $0.domain == BuiltInDomain.placement.rawValue }) else { return nil }
+    var object = JSONObjectWriter()
+    for property in BuiltInDomain.placement.properties {
+        switch property.type {
+        case .integer:
+            if let number = value.properties.int(property) { object.add(property.name, number) }
+        case .number, .boolean:
+            if let number = value.properties.double(property), number.isFinite { object.add(property.name, number) }
+        }
+    }
     return object.json
 }
 

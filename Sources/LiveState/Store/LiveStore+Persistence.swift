@@ -80,16 +80,54 @@ extension LiveStore {
         }
         let record = prepared.record
         let state: LocationState
-        if let existing = record.address.withPathBytes({ locations.find($0, hash: prepared.hash) }) {
+        if let (existing, samePlacement) = record.address.withPathBytes({ locations.find($0, hash: prepared.hash) }) {
+            var version = record.version
+            if !samePlacement {
+                // Two stored placements of one location (a file written before locations
+                // moved): the one with the newer values stays, the other's row and style go.
+                version = max(version, existing.version)
+                guard Self.newest(record.values) > Self.newest(existing.values) else {
+                    existing.version = version
+                    vacated.append(record.address)
+                    staleStyleAddresses.append(record.address)
+                    return
+                }
+                staleStyleAddresses.append(existing.address)
+                move(existing, to: record.address, counted: false)
+            }
             state = existing
             state.setValues(record.values)
             state.setPublished(prepared.published)
-            state.version = record.version
+            state.version = version
         } else {
             state = insert(record, hash: prepared.hash, published: prepared.published)
         }
         scheduleAll(state)
         summaries.update(state, prepared.contribution)
+    }
+
+    /// The newest timestamp among some values.
+    private static func newest(_ values: [DomainValue]) -> Int64 {
+        values.lazy.map(\.timestamp.millisecondsSince1970).max() ?? .min
+    }
+
+    /// Addresses no location holds any more, for persistence to delete (and forget).
+    public func takeVacated() -> [LocationAddress] {
+        defer { vacated.removeAll() }
+        return vacated
+    }
+
+    /// Puts back addresses whose deletion failed, for the next write.
+    public func returnVacated(_ addresses: [LocationAddress]) {
+        vacated.insert(contentsOf: addresses, at: 0)
+    }
+
+    /// Style topics to clear that no derived change clears: the placements dropped when a
+    /// restore found one location stored at two (a derived change clears the old topic of a
+    /// location that moves as it runs, see ``DerivedChange/movedFrom``).
+    public func takeStaleStyleAddresses() -> [LocationAddress] {
+        defer { staleStyleAddresses.removeAll() }
+        return staleStyleAddresses
     }
 
     /// Makes room for this many locations.

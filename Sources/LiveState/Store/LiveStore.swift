@@ -12,6 +12,9 @@ public final class LiveStore {
     public enum Outcome: Sendable, Equatable {
         /// Older than the stored value for the same location and domain.
         case ignoredOutOfOrder
+        /// It names another placement for a tracked location, and its domain does not move
+        /// locations (`domains.X.moves`): where the location is now.
+        case placementConflict(LocationAddress)
         /// Applied; the style stayed the same, so nothing is published.
         case unchanged
         /// Applied, and the style changed.
@@ -22,6 +25,9 @@ public final class LiveStore {
         public var applied = 0
         public var ignoredOutOfOrder = 0
         public var removals = 0
+        /// Locations that moved to another venue, building, floor or room.
+        public var moves = 0
+        public var placementConflicts = 0
         public var expired = 0
         public var changes = 0
 
@@ -42,12 +48,17 @@ public final class LiveStore {
     private var readIndex = ReadIndex()
     @exclusivity(unchecked) private var expiries = ExpiryQueue()
     @exclusivity(unchecked) var dirty: [LocationState] = []
+    /// Addresses that no location holds any more (it moved away), for persistence to delete.
+    var vacated: [LocationAddress] = []
+    /// Style topics to clear that no derived change will clear (see ``takeStaleStyleAddresses()``).
+    var staleStyleAddresses: [LocationAddress] = []
     /// The domains with a `staleAfter`, numbered for the expiry bitmask of each location.
     private var staleDomains: [String] = []
     /// Per stale domain, its `staleAfter` in milliseconds (timestamps are milliseconds).
     private var staleAfter: [Int64] = []
 
     private static let headcountDomain = BuiltInDomain.headcount.rawValue
+    private static let placementDomain = BuiltInDomain.placement.rawValue
 
     public init(ruleEngine: RuleEngine, summaryInterval: Duration = .seconds(1)) {
         self.ruleEngine = ruleEngine
@@ -99,12 +110,56 @@ public final class LiveStore {
 
     /// Applies one update: stores its value (or removes it, for an empty payload) and
     /// re-derives the location's style.
+    ///
+    /// An update that names another placement for a tracked location (the same dataset and
+    /// id, another venue, building, floor or room) moves it there when its domain moves
+    /// locations and it is not older than the location's value of that domain; otherwise
+    /// it is refused (``Outcome/placementConflict(_:)``) or ignored as out of order.
     public func apply(_ update: LiveUpdate, now: LiveTimestamp) -> Outcome {
         let address = LocationAddress(update.topic)
-        let state = location(address)
-        return apply(
-            state, domain: update.topic.domain, at: state.index(of: update.topic.domain), properties: update.properties,
-            timestamp: update.timestamp, isRemoval: update.isRemoval, now: now)
+        let (state, samePlacement) = location(address)
+        let domain = update.topic.domain
+        let index = state.index(of: domain)
+        var movedFrom: LocationAddress?
+        if !samePlacement {
+            guard ruleEngine.ruleSet.moves(domain) else {
+                counters.placementConflicts += 1
+                return .placementConflict(state.address)
+            }
+            // A removal says nothing of where the location is; an older value does not move it back.
+            if update.isRemoval { return .unchanged }
+            if let index, update.timestamp < state.values[index].timestamp {
+                counters.ignoredOutOfOrder += 1
+                return .ignoredOutOfOrder
+            }
+            movedFrom = state.address
+            move(state, to: address)
+        }
+        let outcome = apply(
+            state, domain: domain, at: index, properties: update.properties, timestamp: update.timestamp,
+            isRemoval: update.isRemoval, now: now)
+        guard let movedFrom, case .changed(var change) = outcome else { return outcome }
+        change.movedFrom = movedFrom
+        return .changed(change)
+    }
+
+    /// Places a location elsewhere: its summaries, read index and persistence key move
+    /// with it, and its next derivation publishes the whole style at its new topic.
+    /// `counted`: a move seen in the updates (not one a restore settles).
+    func move(_ state: LocationState, to address: LocationAddress, counted: Bool = true) {
+        let old = state.address
+        readIndex.remove(state)
+        state.address = address
+        summaries.move(state, to: address)
+        readIndex.insert(state)
+        // What was worked out for the old address is forgotten.
+        state.outOfScope = nil
+        state.acceptedDomains = 0
+        // Nothing is published at the new topic yet: the next change carries every field.
+        state.setPublished(.none)
+        vacated.append(old)
+        if counted { counters.moves += 1 }
+        markDirty(state)
     }
 
     /// A tracked location, found by the bytes of an incoming topic, and where its value for
@@ -112,6 +167,9 @@ public final class LiveStore {
     struct Target {
         let state: LocationState
         let index: Int?
+        /// The topic places the location where it is (else it names a new placement, which
+        /// ``apply(_:now:)`` decides on).
+        let samePlacement: Bool
     }
 
     /// A path's hash in the table of locations, for ``target(path:hash:domain:)``; the
@@ -129,15 +187,16 @@ public final class LiveStore {
     /// incoming topic's bytes.
     /// - Returns: `nil` when the location is not tracked yet: use ``apply(_:now:)``.
     func target(path: UnsafeRawBufferPointer, hash: UInt64, domain: UnsafeRawBufferPointer) -> Target? {
-        guard let state = locations.find(path, hash: hash) else { return nil }
-        return Target(state: state, index: state.index(ofBytes: domain))
+        guard let (state, samePlacement) = locations.find(path, hash: hash) else { return nil }
+        return Target(state: state, index: state.index(ofBytes: domain), samePlacement: samePlacement)
     }
 
     /// Whether the topic of a target was found acceptable by the subscriptions of
     /// `generation` (a number its caller gives each set of subscriptions), as remembered by
     /// ``apply(_:domain:payload:receivedAt:acceptedBy:)``: the topic need not be checked again.
     func isAccepted(_ target: Target, generation: UInt32) -> Bool {
-        guard let index = target.index, index < 64, target.state.acceptedGeneration == generation else { return false }
+        guard target.samePlacement, let index = target.index, index < 64, target.state.acceptedGeneration == generation
+        else { return false }
         return target.state.acceptedDomains & (1 << UInt64(index)) != 0
     }
 
@@ -182,8 +241,11 @@ public final class LiveStore {
                     return .ignoredOutOfOrder
                 }
                 // The same values again (sensors repeat themselves): rules read values, not
-                // timestamps, so only the timestamp and the expiry move on.
-                if !stale, !state.values[index].stale, state.values[index].properties == properties {
+                // timestamps, so only the timestamp and the expiry move on — unless nothing
+                // is published where the location is (it has just moved).
+                if !stale, !state.values[index].stale, state.values[index].properties == properties,
+                    state.published != nil || state.foreign != nil
+                {
                     state.values[index].timestamp = timestamp
                     if let staleNumber, let staleAfter {
                         schedule(state, number: staleNumber, deadline: timestamp.adding(milliseconds: staleAfter))
@@ -206,7 +268,8 @@ public final class LiveStore {
         }
         counters.applied += 1
         markDirty(state)
-        return rederive(state, now: now, changedDomain: domain)
+        return rederive(
+            state, now: now, changedDomain: domain, placementChanged: domain.isSameIdentifier(as: Self.placementDomain))
     }
 
     /// Marks values whose `staleAfter` has passed as absent and re-derives their locations.
@@ -227,7 +290,8 @@ public final class LiveStore {
             state.values[index].stale = true
             counters.expired += 1
             markDirty(state)
-            if case .changed(let change) = rederive(state, now: now) { changes.append(change) }
+            let placementChanged = staleDomains[number].isSameIdentifier(as: Self.placementDomain)
+            if case .changed(let change) = rederive(state, now: now, placementChanged: placementChanged) { changes.append(change) }
         }
         return changes
     }
@@ -273,10 +337,13 @@ public final class LiveStore {
 
     // MARK: - Deriving
 
-    private func location(_ address: LocationAddress) -> LocationState {
+    /// The location with this address's identity, and whether it is placed there; a new
+    /// one (placed there) when none is tracked.
+    private func location(_ address: LocationAddress) -> (LocationState, samePlacement: Bool) {
         address.withPathBytes { path in
             let hash = LocationTable.hash(path)
-            return locations.find(path, hash: hash) ?? insert(LocationRecord(address: address), hash: hash, published: .none)
+            if let found = locations.find(path, hash: hash) { return found }
+            return (insert(LocationRecord(address: address), hash: hash, published: .none), true)
         }
     }
 
@@ -315,7 +382,13 @@ public final class LiveStore {
     /// Re-derives a location's style; with `changedDomain`, only the rules that read that
     /// domain are evaluated again (the others keep their last result). The diff compares
     /// style keys; the style itself is built when the change is published.
-    private func rederive(_ state: LocationState, now: LiveTimestamp, changedDomain: String? = nil) -> Outcome {
+    ///
+    /// `placementChanged`: the location's fresh position (``BuiltInDomain/placement``)
+    /// changed, appeared or went away; a change is then published even when the style is
+    /// the same, since it carries the position a map client places the marker by.
+    private func rederive(
+        _ state: LocationState, now: LiveTimestamp, changedDomain: String? = nil, placementChanged: Bool = false
+    ) -> Outcome {
         // Read once: every use of the stored property would retain and release it again.
         let ruleEngine = self.ruleEngine
         var values = LiveValues(domains: state.values)
@@ -349,12 +422,12 @@ public final class LiveStore {
         if let foreign = state.foreign {
             state.foreign = nil
             state.published = key
-            if foreign.selection == key.selection, foreign.derived.style == ruleEngine.style(key, at: state.address) {
+            if !placementChanged, foreign.selection == key.selection, foreign.derived.style == ruleEngine.style(key, at: state.address) {
                 return .unchanged
             }
             before = .style(foreign)
         } else if let previous = published.take() {
-            if previous == key {
+            if previous == key, !placementChanged {
                 state.published = consume previous
                 return .unchanged
             }

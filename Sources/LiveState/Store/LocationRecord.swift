@@ -29,7 +29,8 @@ public struct LocationRecord: Hashable, Sendable {
 final class LocationState {
     // Stored properties are laid out in this order: what finding a location and its value
     // for an update's domain reads comes first, so that it is one line of memory.
-    let address: LocationAddress
+    /// Where it is now (its identity, dataset and id, never changes; see ``LiveStore/apply(_:now:)``).
+    @exclusivity(unchecked) var address: LocationAddress
     /// Its values; entries are added, removed or replaced by the methods below, which keep
     /// `domainTags` and `acceptedDomains` in step (an entry's other fields may be changed
     /// in place).
@@ -48,8 +49,8 @@ final class LocationState {
     @exclusivity(unchecked) var scheduledExpiries: UInt64 = 0
     /// What it adds to its floor and building summaries.
     @exclusivity(unchecked) var contribution: SummaryTracker.Contribution?
-    let floorSummary: SummaryTracker.Aggregate
-    let buildingSummary: SummaryTracker.Aggregate
+    @exclusivity(unchecked) var floorSummary: SummaryTracker.Aggregate
+    @exclusivity(unchecked) var buildingSummary: SummaryTracker.Aggregate
     /// The last published style, as its key under the current rules: `nil` until the first
     /// change is published, and while `foreign` stands in for it.
     @exclusivity(unchecked) var published: StyleKey?

@@ -1,13 +1,14 @@
 import CPrefetch
 import LiveTopics
 
-/// The tracked locations, found by the bytes of their path (`dataset/venue/building/floor/
-/// room/location`, a slice of an incoming topic) without building a key.
+/// The tracked locations, found by their identity (dataset and location id) in the bytes
+/// of a path (`dataset/venue/building/floor/room/location`, a slice of an incoming topic)
+/// without building a key: a location that moves to another floor keeps its slot.
 ///
-/// Open addressing with linear probing: a slot holds a path's hash and its location, and a
-/// hit is confirmed against the location's own address, so the table keeps no copy of the
-/// path and a lookup reads one slot and the location it needs anyway. Locations are never
-/// removed.
+/// Open addressing with linear probing: a slot holds an identity's hash and its location,
+/// and a hit is confirmed against the location's own address, so the table keeps no copy of
+/// the key and a lookup reads one slot and the location it needs anyway. Locations are
+/// never removed.
 struct LocationTable {
     private struct Slot {
         /// The path's hash; 0 marks an empty slot (``hash(_:)`` never returns 0).
@@ -22,16 +23,19 @@ struct LocationTable {
 
     var count: Int { locations.count }
 
-    /// The location whose path hashes to `hash` (see ``hash(_:)``) and is `path`.
-    func find(_ path: UnsafeRawBufferPointer, hash: UInt64) -> LocationState? {
+    /// The location with the identity of `path` (whose ``hash(_:)`` is `hash`), and whether
+    /// it is placed where `path` says (else the path names a new placement for it).
+    func find(_ path: UnsafeRawBufferPointer, hash: UInt64) -> (location: LocationState, samePlacement: Bool)? {
         slots.withUnsafeBufferPointer { slots in
             let mask = slots.count - 1
             var index = Int(truncatingIfNeeded: hash) & mask
             while true {
                 let slot = slots[index]
                 if slot.hash == 0 { return nil }
-                if slot.hash == hash, let location = slot.location?.takeUnretainedValue(), location.address.hasPath(path) {
-                    return location
+                if slot.hash == hash, let location = slot.location?.takeUnretainedValue() {
+                    // The whole path first: the common case, one comparison.
+                    if location.address.hasPath(path) { return (location, true) }
+                    if location.address.hasIdentity(ofPath: path) { return (location, false) }
                 }
                 index = (index + 1) & mask
             }
@@ -46,14 +50,14 @@ struct LocationTable {
         }
     }
 
-    /// The location with this path.
+    /// The location with this path's identity, wherever it is placed.
     func find(_ path: Substring) -> LocationState? {
-        Self.withBytes(path) { find($0, hash: Self.hash($0)) }
+        Self.withBytes(path) { find($0, hash: Self.hash($0))?.location }
     }
 
-    /// The location at this address.
+    /// The location with this address's identity, wherever it is placed.
     func find(_ address: LocationAddress) -> LocationState? {
-        address.withPathBytes { find($0, hash: Self.hash($0)) }
+        address.withPathBytes { find($0, hash: Self.hash($0))?.location }
     }
 
     /// Adds a location that is not in the table; `hash` is its path's.
@@ -94,14 +98,25 @@ struct LocationTable {
     /// Chosen per process, so that which paths collide cannot be worked out in advance.
     private static let seed = UInt64.random(in: .min ... .max)
 
-    /// The hash of a path's bytes: 8 bytes at a time, each folded in by a 64×64→128-bit
-    /// multiply (as wyhash does). Never 0.
-    static func hash(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
-        @inline(__always) func mix(_ value: UInt64) -> UInt64 {
-            let product = value.multipliedFullWidth(by: 0xA076_1D64_78BD_642F)
-            return product.high ^ product.low
-        }
-        var state = seed ^ UInt64(bytes.count) &* 0x9E37_79B9_7F4A_7C15
+    /// The hash of a path's identity (its dataset and its location id, see
+    /// ``LocationAddress/identity(ofPath:)``): 8 bytes at a time, each folded in by a
+    /// 64×64→128-bit multiply (as wyhash does). Never 0.
+    static func hash(_ path: UnsafeRawBufferPointer) -> UInt64 {
+        let (dataset, id) = LocationAddress.identity(ofPath: path)
+        let hash = mix(absorb(id, into: absorb(dataset, into: seed)) ^ 0x5899_65CC_7537_4CC3)
+        return hash == 0 ? 1 : hash
+    }
+
+    @inline(__always)
+    private static func mix(_ value: UInt64) -> UInt64 {
+        let product = value.multipliedFullWidth(by: 0xA076_1D64_78BD_642F)
+        return product.high ^ product.low
+    }
+
+    /// Folds a run of bytes and its length into a hash state.
+    @inline(__always)
+    private static func absorb(_ bytes: UnsafeRawBufferPointer, into state: UInt64) -> UInt64 {
+        var state = mix(state ^ UInt64(bytes.count) &* 0x9E37_79B9_7F4A_7C15)
         var offset = 0
         while offset + 8 <= bytes.count {
             state = mix(state ^ bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self) ^ 0xE703_7ED1_A0B4_28DB)
@@ -112,8 +127,7 @@ struct LocationTable {
             for index in offset..<bytes.count { tail |= UInt64(bytes[index]) << UInt64((index - offset) * 8) }
             state = mix(state ^ tail ^ 0x8EBC_6AF0_9C88_C6E3)
         }
-        let hash = mix(state ^ 0x5899_65CC_7537_4CC3)
-        return hash == 0 ? 1 : hash
+        return state
     }
 
     /// The hash of a path.

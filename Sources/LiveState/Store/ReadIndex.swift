@@ -23,6 +23,24 @@ struct ReadIndex {
         byFloor[state.floorSummary.key, default: []].append(state)
     }
 
+    /// Takes a location out of its floor's list (before it moves; its id stays).
+    mutating func remove(_ state: LocationState) {
+        let key = state.floorSummary.key
+        byFloor[key]?.removeAll { $0 === state }
+        let id = state.address.location
+        if byID[id] === state {
+            byID[id] = nil
+        } else if var shared = sharedIDs[id] {
+            shared.removeAll { $0 === state }
+            if shared.count == 1 {
+                sharedIDs[id] = nil
+                byID[id] = shared[0]
+            } else {
+                sharedIDs[id] = shared
+            }
+        }
+    }
+
     func locations(id: String) -> [LocationState] {
         if let one = byID[id] { return [one] }
         return sharedIDs[id] ?? []

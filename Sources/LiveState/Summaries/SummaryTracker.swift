@@ -97,6 +97,14 @@ public struct SummaryTracker {
             capacity += Int(new.capacity)
         }
 
+        /// Takes a location that leaves out of the totals.
+        func withdraw(_ old: Contribution) {
+            locations -= 1
+            count(old.state, -1)
+            people -= Int(old.people)
+            capacity -= Int(old.capacity)
+        }
+
         /// The totals, with legend states named by `titles`.
         func summary(titles: [String]) -> Summary {
             var states: [String: Int] = [:]
@@ -164,6 +172,30 @@ public struct SummaryTracker {
         location.contribution = contribution
         replace(location.floorSummary, old, contribution)
         replace(location.buildingSummary, old, contribution)
+    }
+
+    /// Moves a location's contribution from the floor and building it was counted in to
+    /// those of `address`.
+    mutating func move(_ location: LocationState, to address: LocationAddress) {
+        if let old = location.contribution {
+            withdraw(location.floorSummary, old)
+            withdraw(location.buildingSummary, old)
+        }
+        let (floor, building) = aggregates(for: address)
+        location.floorSummary = floor
+        location.buildingSummary = building
+        if let contribution = location.contribution {
+            replace(floor, nil, contribution)
+            replace(building, nil, contribution)
+        }
+    }
+
+    private mutating func withdraw(_ aggregate: Aggregate, _ old: Contribution) {
+        aggregate.withdraw(old)
+        if !aggregate.dirty {
+            aggregate.dirty = true
+            dirty.append(aggregate)
+        }
     }
 
     private mutating func replace(_ aggregate: Aggregate, _ old: Contribution?, _ new: Contribution) {

@@ -73,6 +73,33 @@ public struct LocationAddress: Hashable, Sendable, CustomStringConvertible {
         path.isSameIdentifier(asBytes: other)
     }
 
+    /// A path's identity: its dataset and its location id (the first and last components).
+    /// A location is its identity; the components between are its placement, which a
+    /// moving location changes.
+    public static func identity(ofPath path: UnsafeRawBufferPointer) -> (dataset: UnsafeRawBufferPointer, id: UnsafeRawBufferPointer) {
+        var first = 0
+        while first < path.count, path[first] != UInt8(ascii: "/") { first += 1 }
+        var last = path.count - 1
+        while last > first, path[last] != UInt8(ascii: "/") { last -= 1 }
+        let idStart = min(last + 1, path.count)
+        return (UnsafeRawBufferPointer(rebasing: path[..<first]), UnsafeRawBufferPointer(rebasing: path[idStart...]))
+    }
+
+    /// Whether `other` (a path's bytes) names the same location: the same dataset and id,
+    /// byte for byte, wherever it is placed.
+    public func hasIdentity(ofPath other: UnsafeRawBufferPointer) -> Bool {
+        withPathBytes { mine in
+            let (dataset, id) = Self.identity(ofPath: mine)
+            let (otherDataset, otherID) = Self.identity(ofPath: other)
+            return dataset.elementsEqual(otherDataset) && id.elementsEqual(otherID)
+        }
+    }
+
+    /// Whether another address names the same location (see ``hasIdentity(ofPath:)``).
+    public func hasIdentity(of other: LocationAddress) -> Bool {
+        other.withPathBytes { hasIdentity(ofPath: $0) }
+    }
+
     /// The byte range of component `position` (0 for the dataset … 5 for the location).
     private static func range(of position: Int, in path: UnsafeRawBufferPointer) -> Range<Int> {
         var start = 0

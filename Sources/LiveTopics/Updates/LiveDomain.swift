@@ -48,6 +48,14 @@ public enum BuiltInDomain: String, CaseIterable, Sendable {
     /// The properties' names.
     public var propertyNames: [String] { properties.map(\.name) }
 
+    /// Whether its updates move a location by default: an update naming another venue,
+    /// building, floor or room places the location there (`domains.X.moves` overrides it).
+    public var movesLocations: Bool { self == .position }
+
+    /// The domain whose fresh value places a location's marker: a derived change carries
+    /// its latitude, longitude and floor index.
+    public static let placement = BuiltInDomain.position
+
     /// The domain whose values the summaries count people and capacity from, and whose
     /// capacity falls back on the catalog's.
     public static let headcount = BuiltInDomain.occupancy

@@ -1,0 +1,173 @@
+import DisplayRules
+import Foundation
+import LiveTopics
+import Testing
+
+@testable import LiveState
+
+/// A location is its dataset and id; venue, building, floor and room are where it is now.
+@Suite("Moving locations")
+struct MovingLocationTests {
+    static let start = LiveTimestamp(millisecondsSince1970: 1_763_720_000_000)
+
+    static func ruleSet(domains: [String: DomainSettings] = ["position": DomainSettings(staleAfter: .seconds(60))]) throws -> RuleSet {
+        RuleSet(
+            main: try StyleTemplate(Style(visible: true, icon: "asset.svg"), domain: nil),
+            rules: [
+                Rule(
+                    name: "occupied", domain: "occupancy", condition: try CompiledExpression("nrOfPeople > 0", domain: "occupancy"),
+                    style: try StyleTemplate(Style(polygonFillColor: Color("#D64545")), domain: "occupancy"), legend: "Occupied",
+                    priority: 1, order: 0)
+            ],
+            domains: domains)
+    }
+
+    static func store(_ domains: [String: DomainSettings]? = nil) throws -> LiveStore {
+        LiveStore(ruleEngine: RuleEngine(try domains.map { try ruleSet(domains: $0) } ?? ruleSet()))
+    }
+
+    static func at(_ offset: Int64) -> LiveTimestamp { start.adding(milliseconds: offset) }
+
+    static func position(floor: String, room: String = "R1", index: Int, at offset: Int64, latitude: String = "55.1") throws -> LiveUpdate {
+        LiveUpdate(
+            topic: try LiveTopic(parsing: "ds1/v/B/\(floor)/\(room)/asset-1/position"), timestamp: at(offset),
+            properties: ["latitude": latitude, "longitude": "12.1", "floorIndex": "\(index)"])
+    }
+
+    static func occupancy(floor: String, people: Int, at offset: Int64) throws -> LiveUpdate {
+        LiveUpdate(
+            topic: try LiveTopic(parsing: "ds1/v/B/\(floor)/R1/asset-1/occupancy"), timestamp: at(offset),
+            properties: ["nrOfPeople": "\(people)"])
+    }
+
+    static func change(_ outcome: LiveStore.Outcome) -> DerivedChange? {
+        if case .changed(let change) = outcome { return change }
+        return nil
+    }
+
+    static func json(_ change: DerivedChange?) throws -> [String: Any] {
+        let change = try #require(change)
+        return try #require(try JSONSerialization.jsonObject(with: Data(change.json.utf8)) as? [String: Any])
+    }
+
+    static let f1 = LocationAddress(dataset: "ds1", venue: "v", building: "B", floor: "F1", room: "R1", location: "asset-1")
+    static let f2 = LocationAddress(dataset: "ds1", venue: "v", building: "B", floor: "F2", room: "R9", location: "asset-1")
+
+    @Test("a position update naming another floor moves the one location, its summaries, index and key")
+    func moves() throws {
+        let store = try Self.store()
+        _ = store.apply(try Self.occupancy(floor: "F1", people: 2, at: 0), now: Self.at(0))
+        _ = store.apply(try Self.position(floor: "F1", index: 1, at: 1), now: Self.at(1))
+        _ = store.takeVacated()
+        let moved = Self.change(store.apply(try Self.position(floor: "F2", room: "R9", index: 2, at: 2), now: Self.at(2)))
+        #expect(moved?.movedFrom == Self.f1)
+        #expect(moved?.address == Self.f2)
+        #expect(store.count == 1)
+        #expect(store.counters.moves == 1)
+        // The new topic gets the whole style, and the position to place the marker by.
+        let json = try Self.json(moved)
+        #expect(json["changed"] as? [String] == ["visible", "icon", "polygonFillColor"])
+        let position = try #require(json["position"] as? [String: Any])
+        #expect(position["floorIndex"] as? Int == 2)
+        #expect(position["latitude"] as? Double == 55.1)
+        // Other domains travel with it.
+        #expect(store[Self.f2]?.values.map(\.domain) == ["occupancy", "position"])
+        // Indexes and summaries follow it.
+        let floor1 = SummaryTracker.Key(dataset: "ds1", venue: "v", building: "B", floor: "F1")
+        let floor2 = SummaryTracker.Key(dataset: "ds1", venue: "v", building: "B", floor: "F2")
+        #expect(store.records(floor: floor1).isEmpty)
+        #expect(store.records(floor: floor2).map(\.address) == [Self.f2])
+        #expect(store.records(id: "asset-1").map(\.address) == [Self.f2])
+        #expect(store.summaries.summary(floor1)?.locations == 0)
+        #expect(store.summaries.summary(floor2)?.locations == 1)
+        #expect(store.summaries.summary(floor2)?.people == 2)
+        #expect(store.summaries.summary(SummaryTracker.Key(dataset: "ds1", venue: "v", building: "B"))?.locations == 1)
+        // Persistence deletes the old key and writes the new one.
+        #expect(store.takeVacated() == [Self.f1])
+        #expect(store.takeDirty().map(\.address) == [Self.f2])
+    }
+
+    @Test("an older update from the old placement does not move it back")
+    func orderAcrossPlacements() throws {
+        let store = try Self.store()
+        _ = store.apply(try Self.position(floor: "F1", index: 1, at: 10), now: Self.at(10))
+        _ = store.apply(try Self.position(floor: "F2", room: "R9", index: 2, at: 20), now: Self.at(20))
+        #expect(store.apply(try Self.position(floor: "F1", index: 1, at: 15), now: Self.at(21)) == .ignoredOutOfOrder)
+        #expect(store.records(id: "asset-1").map(\.address) == [Self.f2])
+        // A newer one does.
+        #expect(Self.change(store.apply(try Self.position(floor: "F1", index: 1, at: 30), now: Self.at(30)))?.movedFrom == Self.f2)
+        #expect(store.records(id: "asset-1").map(\.address) == [Self.f1])
+    }
+
+    @Test("a domain that does not move locations, naming another placement, is refused with where the location is")
+    func placementConflict() throws {
+        let store = try Self.store()
+        _ = store.apply(try Self.position(floor: "F2", room: "R9", index: 2, at: 0), now: Self.at(0))
+        #expect(store.apply(try Self.occupancy(floor: "F1", people: 3, at: 1), now: Self.at(1)) == .placementConflict(Self.f2))
+        #expect(store.counters.placementConflicts == 1)
+        #expect(store[Self.f2]?.values.map(\.domain) == ["position"])
+
+        // Through the core: counted by reason, with a message that names the setting.
+        let core = LiveCore(ruleSet: try Self.ruleSet(), subscriptions: [try TopicCriteria(dataset: "ds1")])
+        _ = core.process(
+            topic: "ds1/v/B/F2/R9/asset-1/position", payload: Array(#"{"properties": {"latitude": "1"}}"#.utf8),
+            receivedAt: Self.at(0))
+        guard
+            case .rejected(.placementConflict, let message) = core.process(
+                topic: "ds1/v/B/F1/R1/asset-1/occupancy", payload: Array(#"{"properties": {"nrOfPeople": "1"}}"#.utf8),
+                receivedAt: Self.at(1))
+        else {
+            Issue.record("not refused as a placement conflict")
+            return
+        }
+        #expect(message.contains("ds1/v/B/F2/R9/asset-1") && message.contains("domains.occupancy.moves"))
+        #expect(core.counters.rejected[.placementConflict] == 1)
+        // The core's fast path for tracked locations hands a new placement to the store, which moves it.
+        guard
+            case .changed(let change) = core.process(
+                topic: "ds1/v/B/F3/R1/asset-1/position", payload: Array(#"{"properties": {"latitude": "2"}}"#.utf8),
+                receivedAt: Self.at(2))
+        else {
+            Issue.record("the position at F3 did not move the location")
+            return
+        }
+        #expect(change.movedFrom == Self.f2)
+        #expect(change.address.floor == "F3")
+    }
+
+    @Test("domains.X.moves decides which domains move locations", arguments: [true, false])
+    func movesSetting(occupancyMoves: Bool) throws {
+        let store = try Self.store([
+            "occupancy": DomainSettings(moves: occupancyMoves), "position": DomainSettings(moves: !occupancyMoves),
+        ])
+        _ = store.apply(try Self.occupancy(floor: "F1", people: 1, at: 0), now: Self.at(0))
+        let occupancy = store.apply(try Self.occupancy(floor: "F2", people: 1, at: 1), now: Self.at(1))
+        let position = store.apply(try Self.position(floor: "F3", index: 3, at: 2), now: Self.at(2))
+        if occupancyMoves {
+            #expect(Self.change(occupancy)?.address.floor == "F2")
+            #expect(position == .placementConflict(LocationAddress(path: "ds1/v/B/F2/R1/asset-1")!))
+        } else {
+            #expect(occupancy == .placementConflict(LocationAddress(path: "ds1/v/B/F1/R1/asset-1")!))
+            #expect(Self.change(position)?.address.floor == "F3")
+        }
+    }
+
+    @Test("a new position publishes even when the style stays; a stale one removes the field")
+    func positionInChanges() throws {
+        let store = try Self.store()
+        let first = Self.change(store.apply(try Self.position(floor: "F1", index: 1, at: 0), now: Self.at(0)))
+        #expect(try Self.json(first)["position"] != nil)
+        // The marker moves on the floor: the style is the same, the change still goes out.
+        let next = Self.change(store.apply(try Self.position(floor: "F1", index: 1, at: 1_000, latitude: "55.2"), now: Self.at(1_000)))
+        #expect(next?.changedFields.isEmpty == true)
+        let position = try #require(try Self.json(next)["position"] as? [String: Any])
+        #expect(position["latitude"] as? Double == 55.2)
+        // The same values again: nothing to publish.
+        #expect(store.apply(try Self.position(floor: "F1", index: 1, at: 2_000, latitude: "55.2"), now: Self.at(2_000)) == .unchanged)
+        // Stale after 60 s: a change without the position.
+        let expired = store.expire(now: Self.at(62_001))
+        #expect(expired.count == 1)
+        #expect(try Self.json(expired.first)["position"] == nil)
+        #expect(store.records(id: "asset-1").first?.json.contains("\"position\"") == false)
+    }
+}
