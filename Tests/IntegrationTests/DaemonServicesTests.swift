@@ -35,7 +35,7 @@ struct DaemonServicesTests {
         config.broker.port = broker.port
         config.broker.clientId = "services-test"
         config.store.path = store
-        config.http.listen = "127.0.0.1:\(try freeLoopbackPort())"
+        config.http.listen = "127.0.0.1:0"
         let daemon = try await LiveDataDaemon(
             config: config, configPath: directory.appendingPathComponent("none.yaml").path, logger: logger,
             notifier: SystemdNotifier(environment: [:]))

@@ -2,6 +2,7 @@ import Foundation
 import LiveDataTestSupport
 import LiveState
 import LiveStatePersistence
+import LiveTopics
 import Logging
 import Mosquitto
 import Testing
@@ -46,16 +47,44 @@ struct DaemonTests {
         func signal(_ signal: Int32) { running.signal(signal) }
     }
 
-    func startDaemon(port: Int, directory: URL? = nil) async throws -> Daemon {
+    /// Starts `livedata serve` with ``config(port:store:httpPort:vacantColor:)``, or with
+    /// `yaml` and the broker, store and HTTP lines added.
+    func startDaemon(port: Int, directory: URL? = nil, yaml: String? = nil) async throws -> Daemon {
         let directory = try directory ?? TestDirectory.make(prefix: "daemon")
         let configPath = directory.appendingPathComponent("livedata.yaml").path
-        let httpPort = try freeLoopbackPort()
-        try Self.config(port: port, store: directory.appendingPathComponent("state.db").path, httpPort: httpPort)
-            .write(toFile: configPath, atomically: true, encoding: .utf8)
+        // Port 0: the daemon binds a free port and logs it (no race with other tests for it).
+        let httpPort = 0
+        let store = directory.appendingPathComponent("state.db").path
+        let text =
+            yaml.map {
+                $0 + """
+
+                    broker: {host: 127.0.0.1, port: \(port), clientId: daemon-test, keepalive: 5s}
+                    store: {path: \(store)}
+                    http: {listen: "127.0.0.1:\(httpPort)"}
+                    """
+            } ?? Self.config(port: port, store: store, httpPort: httpPort)
+        try text.write(toFile: configPath, atomically: true, encoding: .utf8)
         let notify = try NotifySocket()
         let running = try await CommandRunner().start(
             ["serve", "--config", configPath], environment: ["NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "400000"])
-        return Daemon(running: running, notify: notify, directory: directory, httpPort: httpPort)
+        return Daemon(running: running, notify: notify, directory: directory, httpPort: try await Self.listeningPort(running))
+    }
+
+    /// The HTTP port the daemon logs once its server is bound.
+    static func listeningPort(_ running: ChildProcess) async throws -> Int {
+        let deadline = ContinuousClock.now + .seconds(30)
+        while ContinuousClock.now < deadline {
+            for line in running.standardError.split(separator: "\n") where line.contains("HTTP interface listening") {
+                if let field = line.split(separator: " ").first(where: { $0.hasPrefix("http.listen=") }),
+                    let port = field.split(separator: ":").last.flatMap({ Int($0) })
+                {
+                    return port
+                }
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        throw MosquittoBroker.Failure.toolFailed("the daemon did not say where it listens:\n\(running.standardError)")
     }
 
     func client(_ broker: MosquittoBroker) async throws -> MQTTClient {
@@ -169,6 +198,67 @@ struct DaemonTests {
         #expect(try await second.running.result(timeout: .seconds(10)).status == 0)
         await sensor.disconnect()
         await watcher.disconnect()
+    }
+
+    @Test("an asset that changes floor is one location: its old style is cleared, the summary counts it once, a restart keeps it")
+    func movingAsset() async throws {
+        let yaml = """
+            subscriptions:
+              - {dataset: ds1}
+            styles:
+              main: {visible: true, icon: asset.svg}
+            output: {summaryInterval: 100ms}
+            """
+        let broker = try await MosquittoBroker.start()
+        let first = try await startDaemon(port: broker.port, yaml: yaml)
+        #expect(await first.notify.wait(for: "READY=1"), "stderr: \(first.running.standardError)")
+        let sensor = try await client(broker)
+        let watcher = try await client(broker)
+        let inbox = await Inbox.collecting(watcher.messages)
+        try await watcher.subscribe("livedata/style/#")
+        func position(_ floor: String, _ room: String, index: Int, at offset: Int64) async throws {
+            let timestamp = LiveTimestamp.now.millisecondsSince1970 + offset
+            try await sensor.publish(
+                "ds1/v/B/\(floor)/\(room)/asset-1/position",
+                text: #"{"timestamp": \#(timestamp), "properties": {"latitude": "55.1", "longitude": "12.1", "floorIndex": "\#(index)"}}"#,
+                qos: .atLeastOnce)
+        }
+        let f1 = "livedata/style/ds1/v/B/F1/R1/asset-1"
+        let f2 = "livedata/style/ds1/v/B/F2/R9/asset-1"
+        try await position("F1", "R1", index: 1, at: 0)
+        #expect(await inbox.wait { $0.contains { $0.topic == f1 && !$0.payload.isEmpty } })
+        try await position("F2", "R9", index: 2, at: 1)
+        #expect(await inbox.wait { $0.contains { $0.topic == f2 } })
+        // The old topic got MQTT's "gone" before the new style.
+        let seen = await inbox.items.map { ($0.topic, $0.payload.isEmpty) }
+        #expect(seen.firstIndex { $0.0 == f1 && $0.1 } ?? .max < seen.firstIndex { $0.0 == f2 } ?? -1)
+
+        // One location, on F2.
+        let port = first.httpPort
+        #expect(try await LoopbackHTTP.request("GET", port: port, path: "/v1/floors/ds1/v/B/F1").body == #"{"locations": []}"#)
+        let floor2 = try await LoopbackHTTP.request("GET", port: port, path: "/v1/floors/ds1/v/B/F2").body
+        #expect(floor2.contains(#""location": "asset-1""#) && floor2.contains(#""floorIndex": 2"#))
+        // A fresh subscriber sees the style at F2 alone, and a building summary counting one location.
+        let fresh = try await client(broker)
+        let retained = await Inbox.collecting(fresh.messages)
+        try await fresh.subscribe("livedata/#")
+        #expect(await retained.wait { $0.contains { $0.topic == f2 } })
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(await !retained.items.contains { $0.topic == f1 })
+        let summary = await retained.items.last { $0.topic == "livedata/summary/ds1/v/B" }
+        #expect(summary?.payloadString.contains(#""locations": 1"#) == true, "\(summary?.payloadString ?? "no summary")")
+
+        // A restart keeps it on F2.
+        first.signal(SIGTERM)
+        #expect(try await first.running.result(timeout: .seconds(10)).status == 0)
+        let second = try await startDaemon(port: broker.port, directory: first.directory, yaml: yaml)
+        #expect(await second.notify.wait(for: "READY=1"))
+        let location = try await LoopbackHTTP.request("GET", port: second.httpPort, path: "/v1/locations/asset-1").body
+        #expect(location.contains(#""floor": "F2""#), "\(location)")
+        #expect(try await LoopbackHTTP.request("GET", port: second.httpPort, path: "/v1/floors/ds1/v/B/F1").body == #"{"locations": []}"#)
+        second.signal(SIGTERM)
+        #expect(try await second.running.result(timeout: .seconds(10)).status == 0)
+        for client in [sensor, watcher, fresh] { await client.disconnect() }
     }
 
     @Test("a broker that starts after the daemon is picked up; until then the daemon waits and is not ready")

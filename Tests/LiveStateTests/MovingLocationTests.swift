@@ -4,6 +4,7 @@ import LiveTopics
 import Testing
 
 @testable import LiveState
+@testable import LiveStatePersistence
 
 /// A location is its dataset and id; venue, building, floor and room are where it is now.
 @Suite("Moving locations")
@@ -169,5 +170,54 @@ struct MovingLocationTests {
         #expect(expired.count == 1)
         #expect(try Self.json(expired.first)["position"] == nil)
         #expect(store.records(id: "asset-1").first?.json.contains("\"position\"") == false)
+    }
+
+    func temporaryStore() throws -> String {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("moving-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        return directory.appendingPathComponent("state.db").path
+    }
+
+    @Test("a moved location is stored at its new key alone, and restores there")
+    func persistence() throws {
+        let path = try temporaryStore()
+        defer { try? FileManager.default.removeItem(atPath: URL(fileURLWithPath: path).deletingLastPathComponent().path) }
+        let core = LiveCore(ruleSet: try Self.ruleSet(), subscriptions: [try TopicCriteria(dataset: "ds1")])
+        let database = try StateDatabase(path: path)
+        _ = core.store.apply(try Self.position(floor: "F1", index: 1, at: 0), now: Self.at(0))
+        try database.write(core.takeDirty(), deleting: core.store.takeVacated())
+        _ = core.store.apply(try Self.position(floor: "F2", room: "R9", index: 2, at: 1), now: Self.at(1))
+        try database.write(core.takeDirty(), deleting: core.store.takeVacated())
+        #expect(try database.readAll().records.map(\.address) == [Self.f2])
+
+        let restored = LiveCore(ruleSet: try Self.ruleSet(), subscriptions: [try TopicCriteria(dataset: "ds1")])
+        _ = try restored.restore(fromFile: path, now: Self.at(2))
+        #expect(restored.store.records(id: "asset-1").map(\.address) == [Self.f2])
+    }
+
+    @Test("a file that holds one location at two places keeps the newer, deletes the other and clears its style")
+    func duplicatesInAFile() throws {
+        let path = try temporaryStore()
+        defer { try? FileManager.default.removeItem(atPath: URL(fileURLWithPath: path).deletingLastPathComponent().path) }
+        func record(_ address: LocationAddress, at offset: Int64, version: UInt64) -> LocationRecord {
+            LocationRecord(
+                address: address,
+                values: [DomainValue(domain: "position", properties: ["latitude": "1"], timestamp: Self.at(offset))],
+                published: DerivedStyle(style: Style(visible: true)), version: version)
+        }
+        // F1 (older values, higher version) is read first: the file is in address order.
+        try StateDatabase(path: path).write([record(Self.f1, at: 0, version: 9), record(Self.f2, at: 5, version: 4)])
+        let core = LiveCore(ruleSet: try Self.ruleSet(), subscriptions: [try TopicCriteria(dataset: "ds1")])
+        let result = try core.restore(fromFile: path, now: Self.at(6))
+        #expect(result.count == 2)
+        #expect(core.store.count == 1)
+        let kept = try #require(core.store.records(id: "asset-1").first)
+        #expect(kept.address == Self.f2)
+        // Versions never go backwards: 9 is kept, and the restore's derivation under these
+        // rules (the file names none) publishes once more.
+        #expect(kept.version == 10)
+        #expect(core.store.takeStaleStyleAddresses() == [Self.f1])
+        #expect(core.store.takeVacated() == [Self.f1])
+        #expect(core.store.summaries.summary(SummaryTracker.Key(dataset: "ds1", venue: "v", building: "B"))?.locations == 1)
     }
 }

@@ -32,11 +32,13 @@ public struct LiveDataDaemon: Sendable {
         notifier.status("restoring the state")
         logger.info("starting", metadata: ["mqtt.broker": "\(mqtt.address)", "config.file": "\(configPath)"])
         let pipeline = try await LivePipeline(config: config, client: client, metrics: metrics, logger: logger)
-        let http = try HTTPInterface.application(settings: config.http, pipeline: pipeline, metrics: metrics, logger: logger)
+        let httpListening = StartupGate()
+        let http = try HTTPInterface.application(
+            settings: config.http, pipeline: pipeline, metrics: metrics, logger: logger, onListening: { await httpListening.open() })
         self.pipeline = pipeline
         self.metrics = metrics
         services = [
-            PipelineService(pipeline: pipeline, client: client, notifier: notifier, logger: logger),
+            PipelineService(pipeline: pipeline, client: client, notifier: notifier, logger: logger, waitFor: httpListening),
             WatchdogService(pipeline: pipeline, notifier: notifier),
             ReloadService(pipeline: pipeline, configPath: configPath, notifier: notifier, logger: logger),
             http,

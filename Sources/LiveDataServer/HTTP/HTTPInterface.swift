@@ -17,8 +17,11 @@ public enum HTTPInterface {
 
     /// The HTTP server as a service for the daemon's ServiceGroup.
     /// - Throws: ``BadListenAddress``.
+    /// `onListening` runs once the server is bound (`http.listen` may give port 0: the
+    /// address it logs then tells the port it got).
     public static func application(
-        settings: HTTPSettings, pipeline: LivePipeline, metrics: DaemonMetrics, logger: Logger
+        settings: HTTPSettings, pipeline: LivePipeline, metrics: DaemonMetrics, logger: Logger,
+        onListening: @escaping @Sendable () async -> Void = {}
     ) throws -> some Service {
         guard let colon = settings.listen.lastIndex(of: ":"), let port = Int(settings.listen[settings.listen.index(after: colon)...])
         else {
@@ -27,7 +30,12 @@ public enum HTTPInterface {
         let host = String(settings.listen[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
         return Application(
             router: router(token: settings.token, pipeline: pipeline, metrics: metrics),
-            configuration: .init(address: .hostname(host, port: port), serverName: "livedata"), logger: logger)
+            configuration: .init(address: .hostname(host, port: port), serverName: "livedata"),
+            onServerRunning: { channel in
+                let address = channel.localAddress.map { "\($0.ipAddress ?? host):\($0.port ?? port)" } ?? settings.listen
+                logger.info("HTTP interface listening", metadata: ["http.listen": "\(address)"])
+                await onListening()
+            }, logger: logger)
     }
 
     /// The routes, reading from the pipeline (built and restored before the server starts).

@@ -10,6 +10,8 @@ struct PipelineService: Service {
     let client: MQTTClient
     let notifier: SystemdNotifier
     let logger: Logger
+    /// What must be up before READY=1 (the HTTP server).
+    var waitFor: StartupGate?
 
     func run() async throws {
         let address = client.configuration.address
@@ -19,6 +21,7 @@ struct PipelineService: Service {
             group.addTask {
                 do {
                     try await pipeline.subscribe()
+                    await waitFor?.wait()
                     await pipeline.markReady()
                     let locations = await pipeline.statistics.locations
                     notifier.ready(status: "connected to \(address); \(locations) locations")
