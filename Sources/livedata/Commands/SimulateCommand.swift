@@ -131,8 +131,17 @@ struct SimulatedVenue {
     private(set) var locations: [Location] = []
     private var random = SystemRandomNumberGenerator()
 
+    static let floorsPerBuilding = 3
+
+    /// An asset's address on floor `index` (from 0) of its building, in that floor's first room.
+    static func moved(_ address: LocationAddress, toFloor index: Int) -> LocationAddress {
+        LocationAddress(
+            dataset: address.dataset, venue: address.venue, building: address.building, floor: "F\(index + 1)",
+            room: "R\(index + 1)01", location: address.location)
+    }
+
     init(dataset: String, venue: String, locations count: Int) {
-        let floorsPerBuilding = 3
+        let floorsPerBuilding = Self.floorsPerBuilding
         let locationsPerFloor = 20
         for number in 0..<count {
             let floorNumber = number / locationsPerFloor
@@ -142,13 +151,14 @@ struct SimulatedVenue {
             let room = "R\(floorNumber % floorsPerBuilding + 1)\(String(format: "%02d", slot / 4 + 1))"
             let kind: Kind
             let id: String
+            // Ids are unique in the dataset: a location is its dataset and id.
             switch number % 10 {
             case 0..<4:
                 kind = .room(capacity: [4, 6, 8, 12][number % 4])
-                id = "room-\(room.dropFirst())-\(slot)"
+                id = "room-\(building)-\(room.dropFirst())-\(slot)"
             case 4..<9:
                 kind = .desk
-                id = "desk-\(room.dropFirst())-\(slot)"
+                id = "desk-\(building)-\(room.dropFirst())-\(slot)"
             default:
                 kind = .asset
                 id = "asset-\(number / 10 + 1)"
@@ -209,7 +219,11 @@ struct SimulatedVenue {
         case .asset:
             location.latitude += Double.random(in: -0.0001...0.0001, using: &random)
             location.longitude += Double.random(in: -0.0001...0.0001, using: &random)
-            if Double.random(in: 0...1, using: &random) < 0.05 { location.floorIndex = Int.random(in: 0..<3, using: &random) }
+            if Double.random(in: 0...1, using: &random) < 0.05 {
+                // It rides the lift: the same asset, placed on another floor of its building.
+                location.floorIndex = Int.random(in: 0..<Self.floorsPerBuilding, using: &random)
+                location.address = Self.moved(location.address, toFloor: location.floorIndex)
+            }
             domain = .position
             properties[DomainProperty.latitude] = String(format: "%.6f", location.latitude)
             properties[DomainProperty.longitude] = String(format: "%.6f", location.longitude)
