@@ -95,7 +95,7 @@ public final class LiveCore {
         if target.map({ store.isAccepted($0, generation: generation) }) != true, let refused = checkSubscribed(topic) {
             return refused
         }
-        if let target, target.samePlacement, let slash = split?.slash {
+        if let target, let slash = split?.slash {
             // The domain is made into a string only when the location has no value of it yet.
             return outcome(
                 store.apply(
@@ -149,11 +149,10 @@ public final class LiveCore {
         case .ignoredOutOfOrder: return .ignoredOutOfOrder
         case .unchanged: return .unchanged
         case .changed(let change): return .changed(change)
-        case .placementConflict(let current):
+        case .placementConflict:
             let domain = topic.split(separator: "/").last.map(String.init) ?? ""
-            return reject(
-                .placementConflict,
-                "\(current.location) is at \(current); \(domain) updates do not move locations (domains.\(domain).moves)")
+            let current = store.lastPlacementConflict.map { "\($0.location) is at \($0)" } ?? "the location is elsewhere"
+            return reject(.placementConflict, "\(current); \(domain) updates do not move locations (domains.\(domain).moves)")
         }
     }
 

@@ -13,19 +13,25 @@ public struct DerivedChange: Sendable, Equatable {
         case none
         case key(StyleKey)
         case style(ForeignStyle)
+        /// Nothing at this topic: the location has just moved here from that address.
+        case moved(from: LocationAddress)
     }
 
     public var address: LocationAddress
     let key: StyleKey
-    let before: Before
+    var before: Before
     let ruleEngine: RuleEngine
     /// The location's values, stale ones included (``live`` leaves them out).
     let values: [DomainValue]
     /// Counts this location's published changes.
     public var version: UInt64
+
     /// The address the location moved away from with this change: its style topic is to be
     /// cleared (an empty retained payload) as the new one is published.
-    public var movedFrom: LocationAddress?
+    public var movedFrom: LocationAddress? {
+        if case .moved(let from) = before { return from }
+        return nil
+    }
     public var updatedAt: LiveTimestamp
 
     init(
@@ -55,7 +61,7 @@ public struct DerivedChange: Sendable, Equatable {
 
     private func changedFields(_ style: Style) -> StyleFieldSet {
         let old: Style = switch before {
-        case .none: Style()
+        case .none, .moved: Style()
         case .key(let key): ruleEngine.style(key, at: address)
         case .style(let foreign): foreign.derived.style
         }

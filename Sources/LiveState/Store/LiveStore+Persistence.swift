@@ -80,7 +80,9 @@ extension LiveStore {
         }
         let record = prepared.record
         let state: LocationState
-        if let (existing, samePlacement) = record.address.withPathBytes({ locations.find($0, hash: prepared.hash) }) {
+        let here = record.address.withPathBytes { locations.find($0, hash: prepared.hash) }
+        if let existing = here ?? placed(elsewhere: record.address) {
+            let samePlacement = here != nil
             var version = record.version
             if !samePlacement {
                 // Two stored placements of one location (a file written before locations

@@ -13,8 +13,8 @@ public final class LiveStore {
         /// Older than the stored value for the same location and domain.
         case ignoredOutOfOrder
         /// It names another placement for a tracked location, and its domain does not move
-        /// locations (`domains.X.moves`): where the location is now.
-        case placementConflict(LocationAddress)
+        /// locations (`domains.X.moves`); ``lastPlacementConflict`` says where it is.
+        case placementConflict
         /// Applied; the style stayed the same, so nothing is published.
         case unchanged
         /// Applied, and the style changed.
@@ -48,6 +48,8 @@ public final class LiveStore {
     private var readIndex = ReadIndex()
     @exclusivity(unchecked) private var expiries = ExpiryQueue()
     @exclusivity(unchecked) var dirty: [LocationState] = []
+    /// Where the location of the last ``Outcome/placementConflict`` is.
+    public private(set) var lastPlacementConflict: LocationAddress?
     /// Addresses that no location holds any more (it moved away), for persistence to delete.
     var vacated: [LocationAddress] = []
     /// Style topics to clear that no derived change will clear (see ``takeStaleStyleAddresses()``).
@@ -124,7 +126,8 @@ public final class LiveStore {
         if !samePlacement {
             guard ruleEngine.ruleSet.moves(domain) else {
                 counters.placementConflicts += 1
-                return .placementConflict(state.address)
+                lastPlacementConflict = state.address
+                return .placementConflict
             }
             // A removal says nothing of where the location is; an older value does not move it back.
             if update.isRemoval { return .unchanged }
@@ -139,7 +142,7 @@ public final class LiveStore {
             state, domain: domain, at: index, properties: update.properties, timestamp: update.timestamp,
             isRemoval: update.isRemoval, now: now)
         guard let movedFrom, case .changed(var change) = outcome else { return outcome }
-        change.movedFrom = movedFrom
+        change.before = .moved(from: movedFrom)
         return .changed(change)
     }
 
@@ -149,6 +152,7 @@ public final class LiveStore {
     func move(_ state: LocationState, to address: LocationAddress, counted: Bool = true) {
         let old = state.address
         readIndex.remove(state)
+        locations.rekey(state, from: LocationTable.hash(old), to: LocationTable.hash(address))
         state.address = address
         summaries.move(state, to: address)
         readIndex.insert(state)
@@ -167,9 +171,6 @@ public final class LiveStore {
     struct Target {
         let state: LocationState
         let index: Int?
-        /// The topic places the location where it is (else it names a new placement, which
-        /// ``apply(_:now:)`` decides on).
-        let samePlacement: Bool
     }
 
     /// A path's hash in the table of locations, for ``target(path:hash:domain:)``; the
@@ -185,18 +186,18 @@ public final class LiveStore {
     /// The tracked location with this path (`dataset/venue/building/floor/room/location`;
     /// `hash` is its ``hash(ofPath:)``) and where its value for `domain` is: slices of the
     /// incoming topic's bytes.
-    /// - Returns: `nil` when the location is not tracked yet: use ``apply(_:now:)``.
+    /// - Returns: `nil` when no location is tracked at this path (a new one, or one the
+    /// topic places elsewhere): use ``apply(_:now:)``.
     func target(path: UnsafeRawBufferPointer, hash: UInt64, domain: UnsafeRawBufferPointer) -> Target? {
-        guard let (state, samePlacement) = locations.find(path, hash: hash) else { return nil }
-        return Target(state: state, index: state.index(ofBytes: domain), samePlacement: samePlacement)
+        guard let state = locations.find(path, hash: hash) else { return nil }
+        return Target(state: state, index: state.index(ofBytes: domain))
     }
 
     /// Whether the topic of a target was found acceptable by the subscriptions of
     /// `generation` (a number its caller gives each set of subscriptions), as remembered by
     /// ``apply(_:domain:payload:receivedAt:acceptedBy:)``: the topic need not be checked again.
     func isAccepted(_ target: Target, generation: UInt32) -> Bool {
-        guard target.samePlacement, let index = target.index, index < 64, target.state.acceptedGeneration == generation
-        else { return false }
+        guard let index = target.index, index < 64, target.state.acceptedGeneration == generation else { return false }
         return target.state.acceptedDomains & (1 << UInt64(index)) != 0
     }
 
@@ -337,14 +338,19 @@ public final class LiveStore {
 
     // MARK: - Deriving
 
-    /// The location with this address's identity, and whether it is placed there; a new
-    /// one (placed there) when none is tracked.
+    /// The location with this address's identity (its dataset and id), and whether it is
+    /// placed there; a new one (placed there) when none is tracked.
     private func location(_ address: LocationAddress) -> (LocationState, samePlacement: Bool) {
-        address.withPathBytes { path in
-            let hash = LocationTable.hash(path)
-            if let found = locations.find(path, hash: hash) { return found }
-            return (insert(LocationRecord(address: address), hash: hash, published: .none), true)
-        }
+        let hash = LocationTable.hash(address)
+        if let here = address.withPathBytes({ locations.find($0, hash: hash) }) { return (here, true) }
+        if let elsewhere = placed(elsewhere: address) { return (elsewhere, false) }
+        return (insert(LocationRecord(address: address), hash: hash, published: .none), true)
+    }
+
+    /// The location with this address's identity, placed elsewhere (found through the read
+    /// index by id: only a topic that misses the table by its path asks).
+    func placed(elsewhere address: LocationAddress) -> LocationState? {
+        readIndex.locations(id: address.location).first { $0.address.hasIdentity(of: address) }
     }
 
     func insert(_ record: LocationRecord, hash: UInt64, published: PublishedStyle) -> LocationState {

@@ -1,14 +1,15 @@
 import CPrefetch
 import LiveTopics
 
-/// The tracked locations, found by their identity (dataset and location id) in the bytes
-/// of a path (`dataset/venue/building/floor/room/location`, a slice of an incoming topic)
-/// without building a key: a location that moves to another floor keeps its slot.
+/// The tracked locations, found by the bytes of the path where they are now
+/// (`dataset/venue/building/floor/room/location`, a slice of an incoming topic) without
+/// building a key. A location that moves is taken out under its old path and put in under
+/// its new one (the store finds it by its identity through its read index when a topic
+/// names a new placement).
 ///
-/// Open addressing with linear probing: a slot holds an identity's hash and its location,
-/// and a hit is confirmed against the location's own address, so the table keeps no copy of
-/// the key and a lookup reads one slot and the location it needs anyway. Locations are
-/// never removed.
+/// Open addressing with linear probing: a slot holds a path's hash and its location, and a
+/// hit is confirmed against the location's own address, so the table keeps no copy of the
+/// path and a lookup reads one slot and the location it needs anyway.
 struct LocationTable {
     private struct Slot {
         /// The path's hash; 0 marks an empty slot (``hash(_:)`` never returns 0).
@@ -23,19 +24,16 @@ struct LocationTable {
 
     var count: Int { locations.count }
 
-    /// The location with the identity of `path` (whose ``hash(_:)`` is `hash`), and whether
-    /// it is placed where `path` says (else the path names a new placement for it).
-    func find(_ path: UnsafeRawBufferPointer, hash: UInt64) -> (location: LocationState, samePlacement: Bool)? {
+    /// The location whose path hashes to `hash` (see ``hash(_:)``) and is `path`.
+    func find(_ path: UnsafeRawBufferPointer, hash: UInt64) -> LocationState? {
         slots.withUnsafeBufferPointer { slots in
             let mask = slots.count - 1
             var index = Int(truncatingIfNeeded: hash) & mask
             while true {
                 let slot = slots[index]
                 if slot.hash == 0 { return nil }
-                if slot.hash == hash, let location = slot.location?.takeUnretainedValue() {
-                    // The whole path first: the common case, one comparison.
-                    if location.address.hasPath(path) { return (location, true) }
-                    if location.address.hasIdentity(ofPath: path) { return (location, false) }
+                if slot.hash == hash, let location = slot.location?.takeUnretainedValue(), location.address.hasPath(path) {
+                    return location
                 }
                 index = (index + 1) & mask
             }
@@ -50,20 +48,48 @@ struct LocationTable {
         }
     }
 
-    /// The location with this path's identity, wherever it is placed.
+    /// The location with this path.
     func find(_ path: Substring) -> LocationState? {
-        Self.withBytes(path) { find($0, hash: Self.hash($0))?.location }
+        Self.withBytes(path) { find($0, hash: Self.hash($0)) }
     }
 
-    /// The location with this address's identity, wherever it is placed.
+    /// The location at this address.
     func find(_ address: LocationAddress) -> LocationState? {
-        address.withPathBytes { find($0, hash: Self.hash($0))?.location }
+        address.withPathBytes { find($0, hash: Self.hash($0)) }
     }
 
     /// Adds a location that is not in the table; `hash` is its path's.
     mutating func insert(_ location: LocationState, hash: UInt64) {
         if (locations.count + 1) * 4 > slots.count * 3 { grow() }
         locations.append(location)
+        place(Slot(hash: hash, location: Unmanaged.passUnretained(location)))
+    }
+
+    /// Puts a location that moved under its new path: it is taken out of the slot of `old`
+    /// (whose hash is `oldHash`) and put in under `hash`, the hash of its address now.
+    mutating func rekey(_ location: LocationState, from oldHash: UInt64, to hash: UInt64) {
+        slots.withUnsafeMutableBufferPointer { slots in
+            let mask = slots.count - 1
+            var hole = Int(truncatingIfNeeded: oldHash) & mask
+            while slots[hole].location?.takeUnretainedValue() !== location {
+                guard slots[hole].hash != 0 else { return }
+                hole = (hole + 1) & mask
+            }
+            slots[hole] = Slot()
+            // Backward-shift deletion: later entries of the run move into the hole when their
+            // home slot is not between the hole and where they are.
+            var next = (hole + 1) & mask
+            while slots[next].hash != 0 {
+                let home = Int(truncatingIfNeeded: slots[next].hash) & mask
+                let homeIsBetween = hole <= next ? (hole < home && home <= next) : (hole < home || home <= next)
+                if !homeIsBetween {
+                    slots[hole] = slots[next]
+                    slots[next] = Slot()
+                    hole = next
+                }
+                next = (next + 1) & mask
+            }
+        }
         place(Slot(hash: hash, location: Unmanaged.passUnretained(location)))
     }
 
@@ -98,25 +124,14 @@ struct LocationTable {
     /// Chosen per process, so that which paths collide cannot be worked out in advance.
     private static let seed = UInt64.random(in: .min ... .max)
 
-    /// The hash of a path's identity (its dataset and its location id, see
-    /// ``LocationAddress/identity(ofPath:)``): 8 bytes at a time, each folded in by a
-    /// 64×64→128-bit multiply (as wyhash does). Never 0.
-    static func hash(_ path: UnsafeRawBufferPointer) -> UInt64 {
-        let (dataset, id) = LocationAddress.identity(ofPath: path)
-        let hash = mix(absorb(id, into: absorb(dataset, into: seed)) ^ 0x5899_65CC_7537_4CC3)
-        return hash == 0 ? 1 : hash
-    }
-
-    @inline(__always)
-    private static func mix(_ value: UInt64) -> UInt64 {
-        let product = value.multipliedFullWidth(by: 0xA076_1D64_78BD_642F)
-        return product.high ^ product.low
-    }
-
-    /// Folds a run of bytes and its length into a hash state.
-    @inline(__always)
-    private static func absorb(_ bytes: UnsafeRawBufferPointer, into state: UInt64) -> UInt64 {
-        var state = mix(state ^ UInt64(bytes.count) &* 0x9E37_79B9_7F4A_7C15)
+    /// The hash of a path's bytes: 8 bytes at a time, each folded in by a 64×64→128-bit
+    /// multiply (as wyhash does). Never 0.
+    static func hash(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
+        @inline(__always) func mix(_ value: UInt64) -> UInt64 {
+            let product = value.multipliedFullWidth(by: 0xA076_1D64_78BD_642F)
+            return product.high ^ product.low
+        }
+        var state = seed ^ UInt64(bytes.count) &* 0x9E37_79B9_7F4A_7C15
         var offset = 0
         while offset + 8 <= bytes.count {
             state = mix(state ^ bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self) ^ 0xE703_7ED1_A0B4_28DB)
@@ -127,7 +142,8 @@ struct LocationTable {
             for index in offset..<bytes.count { tail |= UInt64(bytes[index]) << UInt64((index - offset) * 8) }
             state = mix(state ^ tail ^ 0x8EBC_6AF0_9C88_C6E3)
         }
-        return state
+        let hash = mix(state ^ 0x5899_65CC_7537_4CC3)
+        return hash == 0 ? 1 : hash
     }
 
     /// The hash of a path.
