@@ -145,15 +145,23 @@ public final class LiveCore {
     }
 
     private func outcome(_ outcome: LiveStore.Outcome, topic: String) -> Outcome {
+        if case .placementConflict = outcome { return placementConflict(topic) }
+        return Self.outcome(outcome)
+    }
+
+    private static func outcome(_ outcome: LiveStore.Outcome) -> Outcome {
         switch outcome {
-        case .ignoredOutOfOrder: return .ignoredOutOfOrder
-        case .unchanged: return .unchanged
-        case .changed(let change): return .changed(change)
-        case .placementConflict:
-            let domain = topic.split(separator: "/").last.map(String.init) ?? ""
-            let current = store.lastPlacementConflict.map { "\($0.location) is at \($0)" } ?? "the location is elsewhere"
-            return reject(.placementConflict, "\(current); \(domain) updates do not move locations (domains.\(domain).moves)")
+        case .ignoredOutOfOrder: .ignoredOutOfOrder
+        case .unchanged: .unchanged
+        case .changed(let change): .changed(change)
+        case .placementConflict: .ignoredOutOfOrder  // told apart by the caller
         }
+    }
+
+    private func placementConflict(_ topic: String) -> Outcome {
+        let domain = topic.split(separator: "/").last.map(String.init) ?? ""
+        let current = store.lastPlacementConflict.map { "\($0.location) is at \($0)" } ?? "the location is elsewhere"
+        return reject(.placementConflict, "\(current); \(domain) updates do not move locations (domains.\(domain).moves)")
     }
 
     private func rejectPayload(_ error: LiveUpdateError) -> Outcome {

@@ -14,7 +14,17 @@ public struct DerivedChange: Sendable, Equatable {
         case key(StyleKey)
         case style(ForeignStyle)
         /// Nothing at this topic: the location has just moved here from that address.
-        case moved(from: LocationAddress)
+        case moved(MovedFrom)
+    }
+
+    /// Where a location moved from: a reference, so that the case costs ``Before`` no more
+    /// than the other cases (a copy of it stays one retain).
+    final class MovedFrom: Sendable {
+        let address: LocationAddress
+
+        init(_ address: LocationAddress) {
+            self.address = address
+        }
     }
 
     public var address: LocationAddress
@@ -29,7 +39,7 @@ public struct DerivedChange: Sendable, Equatable {
     /// The address the location moved away from with this change: its style topic is to be
     /// cleared (an empty retained payload) as the new one is published.
     public var movedFrom: LocationAddress? {
-        if case .moved(let from) = before { return from }
+        if case .moved(let from) = before { return from.address }
         return nil
     }
     public var updatedAt: LiveTimestamp

@@ -142,7 +142,7 @@ public final class LiveStore {
             state, domain: domain, at: index, properties: update.properties, timestamp: update.timestamp,
             isRemoval: update.isRemoval, now: now)
         guard let movedFrom, case .changed(var change) = outcome else { return outcome }
-        change.before = .moved(from: movedFrom)
+        change.before = .moved(DerivedChange.MovedFrom(movedFrom))
         return .changed(change)
     }
 
