@@ -47,6 +47,8 @@ extension LiveStore {
         let record: LocationRecord
         /// Its path's hash in the location table.
         let hash: UInt64
+        /// Its identity's hash in the read index.
+        let identity: UInt64
         let ruleEngine: RuleEngine
         let published: PublishedStyle
         let contribution: SummaryTracker.Contribution
@@ -63,7 +65,8 @@ extension LiveStore {
         case .foreign(let foreign): foreign.selection
         }
         return PreparedLocation(
-            record: record, hash: LocationTable.hash(record.address), ruleEngine: ruleEngine, published: published,
+            record: record, hash: LocationTable.hash(record.address), identity: ReadIndex.identityHash(record.address),
+            ruleEngine: ruleEngine, published: published,
             contribution: contribution(
                 record.address, legendState: selection.flatMap { ruleEngine.legendStateID($0) }, values: record.values,
                 headcount: record.values.withUnsafeBufferPointer {
@@ -81,7 +84,7 @@ extension LiveStore {
         let record = prepared.record
         let state: LocationState
         let here = record.address.withPathBytes { locations.find($0, hash: prepared.hash) }
-        if let existing = here ?? placed(elsewhere: record.address) {
+        if let existing = here ?? placed(elsewhere: record.address, identity: prepared.identity) {
             let samePlacement = here != nil
             var version = record.version
             if !samePlacement {
@@ -102,7 +105,7 @@ extension LiveStore {
             state.setPublished(prepared.published)
             state.version = version
         } else {
-            state = insert(record, hash: prepared.hash, published: prepared.published)
+            state = insert(record, hash: prepared.hash, identity: prepared.identity, published: prepared.published)
         }
         scheduleAll(state)
         summaries.update(state, prepared.contribution)
@@ -135,5 +138,6 @@ extension LiveStore {
     /// Makes room for this many locations.
     public func reserveCapacity(_ count: Int) {
         locations.reserveCapacity(count)
+        readIndex.reserveCapacity(count)
     }
 }

@@ -45,7 +45,7 @@ public final class LiveStore {
     public private(set) var datasets = Set<String>()
     @exclusivity(unchecked) var locations = LocationTable()
     /// The locations by id and by floor, for queries.
-    private var readIndex = ReadIndex()
+    var readIndex = ReadIndex()
     @exclusivity(unchecked) private var expiries = ExpiryQueue()
     @exclusivity(unchecked) var dirty: [LocationState] = []
     /// Where the location of the last ``Outcome/placementConflict`` is.
@@ -90,16 +90,18 @@ public final class LiveStore {
     public var records: [LocationRecord] { locations.locations.map { $0.record(ruleEngine) } }
 
     /// The records of every location with this id (the topic's location level), in
-    /// address order: one, or several in different places or datasets. Read through an
-    /// index kept up to date as locations are added, not a scan.
+    /// address order: one per dataset that has it at most. Read through an index kept up to
+    /// date as locations are added and move, not a scan.
     public func records(id: String) -> [LocationRecord] {
-        let states = readIndex.locations(id: id)
-        return states.map { $0.record(ruleEngine) }.sorted { $0.address.description < $1.address.description }
+        datasets.compactMap { readIndex.location(dataset: $0, id: id) }.map { $0.record(ruleEngine) }
+            .sorted { $0.address.description < $1.address.description }
     }
 
     /// The records of every location of a floor, in address order (an index, not a scan).
     public func records(floor: SummaryTracker.Key) -> [LocationRecord] {
-        readIndex.locations(floor: floor).map { $0.record(ruleEngine) }.sorted { $0.address.description < $1.address.description }
+        guard let aggregate = summaries.aggregate(floor) else { return [] }
+        return readIndex.locations(floor: aggregate).map { $0.record(ruleEngine) }
+            .sorted { $0.address.description < $1.address.description }
     }
 
     /// Whether the location with this path (`dataset/venue/building/floor/room/location`) is tracked.
@@ -349,15 +351,16 @@ public final class LiveStore {
 
     /// The location with this address's identity, placed elsewhere (found through the read
     /// index by id: only a topic that misses the table by its path asks).
-    func placed(elsewhere address: LocationAddress) -> LocationState? {
-        readIndex.locations(id: address.location).first { $0.address.hasIdentity(of: address) }
+    func placed(elsewhere address: LocationAddress, identity: UInt64? = nil) -> LocationState? {
+        readIndex.location(identityOf: address, identity: identity)
     }
 
-    func insert(_ record: LocationRecord, hash: UInt64, published: PublishedStyle) -> LocationState {
+    /// `identity`: the record's identity hash in the read index, when the caller has it.
+    func insert(_ record: LocationRecord, hash: UInt64, identity: UInt64? = nil, published: PublishedStyle) -> LocationState {
         let (floor, building) = summaries.aggregates(for: record.address)
         let state = LocationState(record, published: published, floor: floor, building: building)
         locations.insert(state, hash: hash)
-        readIndex.insert(state)
+        readIndex.insert(state, identity: identity)
         if !datasets.contains(record.address.dataset) { datasets.insert(record.address.dataset) }
         return state
     }

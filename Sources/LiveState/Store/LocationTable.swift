@@ -126,12 +126,16 @@ struct LocationTable {
 
     /// The hash of a path's bytes: 8 bytes at a time, each folded in by a 64×64→128-bit
     /// multiply (as wyhash does). Never 0.
-    static func hash(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
+    static func hash(_ bytes: UnsafeRawBufferPointer) -> UInt64 { hash(bytes, continuing: seed) }
+
+    /// The hash of some bytes, continuing from `start` (a seed, or the hash of what came
+    /// before them).
+    static func hash(_ bytes: UnsafeRawBufferPointer, continuing start: UInt64) -> UInt64 {
         @inline(__always) func mix(_ value: UInt64) -> UInt64 {
             let product = value.multipliedFullWidth(by: 0xA076_1D64_78BD_642F)
             return product.high ^ product.low
         }
-        var state = seed ^ UInt64(bytes.count) &* 0x9E37_79B9_7F4A_7C15
+        var state = start ^ UInt64(bytes.count) &* 0x9E37_79B9_7F4A_7C15
         var offset = 0
         while offset + 8 <= bytes.count {
             state = mix(state ^ bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self) ^ 0xE703_7ED1_A0B4_28DB)

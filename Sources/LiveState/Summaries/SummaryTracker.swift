@@ -141,6 +141,9 @@ public struct SummaryTracker {
 
     public func summary(_ key: Key) -> Summary? { aggregates[key]?.summary(titles: titles) }
 
+    /// The aggregate of a floor or building, if a location was ever counted there.
+    func aggregate(_ key: Key) -> Aggregate? { aggregates[key] }
+
     /// The floor and building aggregates of a location, created on first use.
     mutating func aggregates(for address: LocationAddress) -> (floor: Aggregate, building: Aggregate) {
         if let lastFloor {
