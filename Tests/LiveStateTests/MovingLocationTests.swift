@@ -223,4 +223,37 @@ struct MovingLocationTests {
         #expect(core.store.takeVacated() == [Self.f1])
         #expect(core.store.summaries.summary(SummaryTracker.Key(dataset: "ds1", venue: "v", building: "B"))?.locations == 1)
     }
+
+    @Test("a payload id other than the topic's location names the location; the topic places it")
+    func payloadID() throws {
+        let core = LiveCore(ruleSet: try Self.ruleSet(), subscriptions: [try TopicCriteria(dataset: "ds1")])
+        func send(_ topic: String, _ payload: String, at offset: Int64) -> LiveCore.Outcome {
+            core.process(topic: topic, payload: Array(payload.utf8), receivedAt: Self.at(offset))
+        }
+        func address(_ outcome: LiveCore.Outcome) -> LocationAddress? {
+            if case .changed(let change) = outcome { return change.address }
+            return nil
+        }
+        // A tracker publishing under its own name, for the asset it is fixed to.
+        let first = send("ds1/v/B/F1/R1/tracker-9/position", #"{"id": "asset-1", "properties": {"floorIndex": "1"}}"#, at: 0)
+        #expect(address(first) == Self.f1)
+        guard case .changed(let moved) = send("ds1/v/B/F2/R9/tracker-9/position", #"{"id": "asset-1", "properties": {"floorIndex": "2"}}"#, at: 1)
+        else {
+            Issue.record("the second position did not move asset-1")
+            return
+        }
+        #expect(moved.address == Self.f2)
+        #expect(moved.movedFrom == Self.f1)
+        // The same id as the topic's location, an escaped one (kept as text), none: as usual.
+        #expect(address(send("ds1/v/B/F1/R1/desk-1/occupancy", #"{"id": "desk-1", "properties": {"nrOfPeople": "1"}}"#, at: 2))?.location == "desk-1")
+        #expect(address(send("ds1/v/B/F1/R1/x/occupancy", #"{"id": "desk\u002D2", "properties": {"nrOfPeople": "1"}}"#, at: 3))?.location == "desk-2")
+        #expect(core.store.count == 3)
+        // An id that cannot be a topic level is refused with the reason.
+        guard case .rejected(.badPayload, let message) = send("ds1/v/B/F1/R1/x/occupancy", #"{"id": "a/b", "properties": {"nrOfPeople": "1"}}"#, at: 4)
+        else {
+            Issue.record("an id with a slash was not refused")
+            return
+        }
+        #expect(message.hasPrefix("\"id\" cannot name a location"))
+    }
 }

@@ -82,6 +82,9 @@ public final class LiveCore {
             return checkSubscribed(topic) ?? rejectPayload(error)
         }
         defer { spareProperties = payload.properties }
+        // A payload `id` other than the topic's location names the location (the topic
+        // then only places it).
+        let named = Self.namedLocation(payload, bytes, topic: topic, slash: split?.slash)
         // Its topic need not go through the index again when the current subscriptions
         // accepted it before (the same bytes: the same answer, and the same validity).
         let target = split.flatMap { split in
@@ -95,7 +98,7 @@ public final class LiveCore {
         if target.map({ store.isAccepted($0, generation: generation) }) != true, let refused = checkSubscribed(topic) {
             return refused
         }
-        if let target, let slash = split?.slash {
+        if let target, named == nil, let slash = split?.slash {
             // The domain is made into a string only when the location has no value of it yet.
             return outcome(
                 store.apply(
@@ -104,11 +107,20 @@ public final class LiveCore {
                 topic: topic)
         }
         // A new location, or one this topic places elsewhere: the store decides whether it moves.
-        let liveTopic: LiveTopic
+        var liveTopic: LiveTopic
         do {
             liveTopic = try LiveTopic(parsing: topic)
         } catch {
             return reject(.badTopic, "\(error)")
+        }
+        if let named {
+            do {
+                liveTopic = try LiveTopic(
+                    dataset: liveTopic.dataset, venue: liveTopic.venue, building: liveTopic.building, floor: liveTopic.floor,
+                    room: liveTopic.room, location: named, domain: liveTopic.domain)
+            } catch {
+                return reject(.badPayload, "\"id\" cannot name a location: \(error)")
+            }
         }
         return outcome(store.apply(LiveUpdate(topic: liveTopic, payload: payload, receivedAt: receivedAt), now: receivedAt), topic: topic)
     }
@@ -126,6 +138,26 @@ public final class LiveCore {
             return .notSubscribed
         }
         return nil
+    }
+
+    /// The payload's `id` when it is not the topic's location (the level before the one
+    /// after `slash`, the topic's last `/`); `nil` when it is, or when there is none.
+    private static func namedLocation(_ payload: LivePayload, _ bytes: [UInt8], topic: String, slash: Int?) -> String? {
+        guard payload.idBytes != nil || payload.id != nil, let slash else { return nil }
+        return topic.utf8.withContiguousStorageIfAvailable { topicBytes -> String? in
+            let topicBytes = UnsafeRawBufferPointer(topicBytes)
+            var start = slash - 1
+            while start >= 0, topicBytes[start] != UInt8(ascii: "/") { start -= 1 }
+            let location = UnsafeRawBufferPointer(rebasing: topicBytes[(start + 1)..<slash])
+            if let range = payload.idBytes {
+                return bytes.withUnsafeBytes { payloadBytes in
+                    let id = UnsafeRawBufferPointer(rebasing: payloadBytes[range])
+                    return id.elementsEqual(location) ? nil : String(decoding: id, as: UTF8.self)
+                }
+            }
+            guard let id = payload.id, !id.isSameIdentifier(asBytes: location) else { return nil }
+            return id
+        } ?? nil
     }
 
     /// The domain of a topic whose last `/` is at byte `slash`.

@@ -12,6 +12,21 @@ public struct LivePayload: Hashable, Sendable {
     public var properties: LiveProperties
     /// An empty payload: the domain's value is removed.
     public var isRemoval: Bool
+    /// Decoded with `keepingSource: false`: where the `id` string's bytes are in the payload
+    /// (when it has no escapes and is ASCII; otherwise it is kept in ``id``), so that a caller
+    /// can compare it with the topic's location without a string being made.
+    public var idBytes: Range<Int>?
+
+    public static func == (a: LivePayload, b: LivePayload) -> Bool {
+        a.id == b.id && a.timestamp == b.timestamp && a.originSourceId == b.originSourceId && a.properties == b.properties
+            && a.isRemoval == b.isRemoval
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(id)
+        hasher.combine(timestamp)
+        hasher.combine(properties)
+    }
 
     /// Decodes a payload.
     ///
@@ -50,6 +65,7 @@ public struct LivePayload: Hashable, Sendable {
         }
         var scanner = JSONScanner(payload)
         var id: String?
+        var idBytes: Range<Int>?
         var timestamp: LiveTimestamp?
         var origin: String?
         var properties: LiveProperties?
@@ -65,7 +81,17 @@ public struct LivePayload: Hashable, Sendable {
             try scanner.readObject { (scanner: inout JSONScanner, key, escaped) throws(JSONScanner.Failure) in
                 switch Field(key, escaped: escaped) {
                 case .id:
-                    id = try LivePayload.readStringField("id", &scanner, &fieldError, keeping: keepingSource)
+                    if !keepingSource, try scanner.peekKind() == .string {
+                        let (raw, escaped) = try scanner.readRawString()
+                        if escaped || raw.contains(where: { $0 >= 0x80 }) {
+                            id = try LivePayload.string(raw, escaped: escaped)
+                        } else {
+                            let start = raw.baseAddress.map { $0 - payload.baseAddress! } ?? 0
+                            idBytes = start..<(start + raw.count)
+                        }
+                    } else {
+                        id = try LivePayload.readStringField("id", &scanner, &fieldError, keeping: keepingSource)
+                    }
                 case .originSourceId:
                     origin = try LivePayload.readStringField("originSourceId", &scanner, &fieldError, keeping: keepingSource)
                 case .timestamp:
@@ -135,6 +161,7 @@ public struct LivePayload: Hashable, Sendable {
         if let fieldError { throw fieldError }
         guard let properties else { throw .missingProperties }
         self.init(id: id, timestamp: timestamp, originSourceId: origin, properties: properties, isRemoval: false)
+        self.idBytes = idBytes
     }
 
     public init(
