@@ -140,24 +140,47 @@ public final class LiveCore {
         return nil
     }
 
-    /// The payload's `id` when it is not the topic's location (the level before the one
-    /// after `slash`, the topic's last `/`); `nil` when it is, or when there is none.
+    /// The payload's `id` when it is not the topic's location (the level that ends at
+    /// `slash`, the topic's last `/`); `nil` when it is, or when there is none.
     private static func namedLocation(_ payload: LivePayload, _ bytes: [UInt8], topic: String, slash: Int?) -> String? {
-        guard payload.idBytes != nil || payload.id != nil, let slash else { return nil }
-        return topic.utf8.withContiguousStorageIfAvailable { topicBytes -> String? in
-            let topicBytes = UnsafeRawBufferPointer(topicBytes)
-            var start = slash - 1
-            while start >= 0, topicBytes[start] != UInt8(ascii: "/") { start -= 1 }
-            let location = UnsafeRawBufferPointer(rebasing: topicBytes[(start + 1)..<slash])
-            if let range = payload.idBytes {
-                return bytes.withUnsafeBytes { payloadBytes in
-                    let id = UnsafeRawBufferPointer(rebasing: payloadBytes[range])
-                    return id.elementsEqual(location) ? nil : String(decoding: id, as: UTF8.self)
-                }
+        guard let slash else { return nil }
+        if let range = payload.idBytes {
+            // The common case, the topic's own id: compared in place, from the end of the
+            // location level (no scan for where it starts).
+            let start = slash - range.count
+            let same =
+                start >= 1
+                && (topic.utf8.withContiguousStorageIfAvailable { topicBytes in
+                    let topicBytes = UnsafeRawBufferPointer(topicBytes)
+                    return topicBytes[start - 1] == UInt8(ascii: "/")
+                        && bytes.withUnsafeBytes { payloadBytes in
+                            Self.sameBytes(
+                                UnsafeRawBufferPointer(rebasing: payloadBytes[range]),
+                                UnsafeRawBufferPointer(rebasing: topicBytes[start..<slash]))
+                        }
+                } ?? false)
+            return same ? nil : String(decoding: bytes[range], as: UTF8.self)
+        }
+        guard let id = payload.id else { return nil }
+        let level = topic.utf8.prefix(slash).split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).last
+        return level.map { id.utf8.elementsEqual($0) } == true ? nil : id
+    }
+
+    /// Whether two runs of bytes of the same length are equal, eight bytes at a time.
+    @inline(__always)
+    private static func sameBytes(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
+        var index = 0
+        while index + 8 <= a.count {
+            if a.loadUnaligned(fromByteOffset: index, as: UInt64.self) != b.loadUnaligned(fromByteOffset: index, as: UInt64.self) {
+                return false
             }
-            guard let id = payload.id, !id.isSameIdentifier(asBytes: location) else { return nil }
-            return id
-        } ?? nil
+            index += 8
+        }
+        while index < a.count {
+            if a[index] != b[index] { return false }
+            index += 1
+        }
+        return true
     }
 
     /// The domain of a topic whose last `/` is at byte `slash`.
