@@ -116,7 +116,11 @@ final class ConfigReader {
         return value
     }
 
-    /// `500ms`, `30s`, `15m`, `2h`, `1d`, or a number of seconds.
+    /// The longest duration a setting takes: ten years. Longer ones (or `inf`) are mistakes,
+    /// and would not fit the milliseconds the daemon counts in.
+    static let maximumDuration: Duration = .seconds(10 * 365 * 86_400)
+
+    /// `500ms`, `30s`, `15m`, `2h`, `1d`, or a number of seconds; at most ``maximumDuration``.
     func duration(_ node: Node, _ what: String) -> Duration? {
         guard case .scalar(let scalar) = node else {
             error(node, "\(what) must be a duration such as 30s, 15m or 2h, found \(describe(node))")
@@ -124,17 +128,24 @@ final class ConfigReader {
         }
         let text = scalar.string.trimmingCharacters(in: .whitespaces)
         let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600), ("d", 86_400)]
-        for (suffix, seconds) in units where text.hasSuffix(suffix) {
+        var seconds: Double?
+        for (suffix, unit) in units where text.hasSuffix(suffix) {
             let digits = text.dropLast(suffix.count)
-            if let value = Double(digits), value >= 0, value.isFinite, !digits.isEmpty,
-                digits.allSatisfy({ $0.isNumber || $0 == "." })
-            {
-                return .milliseconds(Int64((value * seconds * 1000).rounded()))
+            if let value = Double(digits), !digits.isEmpty, digits.allSatisfy({ $0.isNumber || $0 == "." }) {
+                seconds = value * unit
+                break
             }
         }
-        if let value = Double(text), value >= 0 { return .milliseconds(Int64((value * 1000).rounded())) }
-        error(node, "\(what) must be a duration such as 500ms, 30s, 15m or 2h, found \"\(text)\"")
-        return nil
+        if seconds == nil, let value = Double(text) { seconds = value }
+        guard let seconds, seconds.isFinite, seconds >= 0 else {
+            error(node, "\(what) must be a duration such as 500ms, 30s, 15m or 2h, found \"\(text)\"")
+            return nil
+        }
+        guard seconds <= Double(Self.maximumDuration.components.seconds) else {
+            error(node, "\(what) must be at most 3650d (ten years), found \"\(text)\"")
+            return nil
+        }
+        return .milliseconds(Int64((seconds * 1000).rounded()))
     }
 
     func color(_ node: Node, _ what: String) -> Color? {

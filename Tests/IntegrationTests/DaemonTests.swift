@@ -148,8 +148,10 @@ struct DaemonTests {
         #expect(await daemon.notify.wait(for: "RELOADING=1"))
         #expect(await inbox.wait { $0.contains { $0.payloadString.contains("#00FFFF") } })
 
-        // A broken config: logged, and the old one keeps running.
-        try "rules: [{name: x, when: \"nrOfPeople >\"}]\n".write(toFile: daemon.configPath, atomically: true, encoding: .utf8)
+        // A broken config (an expression, and a duration that once trapped): logged, and the
+        // old one keeps running.
+        try "rules: [{name: x, when: \"nrOfPeople >\"}]\ndomains: {occupancy: {staleAfter: inf}}\n"
+            .write(toFile: daemon.configPath, atomically: true, encoding: .utf8)
         daemon.signal(SIGHUP)
         #expect(await daemon.notify.wait(for: "STATUS=reload failed; running the previous config"))
         #expect(daemon.running.isRunning)
@@ -276,13 +278,18 @@ struct DaemonTests {
         #expect(try await daemon.running.result(timeout: .seconds(10)).status == 0)
     }
 
-    @Test("a config with errors exits 78 and names file, line and column")
-    func badConfig() async throws {
+    @Test("a config with errors exits 78 and names file, line and column", arguments: [
+        ("broker: {port: nope}\n", #"1:16: broker.port must be a whole number, found "nope""#),
+        ("domains: {occupancy: {staleAfter: 99999999999999999999s}}\n", #"1:35: domains.occupancy.staleAfter must be at most 3650d (ten years), found "99999999999999999999s""#),
+    ])
+    func badConfig(yaml: String, message: String) async throws {
         let directory = try TestDirectory.make(prefix: "badconfig")
         let path = directory.appendingPathComponent("livedata.yaml").path
-        try "broker: {port: nope}\n".write(toFile: path, atomically: true, encoding: .utf8)
-        let result = try await CommandRunner().run(["serve", "--config", path])
-        #expect(result.status == 78)
-        #expect(result.errorLines.first == "error: \(path):1:16: broker.port must be a whole number, found \"nope\"")
+        try yaml.write(toFile: path, atomically: true, encoding: .utf8)
+        for command in [["serve", "--config", path], ["rules", "check", path]] {
+            let result = try await CommandRunner().run(command)
+            #expect(result.status == 78, "\(command)")
+            #expect(result.errorLines.first == "error: \(path):\(message)", "\(command)")
+        }
     }
 }

@@ -61,6 +61,14 @@ struct ConfigLoadingTests {
                 ##"test.yaml:2:28: styles.main.polygonFillColor must be a color written #RRGGBB (quote it: "#D64545"), found "red""##
             ),
             ("domains:\n  occupancy: {staleAfter: soon}\n", #"test.yaml:2:27: domains.occupancy.staleAfter must be a duration such as 500ms, 30s, 15m or 2h, found "soon""#),
+            // Durations that would not fit: refused at load, never a trap.
+            ("domains:\n  occupancy: {staleAfter: inf}\n", #"test.yaml:2:27: domains.occupancy.staleAfter must be a duration such as 500ms, 30s, 15m or 2h, found "inf""#),
+            (
+                "domains:\n  occupancy: {staleAfter: 99999999999999999999s}\n",
+                #"test.yaml:2:27: domains.occupancy.staleAfter must be at most 3650d (ten years), found "99999999999999999999s""#
+            ),
+            ("output: {summaryInterval: 1e30}\n", #"test.yaml:1:27: output.summaryInterval must be at most 3650d (ten years), found "1e30""#),
+            ("domains:\n  occupancy: {staleAfter: -5s}\n", #"test.yaml:2:27: domains.occupancy.staleAfter must be a duration such as 500ms, 30s, 15m or 2h, found "-5s""#),
             ("subscriptions:\n  - {building: \"B/1\"}\n", #"test.yaml:2:16: building "B/1": a component cannot contain '/' (it separates levels)"#),
             ("subscriptions:\n  - {filter: \"a/#/b\"}\n", #"test.yaml:2:14: bad filter: level 2 of "a/#/b": '#' must be the last level"#),
             (
