@@ -107,14 +107,14 @@ enum RecordCodec {
         guard try reader.byte() == format else { throw DecodingError(reason: "unknown format") }
         let address = try reader.address()
         let version = try reader.varint()
-        let valueCount = Int(try reader.varint())
+        let valueCount = try reader.count()
         var values: [DomainValue] = []
         values.reserveCapacity(valueCount)
         for _ in 0..<valueCount {
             let domain = try reader.string()
             let timestamp = LiveTimestamp(millisecondsSince1970: unzigzag(try reader.varint()))
             let stale = try reader.byte() == 1
-            let propertyCount = Int(try reader.varint())
+            let propertyCount = try reader.count()
             var properties: [LiveProperties.Property] = []
             properties.reserveCapacity(propertyCount)
             for _ in 0..<propertyCount {
@@ -128,7 +128,7 @@ enum RecordCodec {
         if try reader.byte() == 1 {
             let style = try decodeStyle(&reader)
             var rules: [String] = []
-            for _ in 0..<Int(try reader.varint()) { rules.append(try reader.string()) }
+            for _ in 0..<(try reader.count()) { rules.append(try reader.string()) }
             published = DerivedStyle(style: style, rules: rules, legendState: try reader.optionalString())
         }
         return LocationRecord(address: address, values: values, published: published, version: version)
@@ -187,8 +187,17 @@ enum RecordCodec {
             }
         }
 
+        /// A count of what follows (entries or bytes): never more than the bytes left, each
+        /// entry taking at least one, so that a corrupt record cannot ask for a huge array or
+        /// a number that does not fit an `Int`.
+        mutating func count() throws(DecodingError) -> Int {
+            let value = try varint()
+            guard value <= UInt64(bytes.count - position) else { throw DecodingError(reason: "a count is larger than the record") }
+            return Int(value)
+        }
+
         mutating func string() throws(DecodingError) -> String {
-            let count = Int(try varint())
+            let count = try count()
             guard count <= bytes.count - position else { throw DecodingError(reason: "it ends inside a string") }
             defer { position += count }
             // Written from Swift strings, so valid UTF-8: no need to check it again.
@@ -201,7 +210,7 @@ enum RecordCodec {
             let start = position
             var length = 5
             for _ in 0..<6 {
-                let count = Int(try varint())
+                let count = try count()
                 guard count <= bytes.count - position else { throw DecodingError(reason: "it ends inside a string") }
                 length += count
                 position += count

@@ -85,20 +85,20 @@ public final class StateDatabase {
                 sqlite3_bind_text(delete, 1, key, -1, transient)
                 guard sqlite3_step(delete) == SQLITE_DONE else { throw failure("deleting \(key)") }
             }
-            for record in records {
-                let key = record.address.description
-                let blob = RecordCodec.encode(record)
-                sqlite3_reset(upsert)
-                sqlite3_bind_text(upsert, 1, key, -1, transient)
-                blob.withUnsafeBytes { _ = sqlite3_bind_blob(upsert, 2, $0.baseAddress, Int32($0.count), transient) }
-                let code = sqlite3_step(upsert)
-                guard code == SQLITE_DONE else { throw failure("writing \(key)") }
-            }
+            for record in records { try upsert(key: record.address.description, record: RecordCodec.encode(record)) }
             try execute("COMMIT")
         } catch {
             _ = sqlite3_exec(db, "ROLLBACK", nil, nil, nil)
             throw error
         }
+    }
+
+    /// Writes one row: a record's bytes under its key (outside a transaction, its own).
+    func upsert(key: String, record blob: [UInt8]) throws(Failure) {
+        sqlite3_reset(upsert)
+        sqlite3_bind_text(upsert, 1, key, -1, transient)
+        blob.withUnsafeBytes { _ = sqlite3_bind_blob(upsert, 2, $0.baseAddress, Int32($0.count), transient) }
+        guard sqlite3_step(upsert) == SQLITE_DONE else { throw failure("writing \(key)") }
     }
 
     /// Reads every stored location.

@@ -1,6 +1,7 @@
 import DisplayRules
 import Foundation
 import LiveTopics
+import LiveDataTestSupport
 import Testing
 
 @testable import LiveState
@@ -90,5 +91,45 @@ struct GoldenStateFileTests {
         } throws: { error in
             "\(error)".contains("stored ids [20]")
         }
+    }
+
+    @Test("a corrupt record is refused, never a trap: huge counts, and thousands of random damages")
+    func corruptRecords() throws {
+        let record = Self.records[0]
+        let bytes = RecordCodec.encode(record)
+        // The value count (after the format byte, the address and the version) as the
+        // largest varint there is: once an Int conversion trap, and a huge reservation.
+        let countAt = try bytes.withUnsafeBytes { buffer throws(RecordCodec.DecodingError) -> Int in
+            var reader = RecordCodec.Reader(bytes: buffer, position: 1)
+            _ = try reader.address()
+            _ = try reader.varint()
+            return reader.position
+        }
+        let huge = Array(bytes[..<countAt]) + [0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01] + Array(bytes[(countAt + 1)...])
+        #expect(throws: RecordCodec.DecodingError.self) { try huge.withUnsafeBytes { try RecordCodec.decode($0) } }
+        var random = SplitMix64(seed: 7)
+        for _ in 0..<5_000 {
+            var damaged = bytes
+            for _ in 0..<(1 + Int(random.next() % 3)) {
+                damaged[Int(random.next() % UInt64(damaged.count))] = UInt8(truncatingIfNeeded: random.next())
+            }
+            if random.next() % 4 == 0 { damaged.removeLast(Int(random.next() % UInt64(damaged.count))) }
+            _ = try? damaged.withUnsafeBytes { try RecordCodec.decode($0) }
+        }
+    }
+
+    @Test("a state file with a corrupt record restores the others and counts the one it skipped")
+    func corruptRecordInAFile() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("corrupt-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("state.db").path
+        let database = try StateDatabase(path: path)
+        try database.write(Self.records)
+        // Overwrite one row's record with a count no record can hold.
+        try database.upsert(key: Self.records[1].address.description, record: [1, 1, 0x41, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01])
+        let read = try StateDatabase(path: path).readAll()
+        #expect(read.unreadable == 1)
+        #expect(Set(read.records.map(\.address)) == [Self.records[0].address, Self.records[2].address])
     }
 }
