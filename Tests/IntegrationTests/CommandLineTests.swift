@@ -189,6 +189,33 @@ struct CommandLineTests {
         #expect(result.status == status)
     }
 
+    @Test("rules eval prints the derived change for people, and as published with --format json")
+    func rulesEval() async throws {
+        let directory = try TestDirectory.make(prefix: "eval")
+        let path = directory.appendingPathComponent("rules.yaml").path
+        try """
+            styles:
+              main: {visible: true, zoomFrom: 16, zoomTo: 22}
+            rules:
+              - {name: occupied, domain: occupancy, when: nrOfPeople > 0, style: {polygonFillColor: "#D64545"}, legend: Occupied}
+            store: {path: ":memory:"}
+            """.write(toFile: path, atomically: true, encoding: .utf8)
+        let arguments = [
+            "rules", "eval", path, "--topic", "ds1/hq/B/F3/R7/room-7/occupancy", "--payload", #"{"properties": {"nrOfPeople": "3"}}"#,
+            "--zoom", "18",
+        ]
+        let text = try await CommandRunner().run(arguments)
+        #expect(text.status == 0, "\(text.standardError)")
+        #expect(text.outputLines.contains { $0.hasPrefix("rules") && $0.hasSuffix("occupied") })
+        #expect(text.outputLines.contains { $0.hasPrefix("  polygonFillColor") && $0.hasSuffix("#D64545") })
+        #expect(text.outputLines.last?.hasSuffix("visible") == true)
+        let json = try await CommandRunner().run(arguments + ["--format", "json"])
+        #expect(json.status == 0)
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(json.standardOutput.utf8)) as? [String: Any])
+        #expect((object["style"] as? [String: Any])?["polygonFillColor"] as? String == "#D64545")
+        #expect((object["zoom"] as? [String: Any])?["visible"] as? Bool == true)
+    }
+
     @Test("topic parse and topic criteria")
     func topicParseAndCriteria() async throws {
         let runner = try CommandRunner()

@@ -87,18 +87,23 @@ struct RulesCommand: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Apply one update to an empty state and print the derived change it publishes.",
             discussion: """
-                Prints the derived change as the daemon would publish it at \
-                {prefix}/style/…, or "no change" (exit 1) when the update changes nothing. With \
-                --zoom, adds whether the location shows at that zoom level.
+                Prints the derived change: for people, its location, rules, legend state, \
+                changed fields and style (text, the default); with --format json, the change as \
+                the daemon would publish it at {prefix}/style/…. Prints "no change" (exit 1) \
+                when the update changes nothing. With --zoom, adds whether the location shows at \
+                that zoom level.
 
                 Example:
                   livedata rules eval config/livedata.yaml --topic demo/hq/B1/F1/R101/room-101/occupancy \\
-                      --payload '{"properties": {"nrOfPeople": "3", "capacity": "8"}}' --zoom 18
+                      --payload '{"properties": {"nrOfPeople": "3", "capacity": "8"}}' --zoom 18 --format json
                 """
         )
 
         @Argument(help: "The config file.")
         var file: String
+
+        @Option(help: "Output: text (for people) or json (the derived change as published).")
+        var format: OutputFormat = .text
 
         @Option(help: "The live-data topic of the update.")
         var topic: String
@@ -124,15 +129,47 @@ struct RulesCommand: ParsableCommand {
                 printLine("no change")
                 throw ExitCode(1)
             }
-            var json = change.json
-            if let zoom {
-                var object = JSONObjectWriter()
-                object.add("level", zoom)
-                object.add("visible", change.derived.style.isVisible(atZoom: zoom))
-                json.removeLast()
-                json += ", \"zoom\": \(object.json)}"
+            let visible = zoom.map { change.derived.style.isVisible(atZoom: $0) }
+            switch format {
+            case .json:
+                var json = change.json
+                if let zoom, let visible {
+                    var object = JSONObjectWriter()
+                    object.add("level", zoom)
+                    object.add("visible", visible)
+                    json.removeLast()
+                    json += ", \"zoom\": \(object.json)}"
+                }
+                printLine(json)
+            case .text:
+                let derived = change.derived
+                var rows = [
+                    ["location", change.address.description],
+                    ["rules", derived.rules.isEmpty ? "-" : derived.rules.joined(separator: ", ")],
+                    ["legend", derived.legendState ?? "-"],
+                    ["changed", change.changed.map(\.rawValue).joined(separator: ", ")],
+                ]
+                for field in StyleField.allCases {
+                    guard let value = derived.style[field] else { continue }
+                    rows.append(["  " + field.rawValue, Self.text(value)])
+                }
+                if let zoom, let visible { rows.append(["zoom \(jsonNumber(zoom))", visible ? "visible" : "hidden"]) }
+                for line in table(header: ["", ""], rows: rows).dropFirst() { printLine(line) }
             }
-            printLine(json)
+        }
+
+        /// A style value as a person reads it.
+        static func text(_ value: StyleValue) -> String {
+            switch value {
+            case .flag(let flag): "\(flag)"
+            case .number(let number): jsonNumber(number)
+            case .integer(let integer): "\(integer)"
+            case .text(let text): text
+            case .color(let color): color.description
+            case .badge(let badge):
+                [badge.text.map { "\"\($0)\"" }, badge.textColor.map { "text \($0)" }, badge.backgroundColor.map { "on \($0)" }]
+                    .compactMap { $0 }.joined(separator: " ")
+            }
         }
     }
 }
