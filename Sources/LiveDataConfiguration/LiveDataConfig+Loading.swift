@@ -39,7 +39,7 @@ extension LiveDataConfig {
             throw ConfigErrors([ConfigError(file: file, line: 1, column: 1, message: "cannot read the YAML: \(error)")])
         }
         var config = LiveDataConfig(file: file)
-        guard let root else { return config.applying(environment) }
+        guard let root else { return try config.applying(environment, file: file) }
         let resolver = PathResolver(directory: directory)
         var catalogNode: Node?
         var catalogPath: String?
@@ -81,13 +81,23 @@ extension LiveDataConfig {
             main: styles.main, types: styles.types, locations: styles.locations, rules: rules, domains: domains,
             catalog: catalog)
         guard reader.errors.isEmpty else { throw ConfigErrors(reader.errors) }
-        return config.applying(environment)
+        return try config.applying(environment, file: file)
     }
 
-    private func applying(_ environment: [String: String]) -> LiveDataConfig {
+    private func applying(_ environment: [String: String], file: String) throws(ConfigErrors) -> LiveDataConfig {
         var config = self
         if let password = environment["LIVEDATA_MQTT_PASSWORD"] { config.broker.passwordFromEnvironment = password }
-        if let token = environment["LIVEDATA_HTTP_TOKEN"] { config.http.token = token }
+        if let token = environment["LIVEDATA_HTTP_TOKEN"] {
+            // An empty token would let anyone who sends "Authorization: Bearer " write.
+            guard !token.trimmingCharacters(in: .whitespaces).isEmpty else {
+                throw ConfigErrors([
+                    ConfigError(
+                        file: file, line: 1, column: 1,
+                        message: "$LIVEDATA_HTTP_TOKEN is set but empty: unset it to turn writing off, or give it a token")
+                ])
+            }
+            config.http.token = token
+        }
         return config
     }
 

@@ -278,6 +278,17 @@ struct DaemonTests {
         #expect(try await daemon.running.result(timeout: .seconds(10)).status == 0)
     }
 
+    @Test("an empty $LIVEDATA_HTTP_TOKEN is refused at start (exit 78), not taken as a token anyone can send")
+    func emptyToken() async throws {
+        let directory = try TestDirectory.make(prefix: "token")
+        let path = directory.appendingPathComponent("livedata.yaml").path
+        try "rules: []\nstore: {path: \":memory:\"}\n".write(toFile: path, atomically: true, encoding: .utf8)
+        let result = try await CommandRunner().start(["serve", "--config", path], environment: ["LIVEDATA_HTTP_TOKEN": ""])
+            .result(timeout: .seconds(20))
+        #expect(result.status == 78)
+        #expect(result.errorLines.first?.contains("$LIVEDATA_HTTP_TOKEN is set but empty") == true, "\(result.standardError)")
+    }
+
     @Test("a config with errors exits 78 and names file, line and column", arguments: [
         ("broker: {port: nope}\n", #"1:16: broker.port must be a whole number, found "nope""#),
         ("domains: {occupancy: {staleAfter: 99999999999999999999s}}\n", #"1:35: domains.occupancy.staleAfter must be at most 3650d (ten years), found "99999999999999999999s""#),

@@ -2,7 +2,7 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import LiveDataConfiguration
-import LiveDataServer
+@testable import LiveDataServer
 import LiveTopics
 import Logging
 import Mosquitto
@@ -83,6 +83,14 @@ struct HTTPInterfaceTests {
             let second = Self.text(try await client.execute(uri: "/metrics", method: .get))
             #expect(second.contains("livedata_updates_received_total 3"))
         }
+    }
+
+    @Test("the token comparison", arguments: [
+        ("Bearer sesame", true), ("Bearer sesamE", false), ("Bearer sesame ", false), ("Bearer sesam", false), ("", false),
+        ("Bearer ", false),
+    ])
+    func tokenComparison(header: String, accepted: Bool) {
+        #expect(BearerTokenMiddleware<BasicRequestContext>.sameInConstantTime(header, "Bearer sesame") == accepted)
     }
 
     @Test("layer writes need the bearer token; without a configured token writing is off")

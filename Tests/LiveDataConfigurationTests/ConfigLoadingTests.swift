@@ -36,6 +36,18 @@ struct ConfigLoadingTests {
         #expect(config.ruleSet.layers == ["climate", "desks", "occupancy"])
     }
 
+    @Test("an empty token from the environment is refused: it would open the write endpoints")
+    func emptyToken() {
+        for token in ["", "  "] {
+            #expect {
+                try LiveDataConfig.parse(yaml: "rules: []\n", file: "t.yaml", environment: ["LIVEDATA_HTTP_TOKEN": token])
+            } throws: { error in
+                "\(error)" == "t.yaml:1:1: $LIVEDATA_HTTP_TOKEN is set but empty: unset it to turn writing off, or give it a token"
+            }
+        }
+        #expect(throws: ConfigErrors.self) { try LiveDataConfig.parse(yaml: "http: {token: \"\"}\n", file: "t.yaml") }
+    }
+
     @Test("defaults when keys are left out; secrets from the environment")
     func defaults() throws {
         let config = try LiveDataConfig.parse(
