@@ -4,7 +4,7 @@ import LiveTopics
 import Yams
 
 extension LiveDataConfig {
-    static let topLevelKeys = ["broker", "subscriptions", "domains", "catalog", "styles", "rules", "output", "store", "http", "log"]
+    static let topLevelKeys = ["broker", "subscriptions", "domains", "catalog", "styles", "rules", "output", "store", "http", "log", "limits"]
 
     /// Reads and checks a config file. Relative paths in it (catalog, password file, TLS
     /// files) are found from the working directory, or else from the file's directory.
@@ -60,6 +60,7 @@ extension LiveDataConfig {
             case "store": config.store = readStore(value, reader)
             case "http": config.http = readHTTP(value, reader)
             case "log": config.log = readLog(value, reader)
+            case "limits": config.limits = readLimits(value, reader)
             default: break
             }
         }
@@ -331,6 +332,14 @@ extension LiveDataConfig {
             }
         }
         return rules
+    }
+
+    private static func readLimits(_ node: Node, _ reader: ConfigReader) -> LimitSettings {
+        var limits = LimitSettings()
+        for (_, _, value) in reader.mapping(node, "limits", allowed: ["futureSkew"]) {
+            limits.futureSkew = reader.duration(value, "limits.futureSkew") ?? limits.futureSkew
+        }
+        return limits
     }
 
     private static func readOutput(_ node: Node, _ reader: ConfigReader) -> OutputSettings {

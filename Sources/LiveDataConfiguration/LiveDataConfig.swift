@@ -15,6 +15,7 @@ public struct LiveDataConfig: Sendable {
     public var store: StoreSettings
     public var http: HTTPSettings
     public var log: LogSettings
+    public var limits = LimitSettings()
 
     public init(
         file: String = "<defaults>", broker: BrokerSettings = BrokerSettings(),
@@ -104,6 +105,16 @@ public struct HTTPSettings: Sendable, Equatable {
     public var listen = "127.0.0.1:8080"
     /// `token` that guards the write endpoints; `$LIVEDATA_HTTP_TOKEN` overrides it.
     public var token: String?
+
+    public init() {}
+}
+
+/// `limits:` — bounds on what the daemon accepts.
+public struct LimitSettings: Sendable, Equatable {
+    /// `futureSkew` (duration, default 5m): an update whose timestamp is further ahead of
+    /// the daemon's clock is refused (`future_timestamp`) rather than stored, where it
+    /// would make every later update of its location and domain look out of order.
+    public var futureSkew: Duration = .seconds(300)
 
     public init() {}
 }

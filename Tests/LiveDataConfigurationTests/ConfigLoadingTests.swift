@@ -36,6 +36,12 @@ struct ConfigLoadingTests {
         #expect(config.ruleSet.layers == ["climate", "desks", "occupancy"])
     }
 
+    @Test("limits.futureSkew: 5 minutes unless set")
+    func limits() throws {
+        #expect(try LiveDataConfig.parse(yaml: "rules: []\n", file: "t.yaml").limits.futureSkew == .seconds(300))
+        #expect(try LiveDataConfig.parse(yaml: "limits: {futureSkew: 30s}\n", file: "t.yaml").limits.futureSkew == .seconds(30))
+    }
+
     @Test("an empty token from the environment is refused: it would open the write endpoints")
     func emptyToken() {
         for token in ["", "  "] {
@@ -67,12 +73,14 @@ struct ConfigLoadingTests {
                 "broker:\n  hots: x\n",
                 #"test.yaml:2:3: unknown key "hots" in broker (did you mean "host"? expected one of: host, port, clientId, protocol, username, passwordFile, keepalive, qos, cleanStart, tls)"#
             ),
-            ("colour: red\n", #"test.yaml:1:1: unknown key "colour" in the config file (expected one of: broker, subscriptions, domains, catalog, styles, rules, output, store, http, log)"#),
+            ("colour: red\n", #"test.yaml:1:1: unknown key "colour" in the config file (expected one of: broker, subscriptions, domains, catalog, styles, rules, output, store, http, log, limits)"#),
             (
                 "styles:\n  main: {polygonFillColor: red}\n",
                 ##"test.yaml:2:28: styles.main.polygonFillColor must be a color written #RRGGBB (quote it: "#D64545"), found "red""##
             ),
             ("domains:\n  occupancy: {staleAfter: soon}\n", #"test.yaml:2:27: domains.occupancy.staleAfter must be a duration such as 500ms, 30s, 15m or 2h, found "soon""#),
+            ("limits: {futureSkew: forever}\n", #"test.yaml:1:22: limits.futureSkew must be a duration such as 500ms, 30s, 15m or 2h, found "forever""#),
+            ("limits: {locations: 5}\n", #"test.yaml:1:10: unknown key "locations" in limits (expected one of: futureSkew)"#),
             // Durations that would not fit: refused at load, never a trap.
             ("domains:\n  occupancy: {staleAfter: inf}\n", #"test.yaml:2:27: domains.occupancy.staleAfter must be a duration such as 500ms, 30s, 15m or 2h, found "inf""#),
             (

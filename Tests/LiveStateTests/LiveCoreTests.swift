@@ -4,7 +4,7 @@ import LiveTopics
 import Testing
 
 /// The in-process path of one update, without a broker.
-@Suite("Live engine")
+@Suite("Live core")
 struct LiveCoreTests {
     static func ruleSet() throws -> RuleSet {
         RuleSet(rules: [
@@ -22,6 +22,42 @@ struct LiveCoreTests {
     mutating func process(_ engine: LiveCore, _ topic: String, people: Int) -> LiveCore.Outcome {
         now.millisecondsSince1970 += 1
         return engine.process(topic: topic, payload: Array(#"{"properties":{"nrOfPeople":"\#(people)"}}"#.utf8), receivedAt: now)
+    }
+
+    @Test("a timestamp far ahead of the clock is refused, and later updates still apply")
+    func futureTimestamps() throws {
+        let core = LiveCore(ruleSet: try Self.ruleSet(), subscriptions: [try TopicCriteria(dataset: "ds1")])
+        let now = LiveTimestamp(millisecondsSince1970: 1_763_720_000_000)
+        func send(_ timestamp: String, people: Int, at: LiveTimestamp = now) -> LiveCore.Outcome {
+            core.process(
+                topic: Self.topic, payload: Array(#"{"timestamp": \#(timestamp), "properties": {"nrOfPeople": "\#(people)"}}"#.utf8),
+                receivedAt: at)
+        }
+        // A sensor with a broken clock, once.
+        guard case .rejected(.futureTimestamp, let message) = send(#""9999-12-31T23:59:59Z""#, people: 5) else {
+            Issue.record("a year-9999 timestamp was not refused")
+            return
+        }
+        #expect(message.contains("limits.futureSkew"))
+        #expect(core.counters.rejected[.futureTimestamp] == 1)
+        // Every later update still applies: nothing from year 9999 was stored.
+        guard case .changed = send("\(now.millisecondsSince1970 + 1)", people: 1) else {
+            Issue.record("the next update did not apply")
+            return
+        }
+        // Within the skew (5 minutes by default): accepted.
+        guard case .changed = send("\(now.millisecondsSince1970 + 4 * 60_000)", people: 0) else {
+            Issue.record("an update 4 minutes ahead was refused")
+            return
+        }
+        let strict = LiveCore(ruleSet: try Self.ruleSet(), subscriptions: [try TopicCriteria(dataset: "ds1")], futureSkew: .zero)
+        guard case .rejected(.futureTimestamp, _) = strict.process(
+            topic: Self.topic, payload: Array(#"{"timestamp": \#(now.millisecondsSince1970 + 1), "properties": {}}"#.utf8),
+            receivedAt: now)
+        else {
+            Issue.record("limits.futureSkew 0 let a later timestamp through")
+            return
+        }
     }
 
     @Test("a topic accepted before is checked again against reloaded subscriptions")

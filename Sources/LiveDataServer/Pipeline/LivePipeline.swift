@@ -43,7 +43,8 @@ public actor LivePipeline {
         topics = OutputTopics(prefix: config.output.prefix, retain: config.output.retain)
         publisher = Publisher(client: client, qos: MQTTQoS(rawValue: Int32(config.output.qos)) ?? .atLeastOnce)
         core = LiveCore(
-            ruleSet: config.ruleSet, subscriptions: config.subscriptions, summaryInterval: config.output.summaryInterval)
+            ruleSet: config.ruleSet, subscriptions: config.subscriptions, summaryInterval: config.output.summaryInterval,
+            futureSkew: config.limits.futureSkew)
         if config.store.isInMemory {
             writer = nil
         } else {

@@ -19,6 +19,9 @@ public final class LiveCore {
         /// It names another placement for a tracked location, and its domain does not move
         /// locations (`domains.X.moves`).
         case placementConflict = "placement_conflict"
+        /// Its timestamp is further ahead of the clock than `futureSkew` (a sensor with a
+        /// broken clock): stored, it would make every later update look out of order.
+        case futureTimestamp = "future_timestamp"
     }
 
     public enum Outcome: Sendable, Equatable {
@@ -50,13 +53,17 @@ public final class LiveCore {
     @exclusivity(unchecked) private var generation: UInt32 = 0
     public let maximumPayloadSize: Int
 
+    /// How far ahead of the receipt time an update's timestamp may be, in milliseconds.
+    public let futureSkewMilliseconds: Int64
+
     public init(
         ruleSet: RuleSet, subscriptions: [TopicCriteria], summaryInterval: Duration = .seconds(1),
-        maximumPayloadSize: Int = LiveUpdate.defaultMaximumPayloadSize
+        maximumPayloadSize: Int = LiveUpdate.defaultMaximumPayloadSize, futureSkew: Duration = .seconds(300)
     ) {
         store = LiveStore(ruleEngine: RuleEngine(ruleSet), summaryInterval: summaryInterval)
         for (number, criteria) in subscriptions.enumerated() { self.subscriptions.add(criteria.filter, number) }
         self.maximumPayloadSize = maximumPayloadSize
+        futureSkewMilliseconds = futureSkew.components.seconds * 1000 + futureSkew.components.attoseconds / 1_000_000_000_000_000
     }
 
     /// Processes one received message.
@@ -82,6 +89,12 @@ public final class LiveCore {
             return checkSubscribed(topic) ?? rejectPayload(error)
         }
         defer { spareProperties = payload.properties }
+        if let timestamp = payload.timestamp,
+            timestamp.millisecondsSince1970 > receivedAt.millisecondsSince1970 &+ futureSkewMilliseconds
+        {
+            return checkSubscribed(topic)
+                ?? reject(.futureTimestamp, "its timestamp \(timestamp) is more than \(futureSkewMilliseconds / 1000) s ahead of the clock (limits.futureSkew)")
+        }
         // A payload `id` other than the topic's location names the location (the topic
         // then only places it).
         let named = Self.namedLocation(payload, bytes, topic: topic, slash: split?.slash)
