@@ -12,7 +12,13 @@ public final class StateDatabase {
     public struct Failure: Error, Sendable, CustomStringConvertible {
         public var operation: String
         public var message: String
+        /// SQLite's result code, when SQLite gave one.
+        public var code: Int32 = 0
         public var description: String { "state database: \(operation) failed: \(message)" }
+
+        /// The file is there but is not an SQLite database (SQLITE_NOTADB), or is damaged
+        /// past reading (SQLITE_CORRUPT): no restart will read it.
+        public var isUnreadableFile: Bool { code == SQLITE_NOTADB || code == SQLITE_CORRUPT }
     }
 
     public let path: String
@@ -143,10 +149,11 @@ public final class StateDatabase {
 
     private func execute(_ sql: String) throws(Failure) {
         var message: UnsafeMutablePointer<CChar>?
-        guard sqlite3_exec(db, sql, nil, nil, &message) == SQLITE_OK else {
+        let code = sqlite3_exec(db, sql, nil, nil, &message)
+        guard code == SQLITE_OK else {
             let text = message.map { String(cString: $0) } ?? "unknown error"
             sqlite3_free(message)
-            throw Failure(operation: sql, message: text)
+            throw Failure(operation: sql, message: text, code: code & 0xFF)
         }
     }
 
@@ -157,7 +164,22 @@ public final class StateDatabase {
     }
 
     private func failure(_ operation: String) -> Failure {
-        Failure(operation: operation, message: db.map { String(cString: sqlite3_errmsg($0)) } ?? "no database")
+        Failure(
+            operation: operation, message: db.map { String(cString: sqlite3_errmsg($0)) } ?? "no database",
+            code: db.map { sqlite3_errcode($0) & 0xFF } ?? 0)
+    }
+
+    /// Moves an unreadable state file (and SQLite's side files) aside, to
+    /// `{path}.corrupt-{time}`, so that the daemon can start with an empty one.
+    /// - Returns: where it went.
+    /// - Throws: when it cannot be renamed.
+    public static func setAside(_ path: String, at time: LiveTimestamp = .now) throws -> String {
+        let aside = "\(path).corrupt-\(time.description.replacingOccurrences(of: ":", with: "-"))"
+        try FileManager.default.moveItem(atPath: path, toPath: aside)
+        for suffix in ["-wal", "-shm"] where FileManager.default.fileExists(atPath: path + suffix) {
+            try? FileManager.default.moveItem(atPath: path + suffix, toPath: aside + suffix)
+        }
+        return aside
     }
 }
 

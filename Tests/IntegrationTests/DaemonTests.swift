@@ -278,6 +278,27 @@ struct DaemonTests {
         #expect(try await daemon.running.result(timeout: .seconds(10)).status == 0)
     }
 
+    @Test("a state file that is not a database is moved aside with one loud line, and the daemon starts empty")
+    func stateFileNotADatabase() async throws {
+        let broker = try await MosquittoBroker.start()
+        let directory = try TestDirectory.make(prefix: "notadb")
+        let store = directory.appendingPathComponent("state.db")
+        try Data(repeating: 0x5A, count: 8192).write(to: store)
+        let daemon = try await startDaemon(port: broker.port, directory: directory)
+        #expect(await daemon.notify.wait(for: "READY=1"), "stderr: \(daemon.running.standardError)")
+        let aside = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.hasPrefix("state.db.corrupt-") }
+        #expect(aside.count == 1)
+        #expect(daemon.running.standardError.split(separator: "\n").filter { $0.hasPrefix("critical") && $0.contains("moved it to") }.count == 1)
+        // The new file is a working one: an update is stored and flushed at shutdown.
+        let sensor = try await client(broker)
+        try await publish(sensor, "room-1", people: 1)
+        try await Task.sleep(for: .milliseconds(300))
+        daemon.signal(SIGTERM)
+        #expect(try await daemon.running.result(timeout: .seconds(10)).status == 0)
+        #expect(try StateDatabase(path: store.path).readAll().records.map(\.address.location) == ["room-1"])
+        await sensor.disconnect()
+    }
+
     @Test("an empty $LIVEDATA_HTTP_TOKEN is refused at start (exit 78), not taken as a token anyone can send")
     func emptyToken() async throws {
         let directory = try TestDirectory.make(prefix: "token")

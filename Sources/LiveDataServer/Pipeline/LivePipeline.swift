@@ -49,7 +49,18 @@ public actor LivePipeline {
             writer = nil
         } else {
             // Read with a connection of our own, then hand the file to the writer.
-            let restored = try core.restore(fromFile: config.store.path, now: .now)
+            let restored: (count: Int, unreadable: Int, changes: [DerivedChange])
+            do {
+                restored = try core.restore(fromFile: config.store.path, now: .now)
+            } catch let failure as StateDatabase.Failure where failure.isUnreadableFile {
+                // No restart would read it: keep it for a person to look at, start empty;
+                // the sensors' next updates (and the broker's queue) fill the state again.
+                let aside = try StateDatabase.setAside(config.store.path)
+                logger.critical(
+                    "the state file is not a readable database (\(failure.message)): moved it to \(aside) and starting with no state",
+                    metadata: ["store.path": "\(config.store.path)"])
+                restored = (0, 0, [])
+            }
             if restored.unreadable > 0 {
                 logger.warning(
                     "skipped \(restored.unreadable) stored locations that could not be read",
