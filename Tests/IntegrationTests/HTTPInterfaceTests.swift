@@ -15,6 +15,7 @@ struct HTTPInterfaceTests {
     static let yaml = """
         subscriptions:
           - {dataset: ds1, domain: occupancy}
+          - {dataset: ds2, domain: occupancy}
         styles:
           main: {visible: true, polygonFillColor: "#E0E0E0"}
         rules:
@@ -41,9 +42,15 @@ struct HTTPInterfaceTests {
         return pipeline
     }
 
-    func withRoutes(token: String?, _ test: @escaping @Sendable (any TestClientProtocol) async throws -> Void) async throws {
+    func withRoutes(
+        token: String?, extra topics: [String] = [], _ test: @escaping @Sendable (any TestClientProtocol) async throws -> Void
+    ) async throws {
         let metrics = DaemonMetrics()
         let pipeline = try await pipeline(metrics: metrics)
+        for topic in topics {
+            await pipeline.handle(
+                MQTTMessage(topic: topic, payload: Array(#"{"properties": {"nrOfPeople": "1"}}"#.utf8), qos: .atLeastOnce, retain: false))
+        }
         let app = Application(router: HTTPInterface.router(token: token, pipeline: pipeline, metrics: metrics))
         try await app.test(.router, test)
     }
@@ -65,6 +72,20 @@ struct HTTPInterfaceTests {
             #expect(floor.contains(#""location": "desk-1""#) && floor.contains(#""location": "room-7""#))
             #expect(!floor.contains(#""floor": "F4""#))
             #expect(Self.text(try await client.execute(uri: "/v1/layers", method: .get)) == #"{"layers": [{"name": "occupancy", "hidden": false}]}"#)
+        }
+    }
+
+    @Test("a bare id held in two datasets is a conflict that lists both paths; a full path answers one")
+    func ambiguousID() async throws {
+        try await withRoutes(token: nil, extra: ["ds2/hq/B/F3/R/room-7/occupancy"]) { client in
+            let both = try await client.execute(uri: "/v1/locations/room-7", method: .get)
+            #expect(both.status == .conflict)
+            let body = Self.text(both)
+            #expect(body.contains(#""/v1/locations/ds1/hq/B/F3/R/room-7""#) && body.contains(#""/v1/locations/ds2/hq/B/F3/R/room-7""#))
+            let one = try await client.execute(uri: "/v1/locations/ds2/hq/B/F3/R/room-7", method: .get)
+            #expect(one.status == .ok)
+            #expect(Self.text(one).contains(#""dataset": "ds2""#))
+            #expect(try await client.execute(uri: "/v1/locations/ds1/hq/B/F9/R/room-7", method: .get).status == .notFound)
         }
     }
 

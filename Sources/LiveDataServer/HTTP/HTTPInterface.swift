@@ -54,10 +54,33 @@ public enum HTTPInterface {
             return Response(
                 status: .ok, headers: [.contentType: "text/plain; version=0.0.4"], body: .init(byteBuffer: ByteBuffer(bytes: text)))
         }
-        router.get("/v1/locations/:id") { _, context in
-            let id = context.parameters.get("id") ?? ""
-            guard let record = await pipeline.record(id: id) else { return error(.notFound, "no location \(jsonQuoted(id)) is tracked") }
-            return json(.ok, record.json)
+        // `/v1/locations/{id}`, or `/v1/locations/{dataset}/{venue}/{building}/{floor}/{room}/{id}`.
+        router.get("/v1/locations/**") { _, context in
+            let parts = context.parameters.getCatchAll().map(String.init)
+            switch parts.count {
+            case 1:
+                // A bare id names one location per dataset: several datasets holding it is
+                // a question only the caller can answer (by the full path).
+                let id = parts[0]
+                let records = await pipeline.records(id: id)
+                switch records.count {
+                case 0: return error(.notFound, "no location \(jsonQuoted(id)) is tracked")
+                case 1: return json(.ok, records[0].json)
+                default:
+                    let paths = records.map { jsonQuoted("/v1/locations/\($0.address)") }.joined(separator: ", ")
+                    let message = "\(records.count) locations are named \(id); ask for one by its path"
+                    return json(.conflict, #"{"error": \#(jsonQuoted(message)), "locations": [\#(paths)]}"#)
+                }
+            case 6:
+                let address = LocationAddress(
+                    dataset: parts[0], venue: parts[1], building: parts[2], floor: parts[3], room: parts[4], location: parts[5])
+                guard let record = await pipeline.record(address) else {
+                    return error(.notFound, "no location is tracked at \(jsonQuoted(address.description))")
+                }
+                return json(.ok, record.json)
+            default:
+                return error(.notFound, "use /v1/locations/{id} or /v1/locations/{dataset}/{venue}/{building}/{floor}/{room}/{id}")
+            }
         }
         router.get("/v1/floors/:dataset/:venue/:building/:floor") { _, context in
             let parts = ["dataset", "venue", "building", "floor"].map { context.parameters.get($0) ?? "" }

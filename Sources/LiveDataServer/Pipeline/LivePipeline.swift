@@ -81,10 +81,10 @@ public actor LivePipeline {
     /// The broker connection's state.
     public nonisolated var brokerState: MQTTConnectionState { client.state }
 
-    /// A location's record, by its id (the topic's location level); the first in address
-    /// order when several locations share the id.
-    public func record(id: String) -> LocationRecord? {
-        core.store.records(id: id).first
+    /// The records of every location with this id (the topic's location level): one per
+    /// dataset that has it, in address order.
+    public func records(id: String) -> [LocationRecord] {
+        core.store.records(id: id)
     }
 
     /// Every location of a floor.
