@@ -61,9 +61,7 @@ struct GoldenStateFileTests {
     @Test("a state file of record format 1 reads as it was written")
     func formatOneReads() throws {
         // Read from a copy: opening a file may add SQLite's side files beside it.
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("golden-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
+        let directory = try TestDirectory.make(prefix: "golden")
         let copy = directory.appendingPathComponent("state.db").path
         try FileManager.default.copyItem(atPath: Self.fixture, toPath: copy)
         let database = try StateDatabase(path: copy)
@@ -120,10 +118,7 @@ struct GoldenStateFileTests {
 
     @Test("a state file with a corrupt record restores the others and counts the one it skipped")
     func corruptRecordInAFile() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("corrupt-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let path = directory.appendingPathComponent("state.db").path
+        let path = try TestDirectory.make(prefix: "corrupt").appendingPathComponent("state.db").path
         let database = try StateDatabase(path: path)
         try database.write(Self.records)
         // Overwrite one row's record with a count no record can hold.

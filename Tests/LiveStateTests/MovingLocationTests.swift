@@ -1,5 +1,6 @@
 import DisplayRules
 import Foundation
+import LiveDataTestSupport
 import LiveTopics
 import Testing
 
@@ -176,15 +177,12 @@ struct MovingLocationTests {
     }
 
     func temporaryStore() throws -> String {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("moving-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        return directory.appendingPathComponent("state.db").path
+        try TestDirectory.make(prefix: "moving").appendingPathComponent("state.db").path
     }
 
     @Test("a moved location is stored at its new key alone, and restores there")
     func persistence() throws {
         let path = try temporaryStore()
-        defer { try? FileManager.default.removeItem(atPath: URL(fileURLWithPath: path).deletingLastPathComponent().path) }
         let core = LiveCore(ruleSet: try Self.ruleSet(), subscriptions: [try TopicCriteria(dataset: "ds1")])
         let database = try StateDatabase(path: path)
         _ = core.store.apply(try Self.position(floor: "F1", index: 1, at: 0), now: Self.at(0))
@@ -201,7 +199,6 @@ struct MovingLocationTests {
     @Test("a file that holds one location at two places keeps the newer, deletes the other and clears its style")
     func duplicatesInAFile() throws {
         let path = try temporaryStore()
-        defer { try? FileManager.default.removeItem(atPath: URL(fileURLWithPath: path).deletingLastPathComponent().path) }
         func record(_ address: LocationAddress, at offset: Int64, version: UInt64) -> LocationRecord {
             LocationRecord(
                 address: address,
