@@ -26,7 +26,7 @@ public struct SummaryTracker {
 
     /// What one location adds to its floor and building.
     struct Contribution: Hashable, Sendable {
-        /// Index of the legend title (the engine's `legendTitles`), or -1 for none.
+        /// Index of the legend title (the rule engine's `legendTitles`), or -1 for none.
         var state: Int32
         var people: Int32
         var capacity: Int32
@@ -59,7 +59,7 @@ public struct SummaryTracker {
     }
 
     /// The running totals of one floor or building. Legend states are counted by number
-    /// (the engine's legend-title index, shifted by one so that "none" is 0), so that an
+    /// (the rule engine's legend-title index, shifted by one so that "none" is 0), so that an
     /// update moves two counters instead of hashing two titles.
     final class Aggregate {
         let key: Key
