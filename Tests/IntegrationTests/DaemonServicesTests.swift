@@ -1,4 +1,6 @@
 import Foundation
+import Hummingbird
+import HummingbirdTesting
 import LiveDataConfiguration
 import LiveDataServer
 import LiveDataTestSupport
@@ -63,5 +65,45 @@ struct DaemonServicesTests {
         #expect(daemon.pipeline.brokerState != .connected)
         let stored = try StateDatabase(path: store).readAll().records
         #expect(stored.map(\.address.location) == ["room-7"])
+    }
+
+    @Test("a subscription the broker refuses degrades readiness for that filter only; the others go on")
+    func refusedSubscription() async throws {
+        let security = DynamicSecurity(username: "reader", password: "secret", subscribeAllowed: ["ds1/#"])
+        let broker = try await MosquittoBroker.start(.init(dynamicSecurity: security))
+        var config = try LiveDataConfig.parse(
+            yaml: """
+                subscriptions:
+                  - {filter: "ds1/#"}
+                  - {filter: "ds2/#"}
+                rules:
+                  - {name: occupied, domain: occupancy, when: nrOfPeople > 0, style: {polygonFillColor: "#D64545"}}
+                store: {path: ":memory:"}
+                http: {listen: "127.0.0.1:0"}
+                """, file: "test.yaml", environment: ["LIVEDATA_MQTT_PASSWORD": "secret"])
+        config.broker.port = broker.port
+        config.broker.clientId = "refused-test"
+        config.broker.username = "reader"
+        let daemon = try await LiveDataDaemon(
+            config: config, configPath: "test.yaml", logger: logger, notifier: SystemdNotifier(environment: [:]))
+        try await testGracefulShutdown { trigger in
+            let group = ServiceGroup(services: daemon.services, logger: logger)
+            async let running: Void = group.run()
+            let deadline = ContinuousClock.now + .seconds(10)
+            while !(await daemon.pipeline.isReady), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(await daemon.pipeline.isReady, "ready, for the filters the broker took")
+            #expect(await daemon.pipeline.refusedSubscriptions == ["ds2/#"])
+            let metrics = String(decoding: daemon.metrics.exposition(await daemon.pipeline.statistics, brokerConnected: true, ready: true), as: UTF8.self)
+            #expect(metrics.contains("livedata_subscriptions_refused 1"))
+            let readiness = HTTPInterface.router(token: nil, pipeline: daemon.pipeline, metrics: daemon.metrics)
+            let app = Application(router: readiness)
+            try await app.test(.router) { client in
+                let response = try await client.execute(uri: "/readyz", method: .get)
+                #expect(response.status == .ok)
+                #expect(String(buffer: response.body) == #"{"status": "degraded", "refused": ["ds2/#"]}"#)
+            }
+            trigger.triggerGracefulShutdown()
+            try await running
+        }
     }
 }

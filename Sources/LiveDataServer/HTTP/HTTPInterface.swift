@@ -46,6 +46,11 @@ public enum HTTPInterface {
             guard await pipeline.isReady, pipeline.brokerState == .connected else {
                 return error(.serviceUnavailable, "not ready: waiting for the MQTT broker")
             }
+            // Ready, but not for the filters the broker refused: say which.
+            let refused = await pipeline.refusedSubscriptions
+            guard refused.isEmpty else {
+                return json(.ok, #"{"status": "degraded", "refused": [\#(refused.map(jsonQuoted).joined(separator: ", "))]}"#)
+            }
             return json(.ok, #"{"status": "ready"}"#)
         }
         router.get("/metrics") { _, _ in

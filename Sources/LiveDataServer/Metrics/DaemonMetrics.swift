@@ -40,6 +40,7 @@ public final class DaemonMetrics: Sendable {
         total("derived_changes_published", "Derived changes published.", statistics.published)
         total("summaries_published", "Summaries published.", statistics.summariesPublished)
         gauge("locations_tracked", "Locations in the store.", statistics.locations)
+        gauge("subscriptions_refused", "Subscriptions the broker refused (not retried).", statistics.refusedSubscriptions)
         gauge("broker_connected", "1 when connected to the MQTT broker.", brokerConnected ? 1 : 0)
         gauge("ready", "1 when restored, connected and subscribed.", ready ? 1 : 0)
         return registry.emitToBuffer()

@@ -19,6 +19,7 @@ public actor LivePipeline {
         public var published = 0
         public var summariesPublished = 0
         public var locations = 0
+        public var refusedSubscriptions = 0
     }
 
     nonisolated let client: MQTTClient
@@ -101,17 +102,36 @@ public actor LivePipeline {
     public var statistics: Statistics {
         Statistics(
             core: core.counters, store: core.store.counters, published: publisher.changes,
-            summariesPublished: publisher.summaries, locations: core.store.count)
+            summariesPublished: publisher.summaries, locations: core.store.count,
+            refusedSubscriptions: refusedSubscriptions.count)
     }
 
     /// Current record of a location.
     public func record(_ address: LocationAddress) -> LocationRecord? { core.store[address] }
 
-    /// Subscribes the configured criteria (sent again by the client after every reconnection).
+    /// Filters the broker refused (not retried; the others go on). Readiness names them.
+    public private(set) var refusedSubscriptions: [String] = []
+
+    /// Subscribes the configured criteria (sent again by the client after every
+    /// reconnection). A filter the broker refuses is logged, kept in
+    /// ``refusedSubscriptions`` and not retried; the others still go on.
+    /// - Throws: when the client cannot subscribe at all (it is shut down).
     public func subscribe() async throws {
         let qos = MQTTQoS(rawValue: Int32(config.broker.qos)) ?? .atLeastOnce
         for criteria in config.subscriptions {
-            try await client.subscribe(criteria.filter.string, qos: qos)
+            try await subscribe(criteria.filter.string, qos: qos)
+        }
+    }
+
+    private func subscribe(_ filter: String, qos: MQTTQoS) async throws {
+        do {
+            _ = try await client.subscribe(filter, qos: qos)
+            refusedSubscriptions.removeAll { $0 == filter }
+        } catch MQTTError.subscriptionRefused(let filter, let code, let reason) {
+            if !refusedSubscriptions.contains(filter) { refusedSubscriptions.append(filter) }
+            logger.error(
+                "the broker refused the subscription to \(filter): \(reason); the other subscriptions go on",
+                metadata: ["mqtt.filter": "\(filter)", "mqtt.reason_code": "\(code)"])
         }
     }
 
@@ -245,12 +265,15 @@ public actor LivePipeline {
         let qos = MQTTQoS(rawValue: Int32(config.broker.qos)) ?? .atLeastOnce
         for filter in newFilters.subtracting(oldFilters).sorted() {
             do {
-                try await client.subscribe(filter, qos: qos)
+                try await subscribe(filter, qos: qos)
             } catch {
                 logger.error("\(error)")
             }
         }
-        for filter in oldFilters.subtracting(newFilters).sorted() { try? await client.unsubscribe(filter) }
+        for filter in oldFilters.subtracting(newFilters).sorted() {
+            refusedSubscriptions.removeAll { $0 == filter }
+            try? await client.unsubscribe(filter)
+        }
         return changes.count
     }
 

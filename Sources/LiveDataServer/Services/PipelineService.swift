@@ -24,7 +24,9 @@ struct PipelineService: Service {
                     await waitFor?.wait()
                     await pipeline.markReady()
                     let locations = await pipeline.statistics.locations
-                    notifier.ready(status: "connected to \(address); \(locations) locations")
+                    let refused = await pipeline.refusedSubscriptions
+                    let degraded = refused.isEmpty ? "" : "; the broker refused \(refused.joined(separator: ", "))"
+                    notifier.ready(status: "connected to \(address); \(locations) locations\(degraded)")
                     logger.info("ready", metadata: ["store.locations": "\(locations)"])
                 } catch {
                     logger.error("cannot subscribe: \(error)")
