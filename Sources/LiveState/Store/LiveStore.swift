@@ -118,7 +118,7 @@ public final class LiveStore {
     /// An update that names another placement for a tracked location (the same dataset and
     /// id, another venue, building, floor or room) moves it there when its domain moves
     /// locations and it is not older than the location's value of that domain; otherwise
-    /// it is refused (``Outcome/placementConflict(_:)``) or ignored as out of order.
+    /// it is refused (``Outcome/placementConflict``, see ``lastPlacementConflict``) or ignored as out of order.
     public func apply(_ update: LiveUpdate, now: LiveTimestamp) -> Outcome {
         let address = LocationAddress(update.topic)
         let (state, samePlacement) = location(address)
