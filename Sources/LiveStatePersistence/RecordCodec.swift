@@ -198,7 +198,6 @@ enum RecordCodec {
 
         mutating func string() throws(DecodingError) -> String {
             let count = try count()
-            guard count <= bytes.count - position else { throw DecodingError(reason: "it ends inside a string") }
             defer { position += count }
             // Written from Swift strings, so valid UTF-8: no need to check it again.
             return String(decoding: UnsafeRawBufferPointer(rebasing: bytes[position..<(position + count)]), as: UTF8.self)
@@ -211,7 +210,6 @@ enum RecordCodec {
             var length = 5
             for _ in 0..<6 {
                 let count = try count()
-                guard count <= bytes.count - position else { throw DecodingError(reason: "it ends inside a string") }
                 length += count
                 position += count
             }

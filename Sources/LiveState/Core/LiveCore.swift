@@ -63,7 +63,7 @@ public final class LiveCore {
         store = LiveStore(ruleEngine: RuleEngine(ruleSet), summaryInterval: summaryInterval)
         for (number, criteria) in subscriptions.enumerated() { self.subscriptions.add(criteria.filter, number) }
         self.maximumPayloadSize = maximumPayloadSize
-        futureSkewMilliseconds = futureSkew.components.seconds * 1000 + futureSkew.components.attoseconds / 1_000_000_000_000_000
+        futureSkewMilliseconds = futureSkew.milliseconds
     }
 
     /// Processes one received message.
@@ -167,9 +167,7 @@ public final class LiveCore {
                     let topicBytes = UnsafeRawBufferPointer(topicBytes)
                     return topicBytes[start - 1] == UInt8(ascii: "/")
                         && bytes.withUnsafeBytes { payloadBytes in
-                            Self.sameBytes(
-                                UnsafeRawBufferPointer(rebasing: payloadBytes[range]),
-                                UnsafeRawBufferPointer(rebasing: topicBytes[start..<slash]))
+                            bytesEqual(payloadBytes.baseAddress! + range.lowerBound, topicBytes.baseAddress! + start, range.count)
                         }
                 } ?? false)
             return same ? nil : String(decoding: bytes[range], as: UTF8.self)
@@ -177,23 +175,6 @@ public final class LiveCore {
         guard let id = payload.id else { return nil }
         let level = topic.utf8.prefix(slash).split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).last
         return level.map { id.utf8.elementsEqual($0) } == true ? nil : id
-    }
-
-    /// Whether two runs of bytes of the same length are equal, eight bytes at a time.
-    @inline(__always)
-    private static func sameBytes(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
-        var index = 0
-        while index + 8 <= a.count {
-            if a.loadUnaligned(fromByteOffset: index, as: UInt64.self) != b.loadUnaligned(fromByteOffset: index, as: UInt64.self) {
-                return false
-            }
-            index += 8
-        }
-        while index < a.count {
-            if a[index] != b[index] { return false }
-            index += 1
-        }
-        return true
     }
 
     /// The domain of a topic whose last `/` is at byte `slash`.

@@ -362,8 +362,10 @@ func fold(_ a: UInt64, _ b: UInt64) -> UInt64 {
     return product.high ^ product.low
 }
 
-@inline(__always)
-func bytesEqual(_ a: UnsafeRawPointer, _ b: UnsafeRawPointer?, _ count: Int) -> Bool {
+/// Whether `count` bytes at `a` and at `b` are equal, eight at a time (the topic index's
+/// level keys; the core's payload ids against topic levels).
+@inlinable @inline(__always)
+package func bytesEqual(_ a: UnsafeRawPointer, _ b: UnsafeRawPointer?, _ count: Int) -> Bool {
     guard count > 0, let b else { return true }
     var index = 0
     while index + 8 <= count {
