@@ -43,7 +43,7 @@ struct PipelineIntegrationTests {
 
     /// A pipeline serving in the background, and a way to stop it.
     func startPipeline(_ config: LiveDataConfig) async throws -> (LivePipeline, MQTTClient, Task<Void, Never>) {
-        var mqtt = try config.broker.mqttConfiguration(statusTopic: OutputTopics(prefix: config.output.prefix).status)
+        var mqtt = try config.broker.mqttConfiguration(topics: OutputTopics(prefix: config.output.prefix))
         mqtt.reconnect = MQTTBackoff(initial: .milliseconds(100), maximum: .milliseconds(500), jitter: 0)
         let client = try MQTTClient(configuration: mqtt, logger: logger)
         let pipeline = try await LivePipeline(config: config, client: client, logger: logger)

@@ -25,7 +25,7 @@ public struct LiveDataDaemon: Sendable {
         reconnect: MQTTBackoff = MQTTBackoff(initial: .milliseconds(500), maximum: .seconds(30))
     ) async throws {
         let topics = OutputTopics(prefix: config.output.prefix)
-        var mqtt = try config.broker.mqttConfiguration(statusTopic: topics.status)
+        var mqtt = try config.broker.mqttConfiguration(topics: topics)
         mqtt.reconnect = reconnect
         let client = try MQTTClient(configuration: mqtt, logger: logger)
         let metrics = DaemonMetrics()

@@ -1,11 +1,12 @@
 import LiveDataConfiguration
+import LiveState
 import Mosquitto
 
 extension BrokerSettings {
     /// The client settings for the daemon: a fixed client id, the configured session, and
-    /// `offline` at `{prefix}/status` as the will.
+    /// `offline` at `{prefix}/status` (from `topics`) as the will.
     /// - Throws: ``MQTTError/invalidConfiguration(_:)`` for an unreadable password file.
-    public func mqttConfiguration(statusTopic: String) throws(MQTTError) -> MQTTConfiguration {
+    public func mqttConfiguration(topics: OutputTopics) throws(MQTTError) -> MQTTConfiguration {
         var configuration = MQTTConfiguration(
             host: host, port: port, clientID: clientId, protocolVersion: protocolVersion == "mqtt311" ? .v311 : .v5,
             cleanStart: cleanStart, keepalive: keepalive)
@@ -17,7 +18,8 @@ extension BrokerSettings {
         if let tls {
             configuration.tls = MQTTTLSConfiguration(caFile: tls.caFile, certFile: tls.certFile, keyFile: tls.keyFile)
         }
-        configuration.will = MQTTWill(topic: statusTopic, payload: Array("offline".utf8), qos: .atLeastOnce, retain: true)
+        let offline = topics.statusPublication(online: false)
+        configuration.will = MQTTWill(topic: offline.topic, payload: offline.payload, qos: .atLeastOnce, retain: offline.retain)
         return configuration
     }
 }

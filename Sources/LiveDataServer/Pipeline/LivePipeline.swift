@@ -149,9 +149,9 @@ public actor LivePipeline {
         // Not connected: the broker has published the will already, or will.
         guard client.state == .connected else { return }
         let client = client
-        let topic = topics.status
+        let offline = topics.statusPublication(online: false)
         let published = Task {
-            try await client.publish(topic, text: "offline", qos: .atLeastOnce, retain: true)
+            try await client.publish(offline.topic, payload: offline.payload, qos: .atLeastOnce, retain: offline.retain)
         }
         // Do not hold up a shutdown for an acknowledgement that may not come.
         let timeout = Task {
