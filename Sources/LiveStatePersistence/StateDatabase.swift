@@ -46,6 +46,9 @@ public final class StateDatabase {
             db = nil
             throw Failure(operation: "opening \(path)", message: message)
         }
+        // Another connection (the writer's, a reader at start, an operator's sqlite3) may hold
+        // a lock for a moment: wait for it rather than fail.
+        sqlite3_busy_timeout(db, 5_000)
         try execute("PRAGMA journal_mode=WAL")
         try execute("PRAGMA synchronous=NORMAL")
         try execute(
