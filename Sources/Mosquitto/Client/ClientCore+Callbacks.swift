@@ -1,6 +1,10 @@
 import CMosquitto
 import Logging
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// The C callbacks. Each recovers the core from the user data without retaining it: the
 /// network thread, the only thread they run on, already holds a strong reference.
 extension ClientCore {
@@ -33,12 +37,26 @@ extension ClientCore {
                 core.complete(waiter, reason: reason)
             }
         }
-        mosquitto_message_v5_callback_set(mosq) { _, userData, message, _ in
+        mosquitto_message_v5_callback_set(mosq) { mosq, userData, message, _ in
             guard let message = message?.pointee else { return }
+            let core = ClientCore.from(userData)
+            if let handler = core.handler {
+                let incoming = MQTTIncomingMessage(
+                    topic: UnsafeRawBufferPointer(start: message.topic, count: strlen(message.topic)),
+                    payload: UnsafeRawBufferPointer(start: message.payload, count: Int(message.payloadlen)),
+                    qos: MQTTQoS(rawValue: message.qos) ?? .atMostOnce, retain: message.retain)
+                if case .refused = handler(incoming) {
+                    // The PUBACK is queued, not written: cut the connection under it. The
+                    // reconnection discards it and the broker sends the message again.
+                    let socket = mosquitto_socket(mosq)
+                    if socket >= 0 { shutdown(socket, Int32(SHUT_RDWR)) }
+                }
+                return
+            }
             let payload =
                 message.payloadlen > 0
                 ? [UInt8](UnsafeRawBufferPointer(start: message.payload, count: Int(message.payloadlen))) : []
-            ClientCore.from(userData).messageContinuation.yield(
+            core.messageContinuation.yield(
                 MQTTMessage(
                     topic: String(cString: message.topic), payload: payload,
                     qos: MQTTQoS(rawValue: message.qos) ?? .atMostOnce, retain: message.retain))
@@ -62,16 +80,23 @@ extension ClientCore {
             state.withLock { $0.refusal = "the broker refused the connection: \(reason)" }
             return
         }
-        let (resubscribe, firstConnect) = state.withLock { state in
+        sendGate.withLock { $0 = true }
+        let (resubscribe, firstConnect, held) = state.withLock { state in
             state.attemptConnected = true
             state.hasConnected = true
             setConnection(&state, .connected)
-            defer { state.firstConnect = nil }
-            return (state.subscriptions.connected(), state.firstConnect)
+            defer {
+                state.firstConnect = nil
+                state.held = []
+            }
+            return (state.subscriptions.connected(), state.firstConnect, state.held)
         }
         logger.info(
             "connected to the MQTT broker", metadata: ["mqtt.sessionPresent": "\(flags & 1 == 1)"])
         firstConnect?.resume()
         for subscription in resubscribe { send(subscription) }
+        for publish in held {
+            try? self.publish(publish.topic, payload: publish.payload, qos: publish.qos, retain: publish.retain, waiter: publish.waiter)
+        }
     }
 }

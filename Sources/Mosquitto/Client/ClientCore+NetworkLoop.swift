@@ -25,6 +25,8 @@ extension ClientCore {
                 return true
             }
             guard proceed else { break }
+            // Nothing may be queued between the socket's opening and the CONNECT.
+            sendGate.withLock { $0 = false }
             logger.debug("connecting to the MQTT broker")
             let code = mosquitto_connect_bind_v5(
                 mosq, configuration.host, Int32(configuration.port), keepalive, nil, handle.connectProperties)
@@ -34,6 +36,7 @@ extension ClientCore {
                 failure = state.withLock { $0.libraryError } ?? describeResult(code, errno: savedErrno)
             } else {
                 let (loopCode, loopErrno) = pump()
+                sendGate.withLock { $0 = false }
                 if stopFlag.load(ordering: .acquiring) { break }
                 let (connected, refusal, libraryError) = state.withLock {
                     ($0.attemptConnected, $0.refusal, $0.libraryError)

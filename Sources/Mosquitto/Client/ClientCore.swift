@@ -16,6 +16,15 @@ final class ClientCore: Sendable {
         var continuation: Waiter?
     }
 
+    /// A publish someone waits for, made while not connected: sent once connected.
+    struct HeldPublish {
+        var topic: String
+        var payload: [UInt8]
+        var qos: MQTTQoS
+        var retain: Bool
+        var waiter: Waiter
+    }
+
     struct UnsubscribeWaiter {
         var filter: String
         var continuation: Waiter
@@ -34,6 +43,7 @@ final class ClientCore: Sendable {
         var stopWaiters: [CheckedContinuation<Void, Never>] = []
         var subscriptions = SubscriptionBook<SubscribeWaiter>()
         var publishes = PendingAcks<PublishWaiter, Int32>()
+        var held: [HeldPublish] = []
         var unsubscribes = PendingAcks<UnsubscribeWaiter, Bool>()
         /// Why the broker refused the current attempt's CONNECT, if it did.
         var refusal: String?
@@ -46,7 +56,14 @@ final class ClientCore: Sendable {
     let logger: Logger
     let eventContinuation: AsyncStream<MQTTEvent>.Continuation
     let messageContinuation: AsyncStream<MQTTMessage>.Continuation
+    let handler: MessageHandler?
     let state = Mutex(State())
+    /// Open from the broker's CONNACK until the network thread starts another connection.
+    /// Every call that makes libmosquitto queue a packet (publish, subscribe, unsubscribe)
+    /// is made holding it open: libmosquitto opens the socket before it queues the CONNECT,
+    /// and a packet queued in between would reach the broker ahead of the CONNECT, which
+    /// the broker answers by closing the connection ("protocol error").
+    let sendGate = Mutex(false)
     /// Read by the network loop on every turn; cheaper than the state lock.
     let stopFlag = Atomic<Bool>(false)
     /// Signalled to cut a backoff sleep short when stopping.
@@ -54,8 +71,10 @@ final class ClientCore: Sendable {
 
     init(
         handle: Handle, configuration: MQTTConfiguration, logger: Logger,
-        events: AsyncStream<MQTTEvent>.Continuation, messages: AsyncStream<MQTTMessage>.Continuation
+        events: AsyncStream<MQTTEvent>.Continuation, messages: AsyncStream<MQTTMessage>.Continuation,
+        handler: MessageHandler? = nil
     ) {
+        self.handler = handler
         self.handle = handle
         self.configuration = configuration
         self.logger = logger
@@ -123,7 +142,7 @@ final class ClientCore: Sendable {
             return (state.started, connected)
         }
         stopFlag.store(true, ordering: .releasing)
-        if connected { _ = mosquitto_disconnect_v5(mosq, 0, nil) }
+        if connected { sendGate.withLock { open in if open { _ = mosquitto_disconnect_v5(mosq, 0, nil) } } }
         wakeup.signal()
         if !launched { finish() }
     }
@@ -137,7 +156,9 @@ final class ClientCore: Sendable {
             defer {
                 state.stopWaiters = []
                 state.firstConnect = nil
+                state.held = []
             }
+            for held in state.held { held.waiter.resume(throwing: MQTTError.disconnected) }
             return (
                 state.stopWaiters, state.firstConnect, state.subscriptions.removeAll(), state.publishes.removeAll(),
                 state.unsubscribes.removeAll()
@@ -184,7 +205,14 @@ final class ClientCore: Sendable {
     /// Sends one SUBSCRIBE; a result that arrived before this returns is handled here too.
     func send(_ subscription: SubscriptionBook<SubscribeWaiter>.Subscription) {
         var mid: Int32 = 0
-        let code = mosquitto_subscribe_v5(mosq, &mid, subscription.filter, subscription.qos.rawValue, 0, nil)
+        // MQTT 5: retained messages only for a subscription the session does not hold yet,
+        // so that a resumed session does not get them again as if they were new.
+        let options = configuration.protocolVersion == .v5 ? Int32(MQTT_SUB_OPT_SEND_RETAIN_NEW.rawValue) : 0
+        let code = sendGate.withLock { open in
+            open
+                ? mosquitto_subscribe_v5(mosq, &mid, subscription.filter, subscription.qos.rawValue, options, nil)
+                : MOSQ_ERR_NO_CONN.raw
+        }
         if code == MOSQ_ERR_NO_CONN.raw {
             return  // The connection dropped meanwhile; it goes out again on reconnection.
         }
@@ -229,7 +257,7 @@ final class ClientCore: Sendable {
             return
         }
         var mid: Int32 = 0
-        let code = mosquitto_unsubscribe_v5(mosq, &mid, filter, nil)
+        let code = sendGate.withLock { open in open ? mosquitto_unsubscribe_v5(mosq, &mid, filter, nil) : MOSQ_ERR_NO_CONN.raw }
         guard code == MOSQ_ERR_SUCCESS.raw else {
             if code == MOSQ_ERR_NO_CONN.raw {
                 eventContinuation.yield(.unsubscribed(filter: filter))
@@ -254,8 +282,21 @@ final class ClientCore: Sendable {
     /// - Throws: the library's refusal, when there is no waiter to give it to.
     func publish(_ topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool, waiter: Waiter?) throws(MQTTError) {
         var mid: Int32 = 0
-        let code = payload.withUnsafeBytes { bytes in
-            mosquitto_publish_v5(mosq, &mid, topic, Int32(bytes.count), bytes.baseAddress, qos.rawValue, retain, nil)
+        let code = sendGate.withLock { open -> Int32? in
+            guard open else { return nil }
+            return payload.withUnsafeBytes { bytes in
+                mosquitto_publish_v5(mosq, &mid, topic, Int32(bytes.count), bytes.baseAddress, qos.rawValue, retain, nil)
+            }
+        }
+        guard let code else {
+            guard let waiter else { throw .disconnected }
+            let stopped = state.withLock { state -> Bool in
+                if state.stopRequested { return true }
+                state.held.append(HeldPublish(topic: topic, payload: payload, qos: qos, retain: retain, waiter: waiter))
+                return false
+            }
+            if stopped { waiter.resume(throwing: MQTTError.disconnected) }
+            return
         }
         guard code == MOSQ_ERR_SUCCESS.raw else {
             let error = MQTTError.library(

@@ -9,20 +9,24 @@ import CMosquitto
 /// reach the handle any more.
 final class Handle: @unchecked Sendable {
     let mosq: OpaquePointer
-    /// MQTT 5 CONNECT properties (session expiry), sent with every connection attempt.
+    /// MQTT 5 CONNECT properties (session expiry, maximum packet size), sent with every
+    /// connection attempt.
     let connectProperties: OpaquePointer?
 
-    init(clientID: String?, cleanStart: Bool, sessionExpirySeconds: UInt32?) throws(MQTTError) {
+    init(clientID: String?, cleanStart: Bool, sessionExpirySeconds: UInt32?, maximumPacketSize: UInt32?) throws(MQTTError) {
         LibMosquitto.initialized
         guard let mosq = mosquitto_new(clientID, cleanStart, nil) else {
             throw .library(function: "mosquitto_new", code: MOSQ_ERR_NOMEM.raw, reason: "out of memory or invalid client id")
         }
         self.mosq = mosq
         var properties: OpaquePointer?
-        if let sessionExpirySeconds {
-            let code = mosquitto_property_add_int32(
-                &properties, Int32(MQTT_PROP_SESSION_EXPIRY_INTERVAL.rawValue), sessionExpirySeconds)
+        for (property, value) in [
+            (MQTT_PROP_SESSION_EXPIRY_INTERVAL, sessionExpirySeconds), (MQTT_PROP_MAXIMUM_PACKET_SIZE, maximumPacketSize),
+        ] {
+            guard let value else { continue }
+            let code = mosquitto_property_add_int32(&properties, Int32(property.rawValue), value)
             if code != MOSQ_ERR_SUCCESS.raw {
+                if properties != nil { mosquitto_property_free_all(&properties) }
                 mosquitto_destroy(mosq)
                 throw .library(function: "mosquitto_property_add_int32", code: code, reason: describeResult(code, errno: 0))
             }

@@ -26,9 +26,11 @@ public final class MQTTClient: Sendable {
     let core: ClientCore
 
     /// Creates a client; nothing is sent until ``connect()`` or ``start()``.
+    /// - Parameter onMessage: when given, every message goes to it, on the network thread,
+    ///   instead of to ``messages`` (which then ends at once). See ``MessageHandler``.
     /// - Throws: ``MQTTError/invalidConfiguration(_:)`` for settings that cannot work,
     ///   ``MQTTError/library(function:code:reason:)`` if libmosquitto refuses them.
-    public init(configuration: MQTTConfiguration, logger: Logger) throws(MQTTError) {
+    public init(configuration: MQTTConfiguration, logger: Logger, onMessage: MessageHandler? = nil) throws(MQTTError) {
         if !configuration.cleanStart && (configuration.clientID ?? "").isEmpty {
             throw .invalidConfiguration("a persistent session (clean start off) needs a fixed client id")
         }
@@ -44,13 +46,16 @@ public final class MQTTClient: Sendable {
         self.messages = messages
         var logger = logger
         logger[metadataKey: "mqtt.broker"] = "\(configuration.address)"
-        let persistentV5 = !configuration.cleanStart && configuration.protocolVersion == .v5
+        let v5 = configuration.protocolVersion == .v5
         let handle = try Handle(
             clientID: configuration.clientID, cleanStart: configuration.cleanStart,
-            sessionExpirySeconds: persistentV5 ? UInt32(clamping: configuration.sessionExpiry.components.seconds) : nil)
+            sessionExpirySeconds: !configuration.cleanStart && v5
+                ? UInt32(clamping: configuration.sessionExpiry.components.seconds) : nil,
+            maximumPacketSize: v5 ? configuration.maximumPacketSize : nil)
         core = ClientCore(
             handle: handle, configuration: configuration, logger: logger, events: eventContinuation,
-            messages: messageContinuation)
+            messages: messageContinuation, handler: onMessage)
+        if onMessage != nil { messageContinuation.finish() }
         try core.configure()
     }
 
@@ -129,10 +134,11 @@ public final class MQTTClient: Sendable {
     }
 
     /// Hands a message to the library without waiting for it to be sent or acknowledged:
-    /// for publishing many messages quickly. While disconnected, libmosquitto keeps QoS 1
-    /// and 2 messages and sends them after reconnecting.
-    /// - Throws: ``MQTTError/library(function:code:reason:)`` when the library refuses it
-    ///   at once (QoS 0 while disconnected, an invalid topic, a payload too large).
+    /// for publishing many messages quickly. Once handed over, a QoS 1 or 2 message is
+    /// sent again after a lost connection.
+    /// - Throws: ``MQTTError/disconnected`` while not connected (the caller keeps what it
+    ///   still needs to send); ``MQTTError/library(function:code:reason:)`` when the library
+    ///   refuses it (an invalid topic, a payload too large).
     public func send(_ topic: String, payload: [UInt8], qos: MQTTQoS = .atLeastOnce, retain: Bool = false) throws(MQTTError) {
         try core.publish(topic, payload: payload, qos: qos, retain: retain, waiter: nil)
     }

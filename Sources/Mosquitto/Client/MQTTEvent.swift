@@ -61,3 +61,31 @@ public struct MQTTMessage: Sendable, Equatable {
     /// The payload as UTF-8 text (invalid sequences replaced).
     public var payloadString: String { String(decoding: payload, as: UTF8.self) }
 }
+
+/// A received message as the network thread holds it: the bytes are libmosquitto's and
+/// valid only during the ``MessageHandler`` call; copy what you keep.
+public struct MQTTIncomingMessage {
+    public var topic: UnsafeRawBufferPointer
+    public var payload: UnsafeRawBufferPointer
+    public var qos: MQTTQoS
+    /// Sent by the broker from its retained store, not live.
+    public var retain: Bool
+}
+
+/// What a ``MessageHandler`` did with a message.
+public enum MQTTReceipt: Sendable {
+    /// It has the message: libmosquitto acknowledges it (QoS 1) once the handler returns.
+    case taken
+    /// It could not keep the message: the client cuts the connection before the
+    /// acknowledgement goes out, so the broker delivers the message again on the next
+    /// connection (a persistent session).
+    case refused
+}
+
+/// Called on the client's network thread for every message, before libmosquitto writes the
+/// QoS 1 acknowledgement (libmosquitto 2.0 queues the PUBACK before the message callback
+/// and, with `mosquitto_threaded_set`, writes queued packets only after the callback has
+/// returned, in the loop's write phase: `lib/handle_publish.c`, `lib/packet_mosq.c`
+/// `packet__queue`). While it runs nothing else is read from the socket, so a handler that
+/// waits for room pushes back on the broker through TCP.
+public typealias MessageHandler = @Sendable (MQTTIncomingMessage) -> MQTTReceipt

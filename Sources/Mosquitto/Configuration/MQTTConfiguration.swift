@@ -24,13 +24,16 @@ public struct MQTTConfiguration: Sendable {
     public var will: MQTTWill?
     /// Delays between reconnection attempts.
     public var reconnect: MQTTBackoff
+    /// MQTT 5: the largest packet we accept, sent on CONNECT so that the broker drops
+    /// larger messages instead of sending them. `nil`: no limit.
+    public var maximumPacketSize: UInt32?
 
     public init(
         host: String = "127.0.0.1", port: Int = 1883, clientID: String? = nil,
         protocolVersion: MQTTProtocolVersion = .v5, cleanStart: Bool = true,
         sessionExpiry: Duration = .seconds(86_400), keepalive: Duration = .seconds(30),
         credentials: MQTTCredentials? = nil, tls: MQTTTLSConfiguration? = nil, will: MQTTWill? = nil,
-        reconnect: MQTTBackoff = MQTTBackoff()
+        reconnect: MQTTBackoff = MQTTBackoff(), maximumPacketSize: UInt32? = nil
     ) {
         self.host = host
         self.port = port
@@ -43,6 +46,7 @@ public struct MQTTConfiguration: Sendable {
         self.tls = tls
         self.will = will
         self.reconnect = reconnect
+        self.maximumPacketSize = maximumPacketSize
     }
 
     /// `host:port`, as error messages name the broker.
