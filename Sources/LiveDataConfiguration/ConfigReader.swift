@@ -121,6 +121,21 @@ final class ConfigReader {
     static let maximumDuration: Duration = .seconds(10 * 365 * 86_400)
 
     /// `500ms`, `30s`, `15m`, `2h`, `1d`, or a number of seconds; at most ``maximumDuration``.
+    func duration(_ node: Node, _ what: String, range: ClosedRange<Duration>) -> Duration? {
+        guard let value = duration(node, what) else { return nil }
+        guard range.contains(value) else {
+            error(node, "\(what) must be between \(Self.text(range.lowerBound)) and \(Self.text(range.upperBound)), found \(Self.text(value))")
+            return nil
+        }
+        return value
+    }
+
+    /// `10ms`, `1s`, `1.5s`, `3600s`.
+    static func text(_ duration: Duration) -> String {
+        let milliseconds = duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
+        return milliseconds < 1000 ? "\(milliseconds)ms" : milliseconds % 1000 == 0 ? "\(milliseconds / 1000)s" : "\(Double(milliseconds) / 1000)s"
+    }
+
     func duration(_ node: Node, _ what: String) -> Duration? {
         guard case .scalar(let scalar) = node else {
             error(node, "\(what) must be a duration such as 30s, 15m or 2h, found \(describe(node))")

@@ -336,8 +336,13 @@ extension LiveDataConfig {
 
     private static func readLimits(_ node: Node, _ reader: ConfigReader) -> LimitSettings {
         var limits = LimitSettings()
-        for (_, _, value) in reader.mapping(node, "limits", allowed: ["futureSkew"]) {
-            limits.futureSkew = reader.duration(value, "limits.futureSkew") ?? limits.futureSkew
+        for (key, _, value) in reader.mapping(node, "limits", allowed: ["futureSkew", "queue", "queueBytes"]) {
+            switch key {
+            case "queue": limits.queue = reader.int(value, "limits.queue", range: 1...10_000_000) ?? limits.queue
+            case "queueBytes":
+                limits.queueBytes = reader.int(value, "limits.queueBytes", range: 65_536...(16 << 30)) ?? limits.queueBytes
+            default: limits.futureSkew = reader.duration(value, "limits.futureSkew") ?? limits.futureSkew
+            }
         }
         return limits
     }
@@ -364,8 +369,16 @@ extension LiveDataConfig {
 
     private static func readStore(_ node: Node, _ reader: ConfigReader) -> StoreSettings {
         var store = StoreSettings()
-        for (_, _, value) in reader.mapping(node, "store", allowed: ["path"]) {
-            store.path = reader.nonEmptyString(value, "store.path") ?? store.path
+        for (key, _, value) in reader.mapping(node, "store", allowed: ["path", "snapshotInterval", "journalSync"]) {
+            switch key {
+            case "snapshotInterval":
+                store.snapshotInterval = reader.duration(value, "store.snapshotInterval", range: .milliseconds(10)...(.seconds(3600)))
+                    ?? store.snapshotInterval
+            case "journalSync":
+                store.journalSync = reader.duration(value, "store.journalSync", range: .milliseconds(10)...(.seconds(3600)))
+                    ?? store.journalSync
+            default: store.path = reader.nonEmptyString(value, "store.path") ?? store.path
+            }
         }
         return store
     }

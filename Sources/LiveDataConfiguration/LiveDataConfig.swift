@@ -92,11 +92,22 @@ public struct OutputSettings: Sendable, Equatable {
 /// `store:` — persistence.
 public struct StoreSettings: Sendable, Equatable {
     /// `path` of the SQLite file, default `data/state.db`; `":memory:"` keeps nothing.
+    /// The intake journal is the folder `{path}.journal` beside it.
     public var path = "data/state.db"
+    /// `snapshotInterval` (duration, default 5s): how often changed locations are written
+    /// to the SQLite file. The journal holds every update in between.
+    public var snapshotInterval: Duration = .seconds(5)
+    /// `journalSync` (duration, default 1s): how often the journal is brought to the disk
+    /// (`fdatasync`); a power loss may take back what came since. A crash of the daemon
+    /// alone loses nothing.
+    public var journalSync: Duration = .seconds(1)
 
     public init() {}
 
     public var isInMemory: Bool { path == ":memory:" }
+
+    /// The intake journal's folder.
+    public var journalPath: String { path + ".journal" }
 }
 
 /// `http:` — the HTTP interface.
@@ -115,6 +126,12 @@ public struct LimitSettings: Sendable, Equatable {
     /// the daemon's clock is refused (`future_timestamp`) rather than stored, where it
     /// would make every later update of its location and domain look out of order.
     public var futureSkew: Duration = .seconds(300)
+    /// `queue` (count, default 10,000): received updates waiting for the pipeline. When
+    /// that many wait, the daemon stops reading from the broker until there is room: the
+    /// broker's session queue holds the rest.
+    public var queue = 10_000
+    /// `queueBytes` (bytes, default 32 MiB): the same bound on their size.
+    public var queueBytes = 32 << 20
 
     public init() {}
 }

@@ -81,11 +81,21 @@ public final class StateDatabase {
         sqlite3_close(db)
     }
 
+    /// The intake journal position the stored snapshot covers (0: none recorded).
+    public func journalPosition() throws(Failure) -> UInt64 {
+        try meta(Self.journalKey).flatMap { UInt64($0) } ?? 0
+    }
+
+    static let journalKey = "journal"
+
     /// Deletes the rows of `vacated` (places locations moved away from) and writes these
-    /// records, in one transaction (a location that moved away and back is written).
+    /// records, in one transaction (a location that moved away and back is written), with
+    /// the journal position they bring the snapshot up to.
     /// - Throws: ``Failure``; the transaction is rolled back.
-    public func write(_ records: [LocationRecord], deleting vacated: [LocationAddress] = []) throws(Failure) {
-        guard !records.isEmpty || !vacated.isEmpty else { return }
+    public func write(
+        _ records: [LocationRecord], deleting vacated: [LocationAddress] = [], journalPosition: UInt64? = nil
+    ) throws(Failure) {
+        guard !records.isEmpty || !vacated.isEmpty || journalPosition != nil else { return }
         try execute("BEGIN")
         do throws(Failure) {
             for address in vacated {
@@ -95,6 +105,7 @@ public final class StateDatabase {
                 guard sqlite3_step(delete) == SQLITE_DONE else { throw failure("deleting \(key)") }
             }
             for record in records { try upsert(key: record.address.description, record: RecordCodec.encode(record)) }
+            if let journalPosition { try setMeta(Self.journalKey, String(journalPosition)) }
             try execute("COMMIT")
         } catch {
             _ = sqlite3_exec(db, "ROLLBACK", nil, nil, nil)

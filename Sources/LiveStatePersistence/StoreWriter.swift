@@ -25,17 +25,21 @@ public actor StoreWriter {
         }
     }
 
-    /// Writes a batch in one transaction; a failure is logged and the batch kept for the next try.
-    /// - Returns: whether it was written.
+    /// Writes a batch in one transaction, with the journal position the snapshot then
+    /// covers; the journal's segments before it are deleted.
+    /// - Returns: `nil` when written, or the failure (the caller keeps the batch for the next try).
     @discardableResult
-    public func write(_ records: [LocationRecord], deleting vacated: [LocationAddress] = []) -> Bool {
+    public func write(
+        _ records: [LocationRecord], deleting vacated: [LocationAddress] = [], journalPosition: UInt64? = nil,
+        journal: IntakeJournal? = nil
+    ) -> StateDatabase.Failure? {
         do {
-            try database.write(records, deleting: vacated)
+            try database.write(records, deleting: vacated, journalPosition: journalPosition)
             written += records.count
-            return true
+            if let journal, let journalPosition { journal.covered(through: journalPosition) }
+            return nil
         } catch {
-            logger.error("\(error)", metadata: ["store.path": "\(database.path)"])
-            return false
+            return error
         }
     }
 }

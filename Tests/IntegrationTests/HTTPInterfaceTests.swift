@@ -30,14 +30,16 @@ struct HTTPInterfaceTests {
     func pipeline(metrics: DaemonMetrics) async throws -> LivePipeline {
         let config = try LiveDataConfig.parse(yaml: Self.yaml, file: "test.yaml")
         // Port 1 is never listened on: the client is built, not started.
-        let client = try MQTTClient(configuration: MQTTConfiguration(host: "127.0.0.1", port: 1), logger: Logger(label: "test"))
-        let pipeline = try await LivePipeline(config: config, client: client, metrics: metrics, logger: Logger(label: "test"))
+        let intake = try Intake(config: config, logger: Logger(label: "test"))
+        let client = try MQTTClient(
+            configuration: MQTTConfiguration(host: "127.0.0.1", port: 1), logger: Logger(label: "test"), onMessage: intake.handler)
+        let pipeline = try await LivePipeline(
+            config: config, client: client, intake: intake, metrics: metrics, logger: Logger(label: "test"))
         for (location, floor, people) in [("room-7", "F3", 3), ("room-9", "F4", 0), ("desk-1", "F3", 1)] {
             await pipeline.handle(
-                MQTTMessage(
+                IntakeMessage(
                     topic: "ds1/hq/B/\(floor)/R/\(location)/occupancy",
-                    payload: Array(#"{"timestamp": 1763720000000, "properties": {"nrOfPeople": "\#(people)"}}"#.utf8),
-                    qos: .atLeastOnce, retain: false))
+                    payload: Array(#"{"timestamp": 1763720000000, "properties": {"nrOfPeople": "\#(people)"}}"#.utf8)))
         }
         return pipeline
     }
@@ -49,7 +51,7 @@ struct HTTPInterfaceTests {
         let pipeline = try await pipeline(metrics: metrics)
         for topic in topics {
             await pipeline.handle(
-                MQTTMessage(topic: topic, payload: Array(#"{"properties": {"nrOfPeople": "1"}}"#.utf8), qos: .atLeastOnce, retain: false))
+                IntakeMessage(topic: topic, payload: Array(#"{"properties": {"nrOfPeople": "1"}}"#.utf8)))
         }
         let app = Application(router: HTTPInterface.router(token: token, pipeline: pipeline, metrics: metrics))
         try await app.test(.router, test)

@@ -45,8 +45,9 @@ struct PipelineIntegrationTests {
     func startPipeline(_ config: LiveDataConfig) async throws -> (LivePipeline, MQTTClient, Task<Void, Never>) {
         var mqtt = try config.broker.mqttConfiguration(topics: OutputTopics(prefix: config.output.prefix))
         mqtt.reconnect = MQTTBackoff(initial: .milliseconds(100), maximum: .milliseconds(500), jitter: 0)
-        let client = try MQTTClient(configuration: mqtt, logger: logger)
-        let pipeline = try await LivePipeline(config: config, client: client, logger: logger)
+        let intake = try Intake(config: config, logger: logger)
+        let client = try MQTTClient(configuration: mqtt, logger: logger, onMessage: intake.handler)
+        let pipeline = try await LivePipeline(config: config, client: client, intake: intake, logger: logger)
         try await client.connect()
         try await pipeline.subscribe()
         let serving = Task { await pipeline.serve(tickInterval: .milliseconds(50)) }

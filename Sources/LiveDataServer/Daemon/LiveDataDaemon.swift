@@ -27,11 +27,12 @@ public struct LiveDataDaemon: Sendable {
         let topics = OutputTopics(prefix: config.output.prefix)
         var mqtt = try config.broker.mqttConfiguration(topics: topics)
         mqtt.reconnect = reconnect
-        let client = try MQTTClient(configuration: mqtt, logger: logger)
+        let intake = try Intake(config: config, logger: logger)
+        let client = try MQTTClient(configuration: mqtt, logger: logger, onMessage: intake.handler)
         let metrics = DaemonMetrics()
         notifier.status("restoring the state")
         logger.info("starting", metadata: ["mqtt.broker": "\(mqtt.address)", "config.file": "\(configPath)"])
-        let pipeline = try await LivePipeline(config: config, client: client, metrics: metrics, logger: logger)
+        let pipeline = try await LivePipeline(config: config, client: client, intake: intake, metrics: metrics, logger: logger)
         let httpListening = StartupGate()
         let http = try HTTPInterface.application(
             settings: config.http, pipeline: pipeline, metrics: metrics, logger: logger, onListening: { await httpListening.open() })

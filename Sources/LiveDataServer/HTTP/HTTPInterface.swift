@@ -46,6 +46,10 @@ public enum HTTPInterface {
             guard await pipeline.isReady, pipeline.brokerState == .connected else {
                 return error(.serviceUnavailable, "not ready: waiting for the MQTT broker")
             }
+            // Updates cannot be kept (a full or read-only disk): not ready, and why.
+            if let fault = await pipeline.storageFault {
+                return error(.serviceUnavailable, "not ready: \(fault)")
+            }
             // Ready, but not for the filters the broker refused: say which.
             let refused = await pipeline.refusedSubscriptions
             guard refused.isEmpty else {
@@ -54,8 +58,10 @@ public enum HTTPInterface {
             return json(.ok, #"{"status": "ready"}"#)
         }
         router.get("/metrics") { _, _ in
+            let fault = await pipeline.storageFault
             let text = metrics.exposition(
-                await pipeline.statistics, brokerConnected: pipeline.brokerState == .connected, ready: await pipeline.isReady)
+                await pipeline.statistics, brokerConnected: pipeline.brokerState == .connected,
+                ready: await pipeline.isReady && fault == nil)
             return Response(
                 status: .ok, headers: [.contentType: "text/plain; version=0.0.4"], body: .init(byteBuffer: ByteBuffer(bytes: text)))
         }

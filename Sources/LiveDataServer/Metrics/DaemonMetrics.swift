@@ -41,6 +41,16 @@ public final class DaemonMetrics: Sendable {
         total("summaries_published", "Summaries published.", statistics.summariesPublished)
         gauge("locations_tracked", "Locations in the store.", statistics.locations)
         gauge("subscriptions_refused", "Subscriptions the broker refused (not retried).", statistics.refusedSubscriptions)
+        gauge("intake_queue_depth", "Received updates waiting for the pipeline.", statistics.intake.queueDepth)
+        gauge("intake_queue_peak", "The most received updates that ever waited for the pipeline.", statistics.intake.queuePeak)
+        total(
+            "intake_blocked_milliseconds", "Time the network thread waited for room in the intake queue.",
+            Int(statistics.intake.blocked.components.seconds * 1000 + statistics.intake.blocked.components.attoseconds / 1_000_000_000_000_000))
+        gauge("journal_bytes", "Bytes in the intake journal's files.", Int(statistics.intake.journalBytes))
+        gauge("journal_replayed_records", "Journal records replayed at start.", statistics.replayed.records)
+        gauge("journal_corrupt_records", "Corrupt journal records skipped at start.", statistics.replayed.corrupt)
+        total("storage_failures", "Failed writes, by what failed: the journal or the state file (snapshot).", statistics.intake.journalFailures, reason: "journal")
+        total("storage_failures", "Failed writes, by what failed: the journal or the state file (snapshot).", statistics.snapshotFailures, reason: "snapshot")
         gauge("broker_connected", "1 when connected to the MQTT broker.", brokerConnected ? 1 : 0)
         gauge("ready", "1 when restored, connected and subscribed.", ready ? 1 : 0)
         return registry.emitToBuffer()

@@ -1,3 +1,4 @@
+import LiveTopics
 import LiveDataConfiguration
 import LiveState
 import Mosquitto
@@ -20,6 +21,9 @@ extension BrokerSettings {
         }
         let offline = topics.statusPublication(online: false)
         configuration.will = MQTTWill(topic: offline.topic, payload: offline.payload, qos: .atLeastOnce, retain: offline.retain)
+        // The broker drops what the daemon would refuse as oversize, rather than send it:
+        // the payload bound, and room for the topic and the packet's header.
+        configuration.maximumPacketSize = UInt32(LiveUpdate.defaultMaximumPayloadSize + 2048)
         return configuration
     }
 }

@@ -20,6 +20,9 @@ public actor LivePipeline {
         public var summariesPublished = 0
         public var locations = 0
         public var refusedSubscriptions = 0
+        public var intake = Intake.Statistics()
+        public var replayed = IntakeJournal.ReplayStatistics()
+        public var snapshotFailures = 0
     }
 
     nonisolated let client: MQTTClient
@@ -28,18 +31,31 @@ public actor LivePipeline {
     private var core: LiveCore
     private let topics: OutputTopics
     private let writer: StoreWriter?
+    public nonisolated let intake: Intake
+    /// The journal position of the last update applied: a snapshot written now covers it.
+    private var appliedPosition: UInt64 = 0
+    /// What the start's journal replay found.
+    public private(set) var replayed = IntakeJournal.ReplayStatistics()
+    /// Why the last snapshot could not be written, until one is.
+    private var snapshotFault: String?
+    private var snapshotFaultLog = RateLimitedLog(interval: .seconds(10))
+    private var lastSnapshot = ContinuousClock.now
     private var publisher: Publisher
     private var rejections = RateLimitedLog()
     /// Restored, connected and subscribed.
     public private(set) var isReady = false
     private let metrics: DaemonMetrics
 
-    /// Builds the core and restores the stored state (publishing nothing yet).
+    /// Builds the core, restores the stored state and replays the journal's tail (publishing
+    /// nothing yet).
     /// - Throws: when the state file cannot be opened or read.
-    public init(config: LiveDataConfig, client: MQTTClient, metrics: DaemonMetrics = DaemonMetrics(), logger: Logger) async throws {
+    public init(
+        config: LiveDataConfig, client: MQTTClient, intake: Intake, metrics: DaemonMetrics = DaemonMetrics(), logger: Logger
+    ) async throws {
         self.config = config
         self.metrics = metrics
         self.client = client
+        self.intake = intake
         self.logger = logger
         topics = OutputTopics(prefix: config.output.prefix, retain: config.output.retain)
         publisher = Publisher(client: client, qos: MQTTQoS(rawValue: Int32(config.output.qos)) ?? .atLeastOnce)
@@ -48,32 +64,51 @@ public actor LivePipeline {
             futureSkew: config.limits.futureSkew)
         if config.store.isInMemory {
             writer = nil
-        } else {
-            // Read with a connection of our own, then hand the file to the writer.
-            let restored: (count: Int, unreadable: Int, changes: [DerivedChange])
-            do {
-                restored = try core.restore(fromFile: config.store.path, now: .now)
-            } catch let failure as StateDatabase.Failure where failure.isUnreadableFile {
-                // No restart would read it: keep it for a person to look at, start empty;
-                // the sensors' next updates (and the broker's queue) fill the state again.
-                let aside = try StateDatabase.setAside(config.store.path)
-                logger.critical(
-                    "the state file is not a readable database (\(failure.message)): moved it to \(aside) and starting with no state",
-                    metadata: ["store.path": "\(config.store.path)"])
-                restored = (0, 0, [])
+            return
+        }
+        // Read with a connection of our own, then hand the file to the writer.
+        var restored: RestoredState
+        do {
+            restored = try core.restore(fromFile: config.store.path, now: .now)
+        } catch let failure as StateDatabase.Failure where failure.isUnreadableFile {
+            // No restart would read it: keep it for a person to look at, start empty;
+            // the journal, the sensors' next updates and the broker's queue fill the state
+            // again, and convergence corrects the broker's retained styles.
+            let aside = try StateDatabase.setAside(config.store.path)
+            logger.critical(
+                "the state file is not a readable database (\(failure.message)): moved it to \(aside) and starting with no state",
+                metadata: ["store.path": "\(config.store.path)"])
+            restored = RestoredState()
+        }
+        if restored.unreadable > 0 {
+            logger.warning(
+                "skipped \(restored.unreadable) stored locations that could not be read",
+                metadata: ["store.path": "\(config.store.path)"])
+        }
+        writer = try StoreWriter(path: config.store.path, logger: logger)
+        logger.info("restored \(restored.count) locations", metadata: ["store.path": "\(config.store.path)"])
+        // Styles that changed while we were down (rules, staleness) go out once connected,
+        // and the style topics of placements the file held twice are cleared.
+        for address in core.store.takeStaleStyleAddresses() { publisher.send(topics.clearing(styleOf: address)) }
+        for change in restored.changes { queue(change) }
+        if let journal = intake.journal {
+            // What arrived after the snapshot, through the same way in as live updates.
+            appliedPosition = restored.journalPosition
+            let replay = try journal.replay(from: restored.journalPosition) { record in
+                handle(
+                    IntakeMessage(
+                        topic: record.topic, payload: record.payload, receivedAt: record.receivedAt, retain: record.retain,
+                        journalEnd: record.end))
             }
-            if restored.unreadable > 0 {
-                logger.warning(
-                    "skipped \(restored.unreadable) stored locations that could not be read",
-                    metadata: ["store.path": "\(config.store.path)"])
+            journal.resume(atLeast: restored.journalPosition)
+            replayed = replay
+            if replay.records > 0 || replay.corrupt > 0 || replay.tornBytes > 0 {
+                let corrupt = replay.corrupt > 0 ? "; skipped \(replay.corrupt) corrupt records" : ""
+                let torn = replay.tornBytes > 0 ? "; dropped an incomplete last record (\(replay.tornBytes) bytes)" : ""
+                logger.info(
+                    "replayed \(replay.records) journaled updates\(corrupt)\(torn)",
+                    metadata: ["journal.path": "\(journal.directory)"])
             }
-            writer = try StoreWriter(path: config.store.path, logger: logger)
-            let changes = restored.changes
-            logger.info("restored \(restored.count) locations", metadata: ["store.path": "\(config.store.path)"])
-            // Styles that changed while we were down (rules, staleness) go out once connected,
-            // and the style topics of placements the file held twice are cleared.
-            for address in core.store.takeStaleStyleAddresses() { publisher.send(topics.clearing(styleOf: address)) }
-            for change in changes { queue(change) }
         }
     }
 
@@ -103,7 +138,8 @@ public actor LivePipeline {
         Statistics(
             core: core.counters, store: core.store.counters, published: publisher.changes,
             summariesPublished: publisher.summaries, locations: core.store.count,
-            refusedSubscriptions: refusedSubscriptions.count)
+            refusedSubscriptions: refusedSubscriptions.count, intake: intake.statistics, replayed: replayed,
+            snapshotFailures: snapshotFailures)
     }
 
     /// Current record of a location.
@@ -166,10 +202,11 @@ public actor LivePipeline {
         timeout.cancel()
     }
 
-    /// Processes messages until the client's stream ends.
+    /// Processes received updates, a batch at a time, until the intake closes.
     public func run() async {
-        for await message in client.messages {
-            handle(message)
+        while let batch = await intake.queue.next() {
+            for message in batch { handle(message) }
+            intake.queue.recycle(batch)
         }
     }
 
@@ -183,6 +220,8 @@ public actor LivePipeline {
                 for await event in self.client.events where event == .state(.connected) {
                     await self.connected()
                 }
+                // The client has ended: nothing more comes in; what waits is still processed.
+                self.intake.queue.close()
             }
             group.addTask {
                 await self.tick()
@@ -195,14 +234,14 @@ public actor LivePipeline {
         await flush()
     }
 
-    /// Processes one message.
-    public func handle(_ message: MQTTMessage) {
-        let now = LiveTimestamp.now
-        switch core.process(topic: message.topic, payload: message.payload, receivedAt: now) {
+    /// Processes one received update.
+    public func handle(_ message: IntakeMessage) {
+        if message.journalEnd > appliedPosition { appliedPosition = message.journalEnd }
+        switch core.process(topic: message.topic, payload: message.payload, receivedAt: message.receivedAt) {
         case .changed(let change):
             publishLegend(change.address.dataset)
             queue(change)
-            metrics.processing.record(duration: ContinuousClock.now - message.receivedAt)
+            metrics.processing.record(duration: ContinuousClock.now - message.arrived)
         case .rejected(let reason, let text):
             logRejection(reason, text, topic: message.topic)
         case .unchanged, .ignoredOutOfOrder, .notSubscribed:
@@ -210,18 +249,21 @@ public actor LivePipeline {
         }
     }
 
-    /// Periodic work: staleness, due summaries, write-behind.
+    /// Periodic work: staleness, due summaries, and every `store.snapshotInterval` the
+    /// snapshot.
     public func tick() async {
         let now = LiveTimestamp.now
         for change in core.expire(now: now) { queue(change) }
         for summary in core.takeDueSummaries(now: now) {
             publisher.send(summary: topics.publication(summary, updatedAt: now))
         }
-        await flush()
+        if ContinuousClock.now - lastSnapshot >= config.store.snapshotInterval { await flush() }
     }
 
-    /// Writes every changed location to the state file.
+    /// Writes every changed location to the state file, with the journal position they
+    /// bring the snapshot up to (the journal's segments before it are then deleted).
     public func flush() async {
+        lastSnapshot = .now
         guard let writer else {
             // Nothing is written: forget the changes without building records of them.
             core.discardDirty()
@@ -230,13 +272,36 @@ public actor LivePipeline {
         }
         let dirty = core.takeDirty()
         let vacated = core.store.takeVacated()
-        guard !dirty.isEmpty || !vacated.isEmpty else { return }
-        if !(await writer.write(dirty, deleting: vacated)) {
-            // Kept for the next tick: the store still holds these records.
+        let position = intake.journal != nil ? appliedPosition : nil
+        guard !dirty.isEmpty || !vacated.isEmpty || position != coveredPosition else { return }
+        if let failure = await writer.write(dirty, deleting: vacated, journalPosition: position, journal: intake.journal) {
+            // Kept for the next try: the store still holds these records, and the journal
+            // everything since the last snapshot.
             core.markDirty(dirty.map(\.address))
             core.store.returnVacated(vacated)
+            snapshotFailures += 1
+            snapshotFault = "cannot write the state file: \(failure)"
+            if let suppressed = snapshotFaultLog.admit() {
+                let more = suppressed > 0 ? " (\(suppressed) more failures since the last report)" : ""
+                logger.error(
+                    "cannot write the state file (\(failure)); the journal keeps every update until it can\(more)",
+                    metadata: ["store.path": "\(config.store.path)"])
+            }
+        } else {
+            if snapshotFault != nil {
+                logger.notice("the state file is writable again", metadata: ["store.path": "\(config.store.path)"])
+            }
+            snapshotFault = nil
+            coveredPosition = position
         }
     }
+
+    private var coveredPosition: UInt64?
+    private var snapshotFailures = 0
+
+    /// Why updates cannot be kept right now (the journal or the state file cannot be
+    /// written), if they cannot: readiness reports it.
+    public var storageFault: String? { intake.storageFault ?? snapshotFault }
 
     /// Hides or shows a layer and re-publishes what that changes.
     /// - Returns: how many locations changed.

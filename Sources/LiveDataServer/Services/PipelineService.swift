@@ -38,6 +38,7 @@ struct PipelineService: Service {
                 notifier.stopping()
                 logger.info("stopping: publishing offline and writing the store")
                 await pipeline.publishOffline()
+                pipeline.intake.stop()
                 await client.disconnect()
             }
             // The pipeline runs until the client disconnects (at shutdown); then stop the rest.

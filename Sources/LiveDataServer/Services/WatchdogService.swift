@@ -21,7 +21,9 @@ struct WatchdogService: Service {
             let rate = seconds > 0 ? Double(statistics.core.received - lastReceived) / seconds : 0
             lastReceived = statistics.core.received
             last = now
-            if pipeline.brokerState == .connected {
+            if let fault = await pipeline.storageFault {
+                notifier.status("\(fault); \(statistics.locations) locations")
+            } else if pipeline.brokerState == .connected {
                 notifier.status("\(statistics.locations) locations, \(Int(rate.rounded())) updates/s")
             } else {
                 notifier.status("waiting for the MQTT broker at \(address); \(statistics.locations) locations")

@@ -48,6 +48,12 @@ public final class IntakeJournal: Sendable {
         public var corrupt = 0
         /// Bytes of an incomplete last record (a write cut short by the crash), dropped.
         public var tornBytes = 0
+
+        public init(records: Int = 0, corrupt: Int = 0, tornBytes: Int = 0) {
+            self.records = records
+            self.corrupt = corrupt
+            self.tornBytes = tornBytes
+        }
     }
 
     public struct Statistics: Sendable, Equatable {

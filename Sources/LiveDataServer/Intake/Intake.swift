@@ -1,0 +1,103 @@
+import Foundation
+import LiveDataConfiguration
+import LiveStatePersistence
+import LiveTopics
+import Logging
+import Mosquitto
+import Synchronization
+
+/// Where received updates enter the daemon, on the MQTT client's network thread: each is
+/// appended to the intake journal, then handed to the pipeline through the bounded
+/// ``IntakeQueue``, all before the message callback returns and libmosquitto writes the
+/// QoS 1 acknowledgement (see ``MessageHandler``). So an update the broker counts as
+/// delivered is in the journal, whatever happens to the process next.
+///
+/// When the journal cannot be written (a full or read-only disk) the network thread keeps
+/// the update and tries again every half second: nothing is acknowledged meanwhile, the
+/// broker keeps the rest, readiness says why, and writing resumes when space returns.
+public final class Intake: Sendable {
+    public struct Statistics: Sendable, Equatable {
+        public var queueDepth = 0
+        public var queuePeak = 0
+        public var blocked: Duration = .zero
+        public var journalBytes: UInt64 = 0
+        public var journalFailures = 0
+    }
+
+    /// `nil` with an in-memory store: nothing would survive a restart anyway.
+    public let journal: IntakeJournal?
+    let queue: IntakeQueue
+    let logger: Logger
+    private let stopping = Atomic<Bool>(false)
+    private let failures = Atomic<Int>(0)
+    private let fault = Mutex<String?>(nil)
+    private let faultLog = Mutex(RateLimitedLog(interval: .seconds(10)))
+
+    /// Opens the journal beside the state file (unless the store is in memory).
+    /// - Throws: ``IntakeJournal/Failure`` when its folder cannot be opened.
+    public init(config: LiveDataConfig, logger: Logger) throws {
+        journal =
+            config.store.isInMemory
+            ? nil : try IntakeJournal(directory: config.store.journalPath, syncInterval: config.store.journalSync)
+        queue = IntakeQueue(capacity: config.limits.queue, byteCapacity: config.limits.queueBytes)
+        self.logger = logger
+    }
+
+    /// The client's message handler.
+    public var handler: MessageHandler { { [self] message in receive(message) } }
+
+    func receive(_ message: MQTTIncomingMessage) -> MQTTReceipt {
+        let arrived = ContinuousClock.now
+        let receivedAt = LiveTimestamp.now
+        var end: UInt64 = 0
+        if let journal {
+            var failed = false
+            while true {
+                do {
+                    end = try journal.append(
+                        topic: message.topic, payload: message.payload, receivedAt: receivedAt, retain: message.retain)
+                    break
+                } catch {
+                    failed = true
+                    noteFault("cannot write the intake journal: \(error)")
+                    // Shutting down: leave the update unacknowledged for the next session.
+                    if stopping.load(ordering: .acquiring) { return .refused }
+                    usleep(500_000)
+                }
+            }
+            if failed { clearFault(after: "the intake journal is writable again") }
+        }
+        queue.push(
+            IntakeMessage(
+                topic: String(decoding: message.topic, as: UTF8.self), payload: Array(message.payload),
+                receivedAt: receivedAt, retain: message.retain, journalEnd: end, arrived: arrived))
+        return .taken
+    }
+
+    /// Stops waiting for a failing disk (the update stays unacknowledged); called on shutdown.
+    func stop() { stopping.store(true, ordering: .releasing) }
+
+    /// Why updates cannot be kept right now, if they cannot.
+    public var storageFault: String? { fault.withLock { $0 } }
+
+    public var statistics: Statistics {
+        let queued = queue.statistics
+        return Statistics(
+            queueDepth: queued.depth, queuePeak: queued.peak, blocked: queued.blocked,
+            journalBytes: journal?.statistics.bytes ?? 0, journalFailures: failures.load(ordering: .relaxed))
+    }
+
+    private func noteFault(_ text: String) {
+        failures.add(1, ordering: .relaxed)
+        fault.withLock { $0 = text }
+        if let suppressed = faultLog.withLock({ $0.admit() }) {
+            let more = suppressed > 0 ? " (\(suppressed) more attempts since the last report)" : ""
+            logger.error("\(text); holding the update and trying again\(more)")
+        }
+    }
+
+    private func clearFault(after text: String) {
+        fault.withLock { $0 = nil }
+        logger.notice("\(text)")
+    }
+}

@@ -1,0 +1,167 @@
+import Dispatch
+import LiveTopics
+import Synchronization
+
+/// One received update on its way from the network thread to the pipeline.
+public struct IntakeMessage: Sendable {
+    public var topic: String
+    public var payload: [UInt8]
+    public var receivedAt: LiveTimestamp
+    /// Sent by the broker from its retained store.
+    public var retain: Bool
+    /// The journal position just after it (0 when nothing is journaled).
+    public var journalEnd: UInt64
+    /// When the network thread had it: the start of the processing-time histogram.
+    public var arrived: ContinuousClock.Instant
+
+    public init(
+        topic: String, payload: [UInt8], receivedAt: LiveTimestamp = .now, retain: Bool = false, journalEnd: UInt64 = 0,
+        arrived: ContinuousClock.Instant = .now
+    ) {
+        self.topic = topic
+        self.payload = payload
+        self.receivedAt = receivedAt
+        self.retain = retain
+        self.journalEnd = journalEnd
+        self.arrived = arrived
+    }
+}
+
+/// The bounded hand-off between the network thread and the pipeline: at most `capacity`
+/// messages and `byteCapacity` bytes of topics and payloads wait. When it is full, the
+/// network thread waits for room inside the message callback, so nothing more is read from
+/// the socket and TCP pushes back on the broker, whose session queue holds the rest. The
+/// pipeline takes everything that waits in one batch: one hop per batch, not per message.
+final class IntakeQueue: Sendable {
+    struct State {
+        var pending: [IntakeMessage] = []
+        var bytes = 0
+        var consumer: CheckedContinuation<[IntakeMessage], Never>?
+        var producerWaiting = false
+        var closed = false
+        /// An emptied batch's storage, for the next one.
+        var spare: [IntakeMessage] = []
+    }
+
+    let capacity: Int
+    let byteCapacity: Int
+    private let state = Mutex(State())
+    private let room = DispatchSemaphore(value: 0)
+    private let blockedNanoseconds = Atomic<Int>(0)
+    private let depthNow = Atomic<Int>(0)
+    private let depthPeak = Atomic<Int>(0)
+
+    init(capacity: Int, byteCapacity: Int) {
+        self.capacity = max(1, capacity)
+        self.byteCapacity = max(1, byteCapacity)
+    }
+
+    /// Messages waiting now, the most that ever waited, and how long the network thread
+    /// has waited for room in all.
+    var statistics: (depth: Int, peak: Int, blocked: Duration) {
+        (depthNow.load(ordering: .relaxed), depthPeak.load(ordering: .relaxed),
+         .nanoseconds(blockedNanoseconds.load(ordering: .relaxed)))
+    }
+
+    /// Hands a message over, waiting while the queue is full (call it from the network
+    /// thread, never from a task).
+    /// - Returns: `false` when the queue is closed (the message was not taken).
+    @discardableResult
+    func push(_ message: IntakeMessage) -> Bool {
+        let size = message.topic.utf8.count + message.payload.count
+        var waitedSince: ContinuousClock.Instant?
+        defer {
+            if let waitedSince {
+                let waited = ContinuousClock.now - waitedSince
+                blockedNanoseconds.add(Int(waited.components.seconds) * 1_000_000_000 + Int(waited.components.attoseconds / 1_000_000_000), ordering: .relaxed)
+            }
+        }
+        while true {
+            enum Next { case closed, wait, done(CheckedContinuation<[IntakeMessage], Never>?, [IntakeMessage]) }
+            let next = state.withLock { state -> Next in
+                if state.closed { return .closed }
+                // One message always fits, however large: the queue must never stall on it.
+                guard state.pending.isEmpty || (state.pending.count < capacity && state.bytes + size <= byteCapacity) else {
+                    state.producerWaiting = true
+                    return .wait
+                }
+                state.pending.append(message)
+                state.bytes += size
+                depthNow.store(state.pending.count, ordering: .relaxed)
+                if state.pending.count > depthPeak.load(ordering: .relaxed) {
+                    depthPeak.store(state.pending.count, ordering: .relaxed)
+                }
+                guard let consumer = state.consumer else { return .done(nil, []) }
+                state.consumer = nil
+                return .done(consumer, take(&state))
+            }
+            switch next {
+            case .closed: return false
+            case .done(let consumer, let batch):
+                consumer?.resume(returning: batch)
+                return true
+            case .wait:
+                if waitedSince == nil { waitedSince = .now }
+                room.wait()
+            }
+        }
+    }
+
+    /// Everything that waits, at once; suspends while nothing does.
+    /// - Returns: `nil` once the queue is closed and empty.
+    func next() async -> [IntakeMessage]? {
+        enum Next { case batch([IntakeMessage]), end, wait }
+        let immediate = state.withLock { state -> Next in
+            if !state.pending.isEmpty { return .batch(take(&state)) }
+            return state.closed ? .end : .wait
+        }
+        switch immediate {
+        case .batch(let batch): return batch
+        case .end: return nil
+        case .wait: break
+        }
+        let batch = await withCheckedContinuation { (continuation: CheckedContinuation<[IntakeMessage], Never>) in
+            let ready = state.withLock { state -> [IntakeMessage]? in
+                if !state.pending.isEmpty || state.closed { return take(&state) }
+                state.consumer = continuation
+                return nil
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
+        return batch.isEmpty ? nil : batch
+    }
+
+    /// Gives an emptied batch's storage back for the next one.
+    func recycle(_ batch: consuming [IntakeMessage]) {
+        batch.removeAll(keepingCapacity: true)
+        state.withLock { state in
+            if state.spare.capacity < batch.capacity { state.spare = batch }
+        }
+    }
+
+    /// No more messages are taken; what waits is still handed out, then ``next()`` ends.
+    func close() {
+        let consumer = state.withLock { state -> CheckedContinuation<[IntakeMessage], Never>? in
+            state.closed = true
+            defer { state.consumer = nil }
+            return state.pending.isEmpty ? state.consumer : nil
+        }
+        consumer?.resume(returning: [])
+        room.signal()
+    }
+
+    /// Takes the pending batch, leaving the spare storage in its place, and wakes a waiting
+    /// producer. Call with the state locked.
+    private func take(_ state: inout State) -> [IntakeMessage] {
+        var batch = state.spare
+        swap(&batch, &state.pending)
+        state.spare = []
+        state.bytes = 0
+        depthNow.store(0, ordering: .relaxed)
+        if state.producerWaiting {
+            state.producerWaiting = false
+            room.signal()
+        }
+        return batch
+    }
+}
