@@ -171,12 +171,86 @@ public actor LivePipeline {
         }
     }
 
-    /// Publishes `online`, the legends and whatever waits; call after every (re)connection.
+    /// Publishes `online`, the legends and whatever waits, and starts a convergence; call
+    /// after every (re)connection.
     public func connected() {
         publisher.send(topics.statusPublication(online: true))
         publisher.forgetLegends()
         for dataset in knownDatasets() { publishLegend(dataset) }
         publisher.resendUnsent()
+        startConvergence()
+    }
+
+    // MARK: - Convergence
+
+    /// Counts of the last finished convergence, and how many have finished.
+    public private(set) var lastConvergence: Convergence.Counts?
+    public private(set) var convergences = 0
+    private var converging: Task<Void, Never>?
+    /// The one under way: changes published meanwhile count as seen at the broker.
+    private var convergence: Convergence?
+    private var convergeAgain = false
+
+    private func startConvergence() {
+        guard converging == nil else {
+            // Reconnected while one runs: another follows it (the broker may have lost
+            // retained messages meanwhile).
+            convergeAgain = true
+            return
+        }
+        converging = Task { await self.convergeUntilCurrent() }
+    }
+
+    private func convergeUntilCurrent() async {
+        repeat {
+            convergeAgain = false
+            await converge()
+        } while convergeAgain && !Task.isCancelled
+        converging = nil
+    }
+
+    /// Reads back the retained messages under the prefix and publishes what makes them
+    /// agree with the state (see ``Convergence``). Live updates go on meanwhile.
+    func converge() async {
+        let started = ContinuousClock.now
+        let reader: RetainedReader
+        do {
+            reader = try RetainedReader(configuration: client.configuration, prefix: topics.prefix, logger: logger)
+            try await reader.start()
+        } catch {
+            logger.warning("cannot read back the retained messages to converge: \(error); trying again on the next connection")
+            return
+        }
+        convergence = Convergence(core: core, topics: topics)
+        defer { convergence = nil }
+        publisher.send(Publication(topic: reader.marker, payload: Array("end".utf8), retain: false))
+        var legends: [String] = []
+        while let batch = await withTaskCancellationHandler(
+            operation: { await reader.next() }, onCancel: { reader.queue.close() }), !Task.isCancelled
+        {
+            let now = LiveTimestamp.now
+            // Live messages are the daemon's own publications, which ``queue(_:)`` marks.
+            for message in batch where message.retain {
+                if message.topic.hasPrefix(topics.prefix + "/legend/") {
+                    legends.append(message.topic)
+                    continue
+                }
+                for publication in convergence!.retained(topic: message.topic, payload: message.payload, now: now) {
+                    publisher.send(publication)
+                }
+            }
+        }
+        await reader.stop()
+        guard !Task.isCancelled else { return }
+        for publication in convergence!.finish(now: .now, retainedLegends: legends, datasets: knownDatasets()) {
+            publisher.send(publication)
+        }
+        let counts = convergence!.counts
+        lastConvergence = counts
+        convergences += 1
+        logger.info(
+            "converged with the broker: \(counts.read) retained messages read, \(counts.agreed) agreed, \(counts.republished) published again, \(counts.cleared) cleared",
+            metadata: ["converge.milliseconds": "\((ContinuousClock.now - started).components.seconds * 1000 + (ContinuousClock.now - started).components.attoseconds / 1_000_000_000_000_000)"])
     }
 
     /// Publishes `offline` at the status topic and waits for the broker to have it (a clean
@@ -231,6 +305,8 @@ public actor LivePipeline {
             await group.next()
             group.cancelAll()
         }
+        converging?.cancel()
+        await converging?.value
         await flush()
     }
 
@@ -348,6 +424,7 @@ public actor LivePipeline {
     // MARK: - Publishing
 
     private func queue(_ change: DerivedChange) {
+        convergence?.published(change.address)
         // A location that moved: its old topic is cleared as the new one gets the style.
         if let old = change.movedFrom { publisher.send(topics.clearing(styleOf: old)) }
         publisher.send(change: topics.publication(change))

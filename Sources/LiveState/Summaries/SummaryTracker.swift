@@ -141,6 +141,9 @@ public struct SummaryTracker {
 
     public func summary(_ key: Key) -> Summary? { aggregates[key]?.summary(titles: titles) }
 
+    /// Every floor's and building's summary, in key order.
+    public func all() -> [Summary] { aggregates.values.map { $0.summary(titles: titles) }.sorted { $0.key < $1.key } }
+
     /// The aggregate of a floor or building, if a location was ever counted there.
     func aggregate(_ key: Key) -> Aggregate? { aggregates[key] }
 

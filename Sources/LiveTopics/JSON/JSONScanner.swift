@@ -351,3 +351,23 @@ func makeString(_ bytes: UnsafeRawBufferPointer) -> String? {
     }
     return String(validating: bytes, as: UTF8.self)
 }
+
+/// The byte ranges of the values of a JSON object's top-level members named in `keys`
+/// (as they are written, unescaped keys only); `nil` when the bytes are not one object.
+package func topLevelMembers(_ json: UnsafeRawBufferPointer, _ keys: [String]) -> [String: Range<Int>]? {
+    var scanner = JSONScanner(json)
+    var found: [String: Range<Int>] = [:]
+    do throws(JSONScanner.Failure) {
+        try scanner.readObject { scanner, key, escaped throws(JSONScanner.Failure) in
+            scanner.skipWhitespace()
+            let start = scanner.position
+            try scanner.skipValue()
+            guard !escaped, let name = keys.first(where: { name in name.utf8.elementsEqual(key) }) else { return }
+            found[name] = start..<scanner.position
+        }
+        try scanner.expectEnd()
+    } catch {
+        return nil
+    }
+    return found
+}
