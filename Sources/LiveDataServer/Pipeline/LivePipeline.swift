@@ -40,6 +40,13 @@ public actor LivePipeline {
     private var snapshotFault: String?
     private var snapshotFaultLog = RateLimitedLog(interval: .seconds(10))
     private var lastSnapshot = ContinuousClock.now
+    /// While the start replays the journal: changes are not published (see ``converge()``).
+    private var replaying = false
+    /// Opens when the first convergence after the start has read the broker's retained
+    /// styles: until then no update is processed, so that nothing is published under a
+    /// version lower than one the broker holds (the daemon may have raised versions before
+    /// a crash, which neither the snapshot nor the journal recorded).
+    private let firstConvergence = StartupGate()
     private var publisher: Publisher
     private var rejections = RateLimitedLog()
     /// Restored, connected and subscribed.
@@ -87,10 +94,13 @@ public actor LivePipeline {
         }
         writer = try StoreWriter(path: config.store.path, logger: logger)
         logger.info("restored \(restored.count) locations", metadata: ["store.path": "\(config.store.path)"])
-        // Styles that changed while we were down (rules, staleness) go out once connected,
-        // and the style topics of placements the file held twice are cleared.
+        // The style topics of placements the file held twice are cleared. The styles that
+        // changed while we were down (rules, staleness, the journal's tail) are not published
+        // from here: the first convergence compares every retained style with the state and
+        // publishes what differs, with versions above the ones the broker holds.
         for address in core.store.takeStaleStyleAddresses() { publisher.send(topics.clearing(styleOf: address)) }
-        for change in restored.changes { queue(change) }
+        replaying = true
+        defer { replaying = false }
         if let journal = intake.journal {
             // What arrived after the snapshot, through the same way in as live updates.
             appliedPosition = restored.journalPosition
@@ -219,6 +229,7 @@ public actor LivePipeline {
             try await reader.start()
         } catch {
             logger.warning("cannot read back the retained messages to converge: \(error); trying again on the next connection")
+            await firstConvergence.open()
             return
         }
         convergence = Convergence(core: core, topics: topics)
@@ -241,13 +252,17 @@ public actor LivePipeline {
             }
         }
         await reader.stop()
-        guard !Task.isCancelled else { return }
+        guard !Task.isCancelled else {
+            await firstConvergence.open()
+            return
+        }
         for publication in convergence!.finish(now: .now, retainedLegends: legends, datasets: knownDatasets()) {
             publisher.send(publication)
         }
         let counts = convergence!.counts
         lastConvergence = counts
         convergences += 1
+        await firstConvergence.open()
         logger.info(
             "converged with the broker: \(counts.read) retained messages read, \(counts.agreed) agreed, \(counts.republished) published again, \(counts.cleared) cleared",
             metadata: ["converge.milliseconds": "\((ContinuousClock.now - started).components.seconds * 1000 + (ContinuousClock.now - started).components.attoseconds / 1_000_000_000_000_000)"])
@@ -276,8 +291,10 @@ public actor LivePipeline {
         timeout.cancel()
     }
 
-    /// Processes received updates, a batch at a time, until the intake closes.
+    /// Processes received updates, a batch at a time, until the intake closes; the first
+    /// once the first convergence is done.
     public func run() async {
+        await firstConvergence.wait()
         while let batch = await intake.queue.next() {
             for message in batch { handle(message) }
             intake.queue.recycle(batch)
@@ -296,6 +313,7 @@ public actor LivePipeline {
                 }
                 // The client has ended: nothing more comes in; what waits is still processed.
                 self.intake.queue.close()
+                await self.firstConvergence.open()
             }
             group.addTask {
                 await self.tick()
@@ -424,6 +442,7 @@ public actor LivePipeline {
     // MARK: - Publishing
 
     private func queue(_ change: DerivedChange) {
+        guard !replaying else { return }
         convergence?.published(change.address)
         // A location that moved: its old topic is cleared as the new one gets the style.
         if let old = change.movedFrom { publisher.send(topics.clearing(styleOf: old)) }
