@@ -156,7 +156,9 @@ struct CrashRecoveryTests {
         let broker = try await MosquittoBroker.start()
         let (watcher, seen) = try await watcher(broker)
         let daemons = DaemonTests()
-        var daemon = try await daemons.startDaemon(port: broker.port)
+        // Snapshots often enough that kills land before, during and after them.
+        let snapshots = "300ms"
+        var daemon = try await daemons.startDaemon(port: broker.port, snapshotInterval: snapshots)
         #expect(await daemon.notify.wait(for: "READY=1"))
         let stream = Stream()
         let publishing = Task { try await publish(stream, count: updates, locations: locations, broker: broker) }
@@ -167,14 +169,14 @@ struct CrashRecoveryTests {
             daemon.signal(SIGKILL)
             _ = try await daemon.running.wait(timeout: .seconds(10))
             killed += 1
-            daemon = try await daemons.startDaemon(port: broker.port, directory: daemon.directory)
+            daemon = try await daemons.startDaemon(port: broker.port, directory: daemon.directory, snapshotInterval: snapshots)
         }
         try await publishing.value
         // Once more, right after the publisher's last acknowledged message.
         daemon.signal(SIGKILL)
         _ = try await daemon.running.wait(timeout: .seconds(10))
         killed += 1
-        daemon = try await daemons.startDaemon(port: broker.port, directory: daemon.directory)
+        daemon = try await daemons.startDaemon(port: broker.port, directory: daemon.directory, snapshotInterval: snapshots)
         #expect(await daemon.notify.wait(for: "READY=1"))
         #expect(killed >= min(kills, 3), "killed \(killed) times")
 

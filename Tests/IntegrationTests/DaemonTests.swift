@@ -12,7 +12,9 @@ import Testing
 struct DaemonTests {
     let logger = Logger(label: "test")
 
-    static func config(port: Int, store: String, httpPort: Int = 0, vacantColor: String = "#4CAF50") -> String {
+    static func config(
+        port: Int, store: String, httpPort: Int = 0, vacantColor: String = "#4CAF50", snapshotInterval: String = "5s"
+    ) -> String {
         """
         broker: {host: 127.0.0.1, port: \(port), clientId: daemon-test, keepalive: 5s}
         subscriptions:
@@ -30,7 +32,7 @@ struct DaemonTests {
             when: nrOfPeople == 0
             style: {polygonFillColor: "\(vacantColor)"}
             layer: occupancy
-        store: {path: \(store)}
+        store: {path: \(store), snapshotInterval: \(snapshotInterval)}
         http: {listen: "127.0.0.1:\(httpPort)", token: sesame}
         log: {level: debug}
         """
@@ -49,7 +51,7 @@ struct DaemonTests {
 
     /// Starts `livedata serve` with ``config(port:store:httpPort:vacantColor:)``, or with
     /// `yaml` and the broker, store and HTTP lines added.
-    func startDaemon(port: Int, directory: URL? = nil, yaml: String? = nil) async throws -> Daemon {
+    func startDaemon(port: Int, directory: URL? = nil, yaml: String? = nil, snapshotInterval: String = "5s") async throws -> Daemon {
         let directory = try directory ?? TestDirectory.make(prefix: "daemon")
         let configPath = directory.appendingPathComponent("livedata.yaml").path
         // Port 0: the daemon binds a free port and logs it (no race with other tests for it).
@@ -63,7 +65,7 @@ struct DaemonTests {
                     store: {path: \(store)}
                     http: {listen: "127.0.0.1:\(httpPort)"}
                     """
-            } ?? Self.config(port: port, store: store, httpPort: httpPort)
+            } ?? Self.config(port: port, store: store, httpPort: httpPort, snapshotInterval: snapshotInterval)
         try text.write(toFile: configPath, atomically: true, encoding: .utf8)
         let notify = try NotifySocket()
         let running = try await CommandRunner().start(

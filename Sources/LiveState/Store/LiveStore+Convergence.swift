@@ -15,7 +15,9 @@ extension LiveStore {
     /// Compares the style retained at a location's topic (its `style` member's JSON bytes
     /// and its `version`, or `nil` when there is none) with the state. The location's
     /// version is raised to the retained one when that is higher, so that versions never go
-    /// backwards for a subscriber.
+    /// backwards for a subscriber; a lower retained version (changes made while the daemon
+    /// could not publish them, that came back to the same style) is published again, so that
+    /// the broker and the state agree on the version too.
     func reconcile(
         retainedAt address: LocationAddress, style: UnsafeRawBufferPointer?, version: UInt64, now: LiveTimestamp
     ) -> RetainedStyleVerdict {
@@ -25,7 +27,7 @@ extension LiveStore {
             markDirty(state)
         }
         guard let published = state.publishedStyle(ruleEngine) else { return .agrees(state) }
-        if let style, published.style.json.utf8.elementsEqual(style) { return .agrees(state) }
+        if let style, version == state.version, published.style.json.utf8.elementsEqual(style) { return .agrees(state) }
         return republication(state, now: now).map { .republish(state, $0) } ?? .agrees(state)
     }
 

@@ -311,9 +311,14 @@ public final class IntakeJournal: Sendable {
             let data = try Self.read(path)
             try data.withUnsafeBytes { bytes in
                 var scanner = Scanner(bytes: bytes, base: start)
-                while let record = scanner.next(statistics: &statistics) {
-                    if record.end > position { try body(record) }
+                var scanned = ReplayStatistics()
+                while let record = scanner.next(statistics: &scanned) {
+                    guard record.end > position else { continue }
+                    statistics.records += 1
+                    try body(record)
                 }
+                statistics.corrupt += scanned.corrupt
+                statistics.tornBytes += scanned.tornBytes
             }
         }
         return statistics
