@@ -87,6 +87,7 @@ struct IntakeJournalTests {
         let (records, statistics) = try replayAll(reopened)
         #expect(records.map(\.end) == [kept])
         #expect(statistics.corrupt == 0)
+        #expect(statistics.tornBytes == Int(lost - 5 - kept))
         let next = try append(reopened, "ds/v/b/f/r/l3/occupancy", "{}")
         #expect(try replayAll(reopened).0.map(\.end) == [kept, next])
     }

@@ -84,6 +84,8 @@ public final class IntakeJournal: Sendable {
         var appended = 0
         var buffer: [UInt8] = []
         var closed = false
+        /// Bytes of an incomplete last record cut off at open, reported by the next replay.
+        var droppedTail = 0
     }
 
     let state: Mutex<State>
@@ -119,10 +121,13 @@ public final class IntakeJournal: Sendable {
             let valid = try Self.validLength(of: path)
             var info = stat()
             fstat(descriptor, &info)
-            if UInt64(info.st_size) > valid && ftruncate(descriptor, off_t(valid)) != 0 {
-                let code = errno
-                Glibc.close(descriptor)
-                throw Failure(operation: "cutting the incomplete last record off", path: path, code: code)
+            if UInt64(info.st_size) > valid {
+                guard ftruncate(descriptor, off_t(valid)) == 0 else {
+                    let code = errno
+                    Glibc.close(descriptor)
+                    throw Failure(operation: "cutting the incomplete last record off", path: path, code: code)
+                }
+                initial.droppedTail = Int(UInt64(info.st_size) - valid)
             }
             initial.descriptor = descriptor
             initial.end = last + valid
@@ -302,8 +307,11 @@ public final class IntakeJournal: Sendable {
     /// - Throws: ``Failure`` when a segment cannot be read.
     @discardableResult
     public func replay(from position: UInt64, _ body: (Record) throws -> Void) throws -> ReplayStatistics {
-        let (segments, end) = state.withLock { ($0.segments, $0.end) }
-        var statistics = ReplayStatistics()
+        let (segments, end, dropped) = state.withLock { state in
+            defer { state.droppedTail = 0 }
+            return (state.segments, state.end, state.droppedTail)
+        }
+        var statistics = ReplayStatistics(tornBytes: dropped)
         for (index, start) in segments.enumerated() {
             let segmentEnd = index + 1 < segments.count ? segments[index + 1] : end
             guard segmentEnd > position else { continue }
