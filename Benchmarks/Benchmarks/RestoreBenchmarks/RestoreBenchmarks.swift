@@ -29,4 +29,75 @@ let benchmarks: @Sendable () -> Void = {
         precondition(result.count == count, "restored \(result.count) of \(count)")
         blackHole(result.changes.count)
     }
+
+    // The start after a crash: the snapshot above, then 1,000,000 journaled updates
+    // (the mix of the pipeline benchmark over the same locations) replayed through the core.
+    Benchmark(
+        "Start: restore 1000000 locations and replay 1000000 journal records",
+        configuration: .init(metrics: [.wallClock, .peakMemoryResident], warmupIterations: 0, maxDuration: .seconds(90), maxIterations: 3)
+    ) { benchmark in
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("livedata-restore-benchmark.db").path
+        precondition(FileManager.default.fileExists(atPath: path), "run the restore benchmark first: it writes the snapshot")
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("livedata-replay-benchmark.journal").path
+        if !FileManager.default.fileExists(atPath: folder) {
+            let journal = try IntakeJournal(directory: folder, syncInterval: nil)
+            var time = LiveTimestamp(millisecondsSince1970: 1_763_720_000_000 + Int64(count))
+            for (topic, payload) in PipelineFixtures.updates(count: count, locations: count) {
+                time.millisecondsSince1970 += 1
+                var topic = topic
+                topic.withUTF8 { topicBytes in
+                    payload.withUnsafeBytes { payloadBytes in
+                        _ = try! journal.append(
+                            topic: UnsafeRawBufferPointer(topicBytes), payload: payloadBytes, receivedAt: time, retain: false)
+                    }
+                }
+            }
+            journal.close()
+        }
+        let now = LiveTimestamp(millisecondsSince1970: 1_763_720_000_000 + Int64(3 * count))
+        let core = LiveCore(ruleSet: PipelineFixtures.ruleSet(), subscriptions: PipelineFixtures.subscriptions)
+        benchmark.startMeasurement()
+        let restored = try core.restore(fromFile: path, now: now)
+        let journal = try IntakeJournal(directory: folder, syncInterval: nil)
+        var changed = 0
+        let replay = try journal.replay(from: restored.journalPosition) { record in
+            if case .changed = core.process(topic: record.topic, payload: record.payload, receivedAt: record.receivedAt) {
+                changed += 1
+            }
+        }
+        benchmark.stopMeasurement()
+        precondition(replay.records == count, "replayed \(replay.records) of \(count)")
+        blackHole(changed)
+        journal.close()
+    }
+
+    // The network thread's cost per update: one record (a 60-byte payload) appended to the
+    // journal with one write(2), the sync thread running. One journal for all iterations.
+    Benchmark(
+        "Journal append (60-byte payload)",
+        configuration: .init(metrics: [.wallClock, .throughput], warmupIterations: 1000, maxDuration: .seconds(5), maxIterations: 1_000_000)
+    ) { benchmark in
+        let journal = AppendFixture.journal
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations {
+            blackHole(
+                try! journal.append(
+                    topic: AppendFixture.topic, payload: AppendFixture.payload, receivedAt: AppendFixture.time, retain: false))
+        }
+        benchmark.stopMeasurement()
+    }
+}
+
+/// The append benchmark's journal and record, made once.
+enum AppendFixture {
+    static let journal: IntakeJournal = {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("livedata-append-benchmark.journal").path
+        try? FileManager.default.removeItem(atPath: folder)
+        return try! IntakeJournal(directory: folder, segmentSize: 64 << 20, syncInterval: .seconds(1))
+    }()
+    static let topicBytes = Array("ds1/hq/b1/f3/r7/loc-1234/occupancy".utf8)
+    static let payloadBytes = Array(#"{"timestamp":1763720000000,"properties":{"nrOfPeople":"3"}}"#.utf8)
+    static var topic: UnsafeRawBufferPointer { topicBytes.withUnsafeBytes { $0 } }
+    static var payload: UnsafeRawBufferPointer { payloadBytes.withUnsafeBytes { $0 } }
+    static let time = LiveTimestamp(millisecondsSince1970: 1_763_720_000_000)
 }
