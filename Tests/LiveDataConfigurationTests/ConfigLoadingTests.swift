@@ -80,7 +80,9 @@ struct ConfigLoadingTests {
             ),
             ("domains:\n  occupancy: {staleAfter: soon}\n", #"test.yaml:2:27: domains.occupancy.staleAfter must be a duration such as 500ms, 30s, 15m or 2h, found "soon""#),
             ("limits: {futureSkew: forever}\n", #"test.yaml:1:22: limits.futureSkew must be a duration such as 500ms, 30s, 15m or 2h, found "forever""#),
-            ("limits: {locations: 5}\n", #"test.yaml:1:10: unknown key "locations" in limits (expected one of: futureSkew)"#),
+            ("limits: {locations: 5}\n", #"test.yaml:1:10: unknown key "locations" in limits (expected one of: futureSkew, queue, queueBytes)"#),
+            ("store: {snapshotInterval: 2h}\n", #"test.yaml:1:27: store.snapshotInterval must be between 10ms and 3600s, found 7200s"#),
+            ("limits: {queue: 0}\n", #"test.yaml:1:17: limits.queue must be between 1 and 10000000, found 0"#),
             // Durations that would not fit: refused at load, never a trap.
             ("domains:\n  occupancy: {staleAfter: inf}\n", #"test.yaml:2:27: domains.occupancy.staleAfter must be a duration such as 500ms, 30s, 15m or 2h, found "inf""#),
             (

@@ -240,8 +240,11 @@ public actor LivePipeline {
             operation: { await reader.next() }, onCancel: { reader.queue.close() }), !Task.isCancelled
         {
             let now = LiveTimestamp.now
-            // Live messages are the daemon's own publications, which ``queue(_:)`` marks.
-            for message in batch where message.retain {
+            for message in batch {
+                guard message.retain else {
+                    convergence!.live(topic: message.topic)
+                    continue
+                }
                 if message.topic.hasPrefix(topics.prefix + "/legend/") {
                     legends.append(message.topic)
                     continue
@@ -304,7 +307,7 @@ public actor LivePipeline {
     /// Runs everything until the client disconnects: messages, `connected()` after every
     /// (re)connection, and ``tick()`` every `tickInterval`. Then writes what is left.
     public func serve(tickInterval: Duration = .milliseconds(100)) async {
-        if client.state == .connected { connected() }
+        // Every (re)connection, the one before this call included, is in the event stream.
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.run() }
             group.addTask {

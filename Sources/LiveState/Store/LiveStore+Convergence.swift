@@ -117,6 +117,16 @@ public struct Convergence {
         if let state = store.locations.find(address) { seen.insert(ObjectIdentifier(state)) }
     }
 
+    /// A message under the prefix that the reader got live, not retained: the daemon's own
+    /// publication, which reached the broker after the reader subscribed and which the
+    /// broker now holds.
+    public mutating func live(topic: String) {
+        guard let path = topic.dropPrefix(topics.prefix + "/style/"), let address = LocationAddress(path: String(path)) else {
+            return
+        }
+        published(address)
+    }
+
     /// After the last retained message: the styles the broker did not hold, every summary
     /// again (they are small and few), and the clearing of legends of datasets not served.
     public mutating func finish(now: LiveTimestamp, retainedLegends: [String], datasets: Set<String>) -> [Publication] {
