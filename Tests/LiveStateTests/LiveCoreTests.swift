@@ -60,6 +60,38 @@ struct LiveCoreTests {
         }
     }
 
+    @Test("a retained message without a timestamp only fills a value the location lacks; with one, the ordering rule decides")
+    func retainedInput() throws {
+        let core = LiveCore(ruleSet: try Self.ruleSet(), subscriptions: [try TopicCriteria(dataset: "ds1")])
+        let now = LiveTimestamp(millisecondsSince1970: 1_763_720_000_000)
+        func send(_ people: Int, timestamp: Int64? = nil, retained: Bool) -> LiveCore.Outcome {
+            let time = timestamp.map { #""timestamp": \#($0), "# } ?? ""
+            return core.process(
+                topic: Self.topic, payload: Array(#"{\#(time)"properties": {"nrOfPeople": "\#(people)"}}"#.utf8),
+                receivedAt: now, retained: retained)
+        }
+        // Nothing known yet: the retained value fills the gap.
+        guard case .changed = send(2, retained: true) else {
+            Issue.record("a retained value did not fill an empty location")
+            return
+        }
+        // Known now: the same retained message again (a re-subscription) changes nothing,
+        // even with another value in it.
+        #expect(send(0, retained: true) == .unchanged)
+        #expect(core.counters.retainedNotNew == 1)
+        #expect(core.store.records(id: "room-7").first?.values.first?.properties["nrOfPeople"] == "2")
+        // A live update still applies, and a retained one with a later timestamp too.
+        guard case .changed = send(0, retained: false) else {
+            Issue.record("a live update after a retained one did not apply")
+            return
+        }
+        guard case .changed = send(4, timestamp: now.millisecondsSince1970 + 10, retained: true) else {
+            Issue.record("a retained update with a later timestamp did not apply")
+            return
+        }
+        #expect(send(1, timestamp: now.millisecondsSince1970 + 5, retained: true) == .ignoredOutOfOrder)
+    }
+
     @Test("a topic accepted before is checked again against reloaded subscriptions")
     mutating func reloadedSubscriptions() throws {
         let occupancy = try TopicCriteria(dataset: "ds1", domain: "occupancy")

@@ -36,6 +36,9 @@ public final class DaemonMetrics: Sendable {
         total("updates_rejected", "Updates dropped, by reason.", statistics.core.notSubscribed, reason: "not_subscribed")
         total("updates_out_of_order", "Updates older than the stored value, ignored.", statistics.store.ignoredOutOfOrder)
         total("updates_applied", "Updates applied to the store.", statistics.store.applied)
+        total(
+            "updates_retained_not_new", "Retained messages without a timestamp for a value already held (not new data).",
+            statistics.core.retainedNotNew)
         total("values_expired", "Values that went stale.", statistics.store.expired)
         total("derived_changes_published", "Derived changes published.", statistics.published)
         total("summaries_published", "Summaries published.", statistics.summariesPublished)

@@ -334,7 +334,7 @@ public actor LivePipeline {
     /// Processes one received update.
     public func handle(_ message: IntakeMessage) {
         if message.journalEnd > appliedPosition { appliedPosition = message.journalEnd }
-        switch core.process(topic: message.topic, payload: message.payload, receivedAt: message.receivedAt) {
+        switch core.process(topic: message.topic, payload: message.payload, receivedAt: message.receivedAt, retained: message.retain) {
         case .changed(let change):
             publishLegend(change.address.dataset)
             queue(change)

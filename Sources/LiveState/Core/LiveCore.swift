@@ -37,6 +37,9 @@ public final class LiveCore {
         public var received = 0
         public var rejected: [RejectReason: Int] = [:]
         public var notSubscribed = 0
+        /// Retained messages without a timestamp for a value the location already has: a
+        /// re-delivery on (re)subscription, not new data.
+        public var retainedNotNew = 0
 
         public init() {}
     }
@@ -66,8 +69,10 @@ public final class LiveCore {
         futureSkewMilliseconds = futureSkew.milliseconds
     }
 
-    /// Processes one received message.
-    public func process(topic: String, payload bytes: [UInt8], receivedAt: LiveTimestamp) -> Outcome {
+    /// Processes one received message. `retained`: the broker sent it from its retained
+    /// store (on a subscription), so it is not new data: with a timestamp the ordering rule
+    /// decides as always; without one it only fills a value the location lacks.
+    public func process(topic: String, payload bytes: [UInt8], receivedAt: LiveTimestamp, retained: Bool = false) -> Outcome {
         counters.received += 1
         // A tracked location is found by slices of the topic's bytes: its path and domain.
         // Its place in the store's table starts loading before the payload is decoded, and
@@ -110,6 +115,10 @@ public final class LiveCore {
         }
         if target.map({ store.isAccepted($0, generation: generation) }) != true, let refused = checkSubscribed(topic) {
             return refused
+        }
+        if retained, payload.timestamp == nil, !payload.isRemoval, target?.index != nil, named == nil {
+            counters.retainedNotNew += 1
+            return .unchanged
         }
         if let target, named == nil, let slash = split?.slash {
             // The domain is made into a string only when the location has no value of it yet.
