@@ -284,6 +284,53 @@ struct CrashRecoveryTests {
         _ = try await second.running.wait(timeout: .seconds(10))
     }
 
+    @Test("a state directory on a small tmpfs that fills up: no crash, readiness says why, nothing lost once space is freed")
+    func fullDisk() async throws {
+        let directory = try TestDirectory.make(prefix: "full-disk")
+        // A real full disk: a 4 MiB tmpfs (the test runs as root, as the CI does; it fails,
+        // not skips, where it cannot mount).
+        #expect(mount("tmpfs", directory.path, "tmpfs", 0, "size=4m") == 0, "cannot mount a tmpfs: \(String(cString: strerror(errno)))")
+        defer { umount2(directory.path, Int32(MNT_DETACH)) }
+        let broker = try await MosquittoBroker.start()
+        let daemon = try await DaemonTests().startDaemon(port: broker.port, directory: directory, snapshotInterval: "200ms")
+        #expect(await daemon.notify.wait(for: "READY=1"))
+        let stream = Stream()
+        try await publish(stream, count: 20, locations: 20, broker: broker)
+        _ = try await waitForLastValues(stream, locations: 20, port: daemon.httpPort, timeout: .seconds(20))
+
+        // Fill the disk.
+        let filler = directory.appendingPathComponent("filler").path
+        let descriptor = open(filler, O_WRONLY | O_CREAT, 0o600)
+        let block = [UInt8](repeating: 0, count: 65_536)
+        while block.withUnsafeBytes({ write(descriptor, $0.baseAddress, $0.count) }) > 0 {}
+        close(descriptor)
+        // Updates now cannot be journaled: the daemon holds them, unacknowledged, and says why.
+        try await publish(stream, count: 40, locations: 20, broker: broker)
+        var readiness = try await LoopbackHTTP.request("GET", port: daemon.httpPort, path: "/readyz")
+        let deadline = ContinuousClock.now + .seconds(10)
+        while readiness.status != 503 && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(100))
+            readiness = try await LoopbackHTTP.request("GET", port: daemon.httpPort, path: "/readyz")
+        }
+        #expect(readiness.status == 503)
+        #expect(readiness.body.contains("cannot write") && readiness.body.contains("No space left on device"), "\(readiness.body)")
+        let metrics = try await LoopbackHTTP.request("GET", port: daemon.httpPort, path: "/metrics").body
+        #expect(metrics.contains(#"livedata_storage_failures_total{reason="journal"}"#))
+        #expect(daemon.running.isRunning)
+
+        // Space again: everything published meanwhile arrives, and readiness comes back.
+        unlink(filler)
+        _ = try await waitForLastValues(stream, locations: 20, port: daemon.httpPort, timeout: .seconds(30))
+        let ready = ContinuousClock.now + .seconds(10)
+        while try await LoopbackHTTP.request("GET", port: daemon.httpPort, path: "/readyz").status != 200 && ContinuousClock.now < ready {
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(try await LoopbackHTTP.request("GET", port: daemon.httpPort, path: "/readyz").status == 200)
+        #expect(daemon.running.standardError.contains("the intake journal is writable again"))
+        daemon.signal(SIGTERM)
+        #expect(try await daemon.running.wait(timeout: .seconds(10)) == .exited(0))
+    }
+
     /// Waits until the daemon has logged a finished convergence since it started.
     func waitForConvergence(_ daemon: DaemonTests.Daemon) async throws {
         let deadline = ContinuousClock.now + .seconds(60)
