@@ -331,6 +331,61 @@ struct CrashRecoveryTests {
         #expect(try await daemon.running.wait(timeout: .seconds(10)) == .exited(0))
     }
 
+    @Test("a flood faster than the pipeline: the intake queue stays within limits.queue, the broker holds the rest, nothing is lost")
+    func flood() async throws {
+        let updates = Int(ProcessInfo.processInfo.environment["LIVEDATA_FLOOD_UPDATES"] ?? "") ?? 60_000
+        let locations = Int(ProcessInfo.processInfo.environment["LIVEDATA_FLOOD_LOCATIONS"] ?? "") ?? 20_000
+        let broker = try await MosquittoBroker.start(MosquittoBroker.Options(extra: ["max_queued_messages 1000000"]))
+        let yaml = """
+            subscriptions: [{dataset: ds1, domain: occupancy}]
+            rules:
+              - {name: occupied, domain: occupancy, when: nrOfPeople > 0, style: {polygonFillColor: "#D64545", label: "{nrOfPeople}/{capacity}"}}
+            limits: {queue: 500, queueBytes: 1048576}
+            """
+        let daemon = try await DaemonTests().startDaemon(port: broker.port, yaml: yaml)
+        #expect(await daemon.notify.wait(for: "READY=1"))
+        let stream = Stream()
+        let started = ContinuousClock.now
+        try await publish(stream, count: updates, locations: locations, broker: broker)
+        let published = ContinuousClock.now - started
+        // The last value of every location, over the floors endpoint of each floor.
+        let expected = stream.last.withLock { $0 }
+        let deadline = ContinuousClock.now + .seconds(120)
+        var missing = locations
+        while ContinuousClock.now < deadline {
+            let metrics = try await LoopbackHTTP.request("GET", port: daemon.httpPort, path: "/metrics").body
+            if metrics.contains("livedata_intake_queue_depth 0"), let applied = Self.metric(metrics, "livedata_updates_received_total"),
+                applied >= Double(updates)
+            {
+                var records: [String: [String: Any]] = [:]
+                for floor in 0..<Self.floors {
+                    let response = try await LoopbackHTTP.request("GET", port: daemon.httpPort, path: "/v1/floors/ds1/hq/B/F\(floor)")
+                    let object = try JSONSerialization.jsonObject(with: Data(response.body.utf8)) as? [String: Any]
+                    for record in object?["locations"] as? [[String: Any]] ?? [] {
+                        if let id = record["location"] as? String { records[id] = record }
+                    }
+                }
+                missing = (0..<locations).filter { Self.people(records["loc-\($0)"] ?? [:]) != expected[$0] }.count
+                if missing == 0 { break }
+            }
+            try await Task.sleep(for: .milliseconds(500))
+        }
+        #expect(missing == 0, "\(missing) locations without their last value")
+        let metrics = try await LoopbackHTTP.request("GET", port: daemon.httpPort, path: "/metrics").body
+        let peak = Self.metric(metrics, "livedata_intake_queue_peak") ?? -1
+        let blocked = Self.metric(metrics, "livedata_intake_blocked_milliseconds_total") ?? -1
+        #expect(peak <= 500 && peak > 0, "queue peak \(peak)")
+        let status = try String(contentsOfFile: "/proc/\(daemon.running.processIdentifier)/status", encoding: .utf8)
+        let peakResident = status.split(separator: "\n").first { $0.hasPrefix("VmHWM:") }.map(String.init) ?? "?"
+        print("flood: \(updates) updates over \(locations) locations published in \(published); queue peak \(Int(peak)), network thread blocked \(Int(blocked)) ms; daemon \(peakResident)")
+        daemon.signal(SIGTERM)
+        _ = try await daemon.running.wait(timeout: .seconds(10))
+    }
+
+    static func metric(_ text: String, _ name: String) -> Double? {
+        text.split(separator: "\n").first { $0.hasPrefix(name + " ") }.flatMap { Double($0.split(separator: " ").last ?? "") }
+    }
+
     /// Waits until the daemon has logged a finished convergence since it started.
     func waitForConvergence(_ daemon: DaemonTests.Daemon) async throws {
         let deadline = ContinuousClock.now + .seconds(60)
