@@ -86,6 +86,9 @@ public final class IntakeJournal: Sendable {
         var closed = false
         /// Bytes of an incomplete last record cut off at open, reported by the next replay.
         var droppedTail = 0
+        /// Finished segments' descriptors, for the sync thread to bring to the disk and close
+        /// (off the appending thread: an fdatasync of a whole segment takes milliseconds).
+        var retired: [Int32] = []
     }
 
     let state: Mutex<State>
@@ -150,10 +153,11 @@ public final class IntakeJournal: Sendable {
             syncDone.wait()
         }
         state.withLock { state in
-            if state.descriptor >= 0 {
-                _ = fdatasync(state.descriptor)
-                _ = Glibc.close(state.descriptor)
+            for descriptor in state.retired + (state.descriptor >= 0 ? [state.descriptor] : []) {
+                _ = fdatasync(descriptor)
+                _ = Glibc.close(descriptor)
             }
+            state.retired = []
             state.descriptor = -1
             state.closed = true
         }
@@ -214,9 +218,11 @@ public final class IntakeJournal: Sendable {
         let descriptor = open(path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0o640)
         guard descriptor >= 0 else { throw Failure(operation: "creating", path: path, code: errno) }
         if state.descriptor >= 0 {
-            // The finished segment reaches the disk before the next one starts.
-            _ = fdatasync(state.descriptor)
-            _ = Glibc.close(state.descriptor)
+            if syncRunning.load(ordering: .acquiring) {
+                state.retired.append(state.descriptor)
+            } else {
+                _ = Glibc.close(state.descriptor)
+            }
         }
         if state.segments.last != start { state.segments.append(start) }
         state.descriptor = descriptor
@@ -278,7 +284,14 @@ public final class IntakeJournal: Sendable {
 
     /// Brings what was appended to the disk now.
     public func sync() {
-        let descriptor = state.withLock { $0.descriptor >= 0 ? dup($0.descriptor) : -1 }
+        let (descriptor, retired) = state.withLock { state in
+            defer { state.retired = [] }
+            return (state.descriptor >= 0 ? dup(state.descriptor) : -1, state.retired)
+        }
+        for finished in retired {
+            _ = fdatasync(finished)
+            _ = Glibc.close(finished)
+        }
         guard descriptor >= 0 else { return }
         _ = fdatasync(descriptor)
         _ = Glibc.close(descriptor)
