@@ -132,7 +132,7 @@ final class ConfigReader {
 
     /// `10ms`, `1s`, `1.5s`, `3600s`.
     static func text(_ duration: Duration) -> String {
-        let milliseconds = duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
+        let milliseconds = duration.milliseconds
         return milliseconds < 1000 ? "\(milliseconds)ms" : milliseconds % 1000 == 0 ? "\(milliseconds / 1000)s" : "\(Double(milliseconds) / 1000)s"
     }
 

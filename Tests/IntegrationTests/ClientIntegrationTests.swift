@@ -254,7 +254,7 @@ struct ClientIntegrationTests {
             $0.will = MQTTWill(topic: "status/daemon", payload: Array("offline".utf8), qos: .atLeastOnce, retain: true)
         }
         let events = await Inbox.collecting(client.events)
-        client.core.dropConnectionForTesting()
+        client.core.cutConnection()
         let will = await inbox.wait(forCount: 1)
         #expect(will.map(\.payloadString) == ["offline"])
         #expect(await events.wait { $0.last == .state(.connected) })

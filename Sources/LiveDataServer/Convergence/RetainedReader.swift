@@ -27,10 +27,7 @@ final class RetainedReader: Sendable {
         self.marker = marker
         filters = ["\(prefix)/style/#", "\(prefix)/summary/#", "\(prefix)/legend/#", marker]
         client = try MQTTClient(configuration: configuration, logger: logger) { message in
-            queue.push(
-                IntakeMessage(
-                    topic: String(decoding: message.topic, as: UTF8.self), payload: Array(message.payload),
-                    retain: message.retain))
+            queue.push(IntakeMessage(message))
             return .taken
         }
     }

@@ -67,10 +67,7 @@ public final class Intake: Sendable {
             }
             if failed { clearFault(after: "the intake journal is writable again") }
         }
-        queue.push(
-            IntakeMessage(
-                topic: String(decoding: message.topic, as: UTF8.self), payload: Array(message.payload),
-                receivedAt: receivedAt, retain: message.retain, journalEnd: end, arrived: arrived))
+        queue.push(IntakeMessage(message, receivedAt: receivedAt, journalEnd: end, arrived: arrived))
         return .taken
     }
 

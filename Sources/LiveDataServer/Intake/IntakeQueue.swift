@@ -1,5 +1,6 @@
 import Dispatch
 import LiveTopics
+import Mosquitto
 import Synchronization
 
 /// One received update on its way from the network thread to the pipeline.
@@ -24,6 +25,13 @@ public struct IntakeMessage: Sendable {
         self.retain = retain
         self.journalEnd = journalEnd
         self.arrived = arrived
+    }
+
+    /// A copy of what the network thread holds.
+    init(_ message: MQTTIncomingMessage, receivedAt: LiveTimestamp = .now, journalEnd: UInt64 = 0, arrived: ContinuousClock.Instant = .now) {
+        self.init(
+            topic: String(decoding: message.topic, as: UTF8.self), payload: Array(message.payload), receivedAt: receivedAt,
+            retain: message.retain, journalEnd: journalEnd, arrived: arrived)
     }
 }
 
@@ -73,7 +81,7 @@ final class IntakeQueue: Sendable {
         defer {
             if let waitedSince {
                 let waited = ContinuousClock.now - waitedSince
-                blockedNanoseconds.add(Int(waited.components.seconds) * 1_000_000_000 + Int(waited.components.attoseconds / 1_000_000_000), ordering: .relaxed)
+                blockedNanoseconds.add(Int(waited.nanoseconds), ordering: .relaxed)
             }
         }
         while true {

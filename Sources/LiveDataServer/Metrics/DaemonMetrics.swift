@@ -1,4 +1,5 @@
 import LiveState
+import LiveTopics
 import Metrics
 import Prometheus
 import Synchronization
@@ -48,7 +49,7 @@ public final class DaemonMetrics: Sendable {
         gauge("intake_queue_peak", "The most received updates that ever waited for the pipeline.", statistics.intake.queuePeak)
         total(
             "intake_blocked_milliseconds", "Time the network thread waited for room in the intake queue.",
-            Int(statistics.intake.blocked.components.seconds * 1000 + statistics.intake.blocked.components.attoseconds / 1_000_000_000_000_000))
+            Int(statistics.intake.blocked.milliseconds))
         gauge("journal_bytes", "Bytes in the intake journal's files.", Int(statistics.intake.journalBytes))
         gauge("journal_replayed_records", "Journal records replayed at start.", statistics.replayed.records)
         gauge("journal_corrupt_records", "Corrupt journal records skipped at start.", statistics.replayed.corrupt)

@@ -36,8 +36,11 @@ public actor LivePipeline {
     private var appliedPosition: UInt64 = 0
     /// What the start's journal replay found.
     public private(set) var replayed = IntakeJournal.ReplayStatistics()
+    /// The journal position the last written snapshot covers.
+    private var coveredPosition: UInt64?
     /// Why the last snapshot could not be written, until one is.
     private var snapshotFault: String?
+    private var snapshotFailures = 0
     private var snapshotFaultLog = RateLimitedLog(interval: .seconds(10))
     private var lastSnapshot = ContinuousClock.now
     /// While the start replays the journal: changes are not published (see ``converge()``).
@@ -215,6 +218,8 @@ public actor LivePipeline {
         repeat {
             convergeAgain = false
             await converge()
+            // Read or not (no second connection, a shutdown), updates are processed now.
+            await firstConvergence.open()
         } while convergeAgain && !Task.isCancelled
         converging = nil
     }
@@ -229,7 +234,6 @@ public actor LivePipeline {
             try await reader.start()
         } catch {
             logger.warning("cannot read back the retained messages to converge: \(error); trying again on the next connection")
-            await firstConvergence.open()
             return
         }
         convergence = Convergence(core: core, topics: topics)
@@ -255,20 +259,16 @@ public actor LivePipeline {
             }
         }
         await reader.stop()
-        guard !Task.isCancelled else {
-            await firstConvergence.open()
-            return
-        }
+        guard !Task.isCancelled else { return }
         for publication in convergence!.finish(now: .now, retainedLegends: legends, datasets: knownDatasets()) {
             publisher.send(publication)
         }
         let counts = convergence!.counts
         lastConvergence = counts
         convergences += 1
-        await firstConvergence.open()
         logger.info(
             "converged with the broker: \(counts.read) retained messages read, \(counts.agreed) agreed, \(counts.republished) published again, \(counts.cleared) cleared",
-            metadata: ["converge.milliseconds": "\((ContinuousClock.now - started).components.seconds * 1000 + (ContinuousClock.now - started).components.attoseconds / 1_000_000_000_000_000)"])
+            metadata: ["converge.milliseconds": "\((ContinuousClock.now - started).milliseconds)"])
     }
 
     /// Publishes `offline` at the status topic and waits for the broker to have it (a clean
@@ -392,9 +392,6 @@ public actor LivePipeline {
             coveredPosition = position
         }
     }
-
-    private var coveredPosition: UInt64?
-    private var snapshotFailures = 0
 
     /// Why updates cannot be kept right now (the journal or the state file cannot be
     /// written), if they cannot: readiness reports it.

@@ -249,9 +249,3 @@ public struct SummaryTracker {
         return earliest
     }
 }
-
-extension Duration {
-    var milliseconds: Int64 {
-        components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000
-    }
-}

@@ -176,9 +176,10 @@ public final class IntakeJournal: Sendable {
         try state.withLock { state throws(Failure) -> UInt64 in
             let bodyLength = Self.bodyPrefix + topic.count + payload.count
             let length = Self.headerSize + bodyLength
-            if state.descriptor < 0 || (state.end - (state.segments.last ?? 0) + UInt64(length) > segmentSize
-                && state.end > (state.segments.last ?? 0))
-            {
+            // A record that would take the active segment past its size starts the next one
+            // (an empty segment takes it whatever its size).
+            let used = state.end - (state.segments.last ?? 0)
+            if state.descriptor < 0 || (used > 0 && used + UInt64(length) > segmentSize) {
                 try startSegment(&state)
             }
             state.buffer.removeAll(keepingCapacity: true)
@@ -301,7 +302,7 @@ public final class IntakeJournal: Sendable {
     private func startSyncThread(every interval: Duration) {
         syncRunning.store(true, ordering: .releasing)
         let thread = Thread { [self] in
-            let nanoseconds = max(1_000_000, Int(interval.components.seconds) * 1_000_000_000 + Int(interval.components.attoseconds / 1_000_000_000))
+            let nanoseconds = max(1_000_000, Int(interval.nanoseconds))
             while !syncStop.load(ordering: .acquiring) {
                 _ = syncWakeup.wait(timeout: .now() + .nanoseconds(nanoseconds))
                 sync()

@@ -183,3 +183,15 @@ private func pad(_ out: inout String, _ value: Int64, _ width: Int) {
     if digits.utf8.count < width { out += String(repeating: "0", count: width - digits.utf8.count) }
     out += digits
 }
+
+extension Duration {
+    /// Whole milliseconds (rounded toward zero), as the daemon counts time.
+    package var milliseconds: Int64 {
+        components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000
+    }
+
+    /// Whole nanoseconds (rounded toward zero).
+    package var nanoseconds: Int64 {
+        components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000
+    }
+}

@@ -2,7 +2,7 @@ import CMosquitto
 import Logging
 
 #if canImport(Glibc)
-import Glibc
+import Glibc  // strlen
 #endif
 
 /// The C callbacks. Each recovers the core from the user data without retaining it: the
@@ -37,7 +37,7 @@ extension ClientCore {
                 core.complete(waiter, reason: reason)
             }
         }
-        mosquitto_message_v5_callback_set(mosq) { mosq, userData, message, _ in
+        mosquitto_message_v5_callback_set(mosq) { _, userData, message, _ in
             guard let message = message?.pointee else { return }
             let core = ClientCore.from(userData)
             if let handler = core.handler {
@@ -45,12 +45,9 @@ extension ClientCore {
                     topic: UnsafeRawBufferPointer(start: message.topic, count: strlen(message.topic)),
                     payload: UnsafeRawBufferPointer(start: message.payload, count: Int(message.payloadlen)),
                     qos: MQTTQoS(rawValue: message.qos) ?? .atMostOnce, retain: message.retain)
-                if case .refused = handler(incoming) {
-                    // The PUBACK is queued, not written: cut the connection under it. The
-                    // reconnection discards it and the broker sends the message again.
-                    let socket = mosquitto_socket(mosq)
-                    if socket >= 0 { shutdown(socket, Int32(SHUT_RDWR)) }
-                }
+                // The PUBACK is queued, not written: cutting the connection under it makes
+                // the broker send the message again.
+                if case .refused = handler(incoming) { core.cutConnection() }
                 return
             }
             let payload =

@@ -112,8 +112,10 @@ extension ClientCore {
 
 extension ClientCore {
     /// Cuts the TCP connection under libmosquitto, as a network failure would: no DISCONNECT
-    /// is sent, so the broker publishes the will. For tests of reconnection.
-    func dropConnectionForTesting() {
+    /// is sent (the broker publishes the will), and what libmosquitto has queued but not
+    /// written (a PUBACK) is discarded by the reconnection. For a refused message, and for
+    /// tests of reconnection.
+    func cutConnection() {
         let socket = mosquitto_socket(mosq)
         if socket >= 0 { shutdown(socket, Int32(SHUT_RDWR)) }
     }
