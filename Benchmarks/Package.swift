@@ -86,6 +86,17 @@ let package = Package(
             ],
             path: "Probes/PipelineProbe"
         ),
+        // The start (restore and journal replay) as a plain program, for perf.
+        .executableTarget(
+            name: "StartProbe",
+            dependencies: [
+                "BenchmarkFixtures",
+                .product(name: "LiveTopics", package: "livedata"),
+                .product(name: "LiveState", package: "livedata"),
+                .product(name: "LiveStatePersistence", package: "livedata"),
+            ],
+            path: "Probes/StartProbe"
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -7,19 +7,32 @@ public struct RestoredState {
     /// Records that could not be decoded, skipped.
     public var unreadable = 0
     /// Styles that changed while the daemon was down (staleness, other rules).
-    public var changes: [DerivedChange] = []
+    public var changed = 0
     /// The intake journal position the snapshot covers: replay starts there.
     public var journalPosition: UInt64 = 0
+    /// Whether the stored styles were derived with the current rules.
+    public var sameRules = true
 
     public init() {}
 }
 
 extension LiveCore {
-    /// Restores every location stored in the state file at `path` (read on a second thread
-    /// while this one fills the store), then catches up on staleness and, when the rules
-    /// differ from the ones the stored styles were derived with, re-derives everything.
+    /// Restores every location stored in the state file at `path`, then catches up on
+    /// staleness and, when the rules differ from the ones the stored styles were derived
+    /// with, re-derives everything.
     /// - Throws: ``StateDatabase/Failure`` when the file cannot be opened or read.
     public func restore(fromFile path: String, now: LiveTimestamp) throws -> RestoredState {
+        var restored = try restore(fromFile: path)
+        finishRestore(&restored, now: now)
+        return restored
+    }
+
+    /// Restores every location stored in the state file at `path` (read on a second thread
+    /// while this one fills the store), without catching up: a start replays the journal's
+    /// tail first, then calls ``finishRestore(_:now:)`` once, so that a location the journal
+    /// updates is not expired and derived again for nothing.
+    /// - Throws: ``StateDatabase/Failure`` when the file cannot be opened or read.
+    public func restore(fromFile path: String) throws -> RestoredState {
         let database = try StateDatabase(path: path)
         var restored = RestoredState()
         restored.journalPosition = try database.journalPosition()
@@ -34,10 +47,16 @@ extension LiveCore {
             for location in batch { store.restore(location) }
             count += batch.count
         }
-        restored.changes = catchUp(now: now, sameRules: sameRules)
         try database.setMeta("rules", fingerprint)
+        restored.sameRules = sameRules
         restored.count = count
         restored.unreadable = unreadable
         return restored
+    }
+
+    /// Catches up on staleness at `now` and, when the rules differ from the stored styles'
+    /// ones, re-derives everything: how many styles changed goes into `restored.changed`.
+    public func finishRestore(_ restored: inout RestoredState, now: LiveTimestamp) {
+        restored.changed = catchUp(now: now, sameRules: restored.sameRules)
     }
 }

@@ -202,6 +202,25 @@ struct LiveStoreTests {
         #expect(changeOf(late)?.derived.rules == [])
     }
 
+    @Test("many values due at once (a start after a long stop) expire exactly the due ones, and later ones stay in order")
+    func manyExpiries() throws {
+        let store = LiveStore(ruleEngine: try Self.engine(staleAfter: .seconds(1)))
+        // Deadlines 1,000 … 5,999 ms, inserted out of order.
+        let offsets = (0..<5_000).map { Int64($0 * 7_919 % 5_000) }
+        for offset in offsets {
+            _ = store.apply(try update(["nrOfPeople": "1"], location: "desk-\(offset)", at: offset), now: at(offset))
+        }
+        // Few due: popped one by one; then most of the rest in one pass.
+        #expect(store.expire(now: at(1_009)).count == 10)
+        #expect(store.expire(now: at(4_999)).count == 3_990)
+        #expect(store.nextExpiry == at(5_000))
+        #expect(store.expire(now: at(5_000)).map(\.address.location) == ["desk-4000"])
+        #expect(store.expire(now: at(5_001)).map(\.address.location) == ["desk-4001"])
+        #expect(store.counters.expired == 4_002)
+        #expect(store.expire(now: at(10_000)).count == 998)
+        #expect(store.nextExpiry == nil)
+    }
+
     @Test("hiding a layer re-publishes its locations as not visible")
     func layers() throws {
         let store = LiveStore(ruleEngine: try Self.engine(staleAfter: nil))

@@ -79,7 +79,7 @@ public actor LivePipeline {
         // Read with a connection of our own, then hand the file to the writer.
         var restored: RestoredState
         do {
-            restored = try core.restore(fromFile: config.store.path, now: .now)
+            restored = try core.restore(fromFile: config.store.path)
         } catch let failure as StateDatabase.Failure where failure.isUnreadableFile {
             // No restart would read it: keep it for a person to look at, start empty;
             // the journal, the sensors' next updates and the broker's queue fill the state
@@ -107,12 +107,19 @@ public actor LivePipeline {
         if let journal = intake.journal {
             // What arrived after the snapshot, through the same way in as live updates.
             appliedPosition = restored.journalPosition
+            var pending: [IntakeMessage] = []
+            pending.reserveCapacity(64)
             let replay = try journal.replay(from: restored.journalPosition) { record in
-                handle(
+                pending.append(
                     IntakeMessage(
                         topic: record.topic, payload: record.payload, receivedAt: record.receivedAt, retain: record.retain,
                         journalEnd: record.end))
+                if pending.count == pending.capacity {
+                    handle(pending)
+                    pending.removeAll(keepingCapacity: true)
+                }
             }
+            handle(pending)
             journal.resume(atLeast: restored.journalPosition)
             replayed = replay
             if replay.records > 0 || replay.corrupt > 0 || replay.tornBytes > 0 {
@@ -123,6 +130,9 @@ public actor LivePipeline {
                     metadata: ["journal.path": "\(journal.directory)"])
             }
         }
+        // Staleness caught up (and everything derived again under changed rules) once, after
+        // the journal brought the values up to date.
+        core.finishRestore(&restored, now: .now)
     }
 
     public func markReady() { isReady = true }
@@ -299,7 +309,7 @@ public actor LivePipeline {
     public func run() async {
         await firstConvergence.wait()
         while let batch = await intake.queue.next() {
-            for message in batch { handle(message) }
+            handle(batch)
             intake.queue.recycle(batch)
         }
     }
@@ -332,6 +342,18 @@ public actor LivePipeline {
     }
 
     /// Processes one received update.
+    /// Processes messages in groups of 16 whose memory is loaded together (see
+    /// ``LiveCore/prefetch(_:topic:)``).
+    public func handle(_ messages: [IntakeMessage]) {
+        var start = 0
+        while start < messages.count {
+            let end = min(start + 16, messages.count)
+            core.prefetch(end - start) { messages[start + $0].topic }
+            for index in start..<end { handle(messages[index]) }
+            start = end
+        }
+    }
+
     public func handle(_ message: IntakeMessage) {
         if message.journalEnd > appliedPosition { appliedPosition = message.journalEnd }
         switch core.process(topic: message.topic, payload: message.payload, receivedAt: message.receivedAt, retained: message.retain) {

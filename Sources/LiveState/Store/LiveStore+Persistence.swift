@@ -52,6 +52,8 @@ extension LiveStore {
         let ruleEngine: RuleEngine
         let published: PublishedStyle
         let contribution: SummaryTracker.Contribution
+        /// The rules whose criteria leave it out (``RuleEngine/outOfScope(_:)``).
+        let outOfScope: RuleSelection
     }
 
     /// Prepares a persisted location for ``restore(_:)-(PreparedLocation)`` under `ruleEngine`
@@ -72,7 +74,8 @@ extension LiveStore {
                 headcount: record.values.withUnsafeBufferPointer {
                     LiveValues.index(ofDomain: BuiltInDomain.headcount.rawValue, in: $0, tags: nil)
                 },
-                ruleEngine: ruleEngine))
+                ruleEngine: ruleEngine),
+            outOfScope: ruleEngine.outOfScope(record.address))
     }
 
     /// Puts back one prepared location (see ``restore(_:)-([LocationRecord])``).
@@ -83,9 +86,10 @@ extension LiveStore {
         }
         let record = prepared.record
         let state: LocationState
-        let here = record.address.withPathBytes { locations.find($0, hash: prepared.hash) }
-        if let existing = here ?? placed(elsewhere: record.address, identity: prepared.identity) {
-            let samePlacement = here != nil
+        // The read index finds the location by its identity, wherever it is placed: one
+        // lookup (a location stored at this very path has this identity too).
+        if let existing = placed(elsewhere: record.address, identity: prepared.identity) {
+            let samePlacement = existing.address.path == record.address.path
             var version = record.version
             if !samePlacement {
                 // Two stored placements of one location (a file written before locations
@@ -107,6 +111,7 @@ extension LiveStore {
         } else {
             state = insert(record, hash: prepared.hash, identity: prepared.identity, published: prepared.published)
         }
+        state.outOfScope = prepared.outOfScope
         scheduleAll(state)
         summaries.update(state, prepared.contribution)
     }

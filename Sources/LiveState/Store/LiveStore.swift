@@ -1,3 +1,4 @@
+import CPrefetch
 import DisplayRules
 import LiveTopics
 
@@ -185,6 +186,26 @@ public final class LiveStore {
         return hash
     }
 
+    /// Starts loading what finding and updating the locations at these paths' hashes
+    /// reads (see ``LiveCore/prefetch(_:topic:)``): each one's slot was asked for by
+    /// ``hash(ofPath:)``; now the locations, then their paths' and values' storage, all of
+    /// them at once in each step.
+    func prefetchLocations(_ hashes: UnsafeBufferPointer<UInt64>) {
+        withUnsafeTemporaryAllocation(of: Unmanaged<LocationState>?.self, capacity: hashes.count) { found in
+            for (index, hash) in hashes.enumerated() { found[index] = locations.prefetchLocation(hash: hash) }
+            for location in found {
+                guard let location else { continue }
+                location._withUnsafeGuaranteedRef { state in
+                    state.address.path.utf8.withContiguousStorageIfAvailable { livedata_prefetch($0.baseAddress) }
+                    // An array is one reference to its storage: its elements start after a
+                    // 32-byte header. Only the address is taken; nothing there is read yet.
+                    let storage = unsafeBitCast(state.values, to: UnsafeRawPointer.self)
+                    livedata_prefetch(storage + 32)
+                }
+            }
+        }
+    }
+
     /// The tracked location with this path (`dataset/venue/building/floor/room/location`;
     /// `hash` is its ``hash(ofPath:)``) and where its value for `domain` is: slices of the
     /// incoming topic's bytes.
@@ -279,6 +300,13 @@ public final class LiveStore {
     /// - Returns: the changes that causes.
     public func expire(now: LiveTimestamp) -> [DerivedChange] {
         var changes: [DerivedChange] = []
+        expire(now: now) { changes.append($0) }
+        return changes
+    }
+
+    /// Marks the values due at `now` stale, passing each change to `body` as it is made
+    /// (a start that publishes none of them keeps none).
+    public func expire(now: LiveTimestamp, _ body: (DerivedChange) -> Void) {
         for entry in expiries.popDue(now) {
             let state = entry.location
             let number = Int(entry.domain)
@@ -294,9 +322,8 @@ public final class LiveStore {
             counters.expired += 1
             markDirty(state)
             let placementChanged = staleDomains[number].isSameIdentifier(as: Self.placementDomain)
-            if case .changed(let change) = rederive(state, now: now, placementChanged: placementChanged) { changes.append(change) }
+            if case .changed(let change) = rederive(state, now: now, placementChanged: placementChanged) { body(change) }
         }
-        return changes
     }
 
     // MARK: - Whole-store changes
@@ -329,13 +356,18 @@ public final class LiveStore {
     /// Re-derives every location (after a restore, a rules change, a layer toggle).
     public func rederiveAll(now: LiveTimestamp) -> [DerivedChange] {
         var changes: [DerivedChange] = []
+        rederiveAll(now: now) { changes.append($0) }
+        return changes.sorted { $0.address.path < $1.address.path }
+    }
+
+    /// Derives every location again, passing each change to `body` as it is made.
+    public func rederiveAll(now: LiveTimestamp, _ body: (DerivedChange) -> Void) {
         for state in locations.locations {
             if case .changed(let change) = rederive(state, now: now) {
-                changes.append(change)
                 markDirty(state)
+                body(change)
             }
         }
-        return changes.sorted { $0.address.description < $1.address.description }
     }
 
     // MARK: - Deriving

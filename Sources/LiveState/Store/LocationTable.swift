@@ -49,6 +49,29 @@ struct LocationTable {
     }
 
     /// The location with this path.
+    /// The second step after ``prefetch(hash:)``, once its slot has loaded: starts loading the
+    /// first lines of the location that a slot near it with this hash holds (several
+    /// locations' loads then overlap), and returns it for ``LiveStore`` to start loading
+    /// its path and values. Nothing is compared: a wrong guess only costs a load.
+    func prefetchLocation(hash: UInt64) -> Unmanaged<LocationState>? {
+        slots.withUnsafeBufferPointer { slots in
+            let mask = slots.count - 1
+            var index = Int(truncatingIfNeeded: hash) & mask
+            for _ in 0..<4 {
+                let slot = slots[index]
+                if slot.hash == 0 { return nil }
+                if slot.hash == hash, let location = slot.location {
+                    let object = UnsafeRawPointer(location.toOpaque())
+                    livedata_prefetch(object)
+                    livedata_prefetch(object + 64)
+                    return location
+                }
+                index = (index + 1) & mask
+            }
+            return nil
+        }
+    }
+
     func find(_ path: Substring) -> LocationState? {
         Self.withBytes(path) { find($0, hash: Self.hash($0)) }
     }

@@ -61,6 +61,7 @@ public struct LocationAddress: Hashable, Sendable, CustomStringConvertible {
 
     /// Passes `dataset/venue/building/floor/room/location` as bytes to `body`, without
     /// copying them (addresses are keyed by these bytes, as topics arrive with them).
+    @inlinable
     public func withPathBytes<Result>(_ body: (UnsafeRawBufferPointer) -> Result) -> Result {
         if let result = path.utf8.withContiguousStorageIfAvailable({ body(UnsafeRawBufferPointer($0)) }) { return result }
         var path = path

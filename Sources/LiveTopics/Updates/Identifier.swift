@@ -39,8 +39,16 @@ public struct IdentifierTags: Sendable, Equatable {
 
     public init() {}
 
+    /// Inlinable, so that a caller's sequence (a lazy map over its values) is specialised
+    /// rather than walked through generic metadata at run time.
+    @inlinable
     public init(_ names: some Sequence<String>) {
-        for (index, name) in names.enumerated() where index < Self.capacity { set(Self.tag(of: name), at: index) }
+        var index = 0
+        for name in names {
+            guard index < Self.capacity else { break }
+            set(Self.tag(of: name), at: index)
+            index += 1
+        }
     }
 
     /// A name's tag, never 0: from its length and its first and last bytes.
@@ -49,14 +57,15 @@ public struct IdentifierTags: Sendable, Equatable {
         return tag(count: name.count, first: first, last: last)
     }
 
+    @inlinable
     public static func tag(of name: String) -> UInt8 {
         let utf8 = name.utf8
         guard let first = utf8.first, let last = utf8.last else { return 1 }
         return tag(count: utf8.count, first: first, last: last)
     }
 
-    @inline(__always)
-    private static func tag(count: Int, first: UInt8, last: UInt8) -> UInt8 {
+    @usableFromInline @inline(__always)
+    static func tag(count: Int, first: UInt8, last: UInt8) -> UInt8 {
         let mixed = UInt8(truncatingIfNeeded: count &* 37 &+ Int(first) &* 7 &+ Int(last))
         return mixed == 0 ? 1 : mixed
     }
