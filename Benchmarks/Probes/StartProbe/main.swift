@@ -38,22 +38,13 @@ var restored = try core.restore(fromFile: path)
 let restoredAt = clock.now
 let journal = try IntakeJournal(directory: folder, syncInterval: nil)
 var changed = 0
-var pending: [IntakeJournal.Record] = []
-pending.reserveCapacity(16)
-@MainActor func process() {
-    if getenv("NOPREFETCH") == nil { core.prefetch(pending.count) { pending[$0].topic } }
-    for record in pending {
-        if case .changed = core.process(topic: record.topic, payload: record.payload, receivedAt: record.receivedAt) {
-            changed += 1
-        }
+let replay = try journal.replayInPlace(from: restored.journalPosition) { batch in
+    core.prefetch(batch.count) { batch[$0].topic }
+    for record in batch {
+        let topic = String(decoding: record.topic, as: UTF8.self)
+        if case .changed = core.process(topic: topic, payload: record.payload, receivedAt: record.receivedAt) { changed += 1 }
     }
-    pending.removeAll(keepingCapacity: true)
 }
-let replay = try journal.replay(from: restored.journalPosition) { record in
-    pending.append(record)
-    if pending.count == 16 { process() }
-}
-process()
 let replayedAt = clock.now
 core.finishRestore(&restored, now: now)
 let caughtUpAt = clock.now

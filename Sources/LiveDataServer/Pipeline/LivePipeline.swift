@@ -107,19 +107,14 @@ public actor LivePipeline {
         if let journal = intake.journal {
             // What arrived after the snapshot, through the same way in as live updates.
             appliedPosition = restored.journalPosition
-            var pending: [IntakeMessage] = []
-            pending.reserveCapacity(64)
-            let replay = try journal.replay(from: restored.journalPosition) { record in
-                pending.append(
-                    IntakeMessage(
-                        topic: record.topic, payload: record.payload, receivedAt: record.receivedAt, retain: record.retain,
-                        journalEnd: record.end))
-                if pending.count == pending.capacity {
-                    handle(pending)
-                    pending.removeAll(keepingCapacity: true)
+            let replay = try journal.replayInPlace(from: restored.journalPosition) { batch in
+                core.prefetch(batch.count) { batch[$0].topic }
+                for record in batch {
+                    handle(
+                        topic: String(decoding: record.topic, as: UTF8.self), payload: record.payload, receivedAt: record.receivedAt,
+                        retain: record.retain, journalEnd: record.end, arrived: nil)
                 }
             }
-            handle(pending)
             journal.resume(atLeast: restored.journalPosition)
             replayed = replay
             if replay.records > 0 || replay.corrupt > 0 || replay.tornBytes > 0 {
@@ -355,14 +350,26 @@ public actor LivePipeline {
     }
 
     public func handle(_ message: IntakeMessage) {
-        if message.journalEnd > appliedPosition { appliedPosition = message.journalEnd }
-        switch core.process(topic: message.topic, payload: message.payload, receivedAt: message.receivedAt, retained: message.retain) {
+        message.payload.withUnsafeBytes { payload in
+            handle(
+                topic: message.topic, payload: payload, receivedAt: message.receivedAt, retain: message.retain,
+                journalEnd: message.journalEnd, arrived: message.arrived)
+        }
+    }
+
+    private func handle(
+        topic: String, payload: UnsafeRawBufferPointer, receivedAt: LiveTimestamp, retain: Bool, journalEnd: UInt64,
+        arrived: ContinuousClock.Instant?
+    ) {
+        if journalEnd > appliedPosition { appliedPosition = journalEnd }
+        switch core.process(topic: topic, payload: payload, receivedAt: receivedAt, retained: retain) {
         case .changed(let change):
             publishLegend(change.address.dataset)
             queue(change)
-            metrics.processing.record(duration: ContinuousClock.now - message.arrived)
+            // A replayed update's time in the pipeline is not measured.
+            if let arrived { metrics.processing.record(duration: ContinuousClock.now - arrived) }
         case .rejected(let reason, let text):
-            logRejection(reason, text, topic: message.topic)
+            logRejection(reason, text, topic: topic)
         case .unchanged, .ignoredOutOfOrder, .notSubscribed:
             break
         }

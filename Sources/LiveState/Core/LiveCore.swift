@@ -76,28 +76,43 @@ public final class LiveCore {
     /// held) then waits about once instead of once each. Call it for up to 32 topics just
     /// before processing them; it changes nothing.
     public func prefetch(_ count: Int, topic: (Int) -> String) {
+        prefetch(count) { index in topic(index).utf8.withContiguousStorageIfAvailable { pathHash(UnsafeRawBufferPointer($0)) } ?? nil }
+    }
+
+    /// ``prefetch(_:topic:)`` for topics read in place (a journal's segment).
+    public func prefetch(_ count: Int, topicBytes: (Int) -> UnsafeRawBufferPointer) {
+        prefetch(count) { pathHash(topicBytes($0)) }
+    }
+
+    private func prefetch(_ count: Int, hash: (Int) -> UInt64?) {
         let count = min(count, 32)
         withUnsafeTemporaryAllocation(of: UInt64.self, capacity: count) { hashes in
             var known = 0
             for index in 0..<count {
-                let hash = topic(index).utf8.withContiguousStorageIfAvailable { bytes -> UInt64? in
-                    let bytes = UnsafeRawBufferPointer(bytes)
-                    guard let slash = Self.lastSlash(bytes) else { return nil }
-                    return store.hash(ofPath: UnsafeRawBufferPointer(rebasing: bytes[..<slash]))
-                } ?? nil
-                if let hash {
-                    hashes[known] = hash
-                    known += 1
-                }
+                guard let hash = hash(index) else { continue }
+                hashes[known] = hash
+                known += 1
             }
             store.prefetchLocations(UnsafeBufferPointer(rebasing: hashes[..<known]))
         }
+    }
+
+    /// The hash of a topic's path (see ``LiveStore/hash(ofPath:)``: its slot starts loading).
+    private func pathHash(_ topic: UnsafeRawBufferPointer) -> UInt64? {
+        guard let slash = Self.lastSlash(topic) else { return nil }
+        return store.hash(ofPath: UnsafeRawBufferPointer(rebasing: topic[..<slash]))
     }
 
     /// Processes one received message. `retained`: the broker sent it from its retained
     /// store (on a subscription), so it is not new data: with a timestamp the ordering rule
     /// decides as always; without one it only fills a value the location lacks.
     public func process(topic: String, payload bytes: [UInt8], receivedAt: LiveTimestamp, retained: Bool = false) -> Outcome {
+        bytes.withUnsafeBytes { process(topic: topic, payload: $0, receivedAt: receivedAt, retained: retained) }
+    }
+
+    /// Processes one received message whose payload is read in place (a journal's segment
+    /// being replayed): see ``process(topic:payload:receivedAt:retained:)-([UInt8],_,_,_)``.
+    public func process(topic: String, payload bytes: UnsafeRawBufferPointer, receivedAt: LiveTimestamp, retained: Bool = false) -> Outcome {
         counters.received += 1
         // A tracked location is found by slices of the topic's bytes: its path and domain.
         // Its place in the store's table starts loading before the payload is decoded, and
@@ -189,7 +204,7 @@ public final class LiveCore {
 
     /// The payload's `id` when it is not the topic's location (the level that ends at
     /// `slash`, the topic's last `/`); `nil` when it is, or when there is none.
-    private static func namedLocation(_ payload: LivePayload, _ bytes: [UInt8], topic: String, slash: Int?) -> String? {
+    private static func namedLocation(_ payload: LivePayload, _ bytes: UnsafeRawBufferPointer, topic: String, slash: Int?) -> String? {
         guard let slash else { return nil }
         if let range = payload.idBytes {
             // The common case, the topic's own id: compared in place, from the end of the
@@ -200,11 +215,9 @@ public final class LiveCore {
                 && (topic.utf8.withContiguousStorageIfAvailable { topicBytes in
                     let topicBytes = UnsafeRawBufferPointer(topicBytes)
                     return topicBytes[start - 1] == UInt8(ascii: "/")
-                        && bytes.withUnsafeBytes { payloadBytes in
-                            bytesEqual(payloadBytes.baseAddress! + range.lowerBound, topicBytes.baseAddress! + start, range.count)
-                        }
+                        && bytesEqual(bytes.baseAddress! + range.lowerBound, topicBytes.baseAddress! + start, range.count)
                 } ?? false)
-            return same ? nil : String(decoding: bytes[range], as: UTF8.self)
+            return same ? nil : String(decoding: UnsafeRawBufferPointer(rebasing: bytes[range]), as: UTF8.self)
         }
         guard let id = payload.id else { return nil }
         let level = topic.utf8.prefix(slash).split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).last

@@ -321,6 +321,36 @@ public final class IntakeJournal: Sendable {
     /// - Throws: ``Failure`` when a segment cannot be read.
     @discardableResult
     public func replay(from position: UInt64, _ body: (Record) throws -> Void) throws -> ReplayStatistics {
+        try replayInPlace(from: position) { views in
+            for view in views {
+                try body(
+                    Record(
+                        topic: String(decoding: view.topic, as: UTF8.self), payload: Array(view.payload), receivedAt: view.receivedAt,
+                        retain: view.retain, end: view.end))
+            }
+        }
+    }
+
+    /// One replayed record read where it lies in the segment: its bytes are valid only
+    /// during the call its batch is passed to.
+    public struct RecordView {
+        public var topic: UnsafeRawBufferPointer
+        public var payload: UnsafeRawBufferPointer
+        public var receivedAt: LiveTimestamp
+        public var retain: Bool
+        /// The position just after the record.
+        public var end: UInt64
+    }
+
+    /// ``replay(from:_:)`` without copying each record's topic and payload out of the
+    /// segment, in batches of up to `batchSize` (a caller can then load the memory a batch
+    /// needs at once): for a start that replays a million records.
+    @discardableResult
+    public func replayInPlace(
+        from position: UInt64, batchSize: Int = 16, _ body: ([RecordView]) throws -> Void
+    ) throws -> ReplayStatistics {
+        var batch: [RecordView] = []
+        batch.reserveCapacity(batchSize)
         let (segments, end, dropped) = state.withLock { state in
             defer { state.droppedTail = 0 }
             return (state.segments, state.end, state.droppedTail)
@@ -337,7 +367,16 @@ public final class IntakeJournal: Sendable {
                 while let record = scanner.next(statistics: &scanned) {
                     guard record.end > position else { continue }
                     statistics.records += 1
-                    try body(record)
+                    batch.append(record)
+                    if batch.count >= batchSize {
+                        try body(batch)
+                        batch.removeAll(keepingCapacity: true)
+                    }
+                }
+                // The views point into this segment's bytes: handed over before it goes.
+                if !batch.isEmpty {
+                    try body(batch)
+                    batch.removeAll(keepingCapacity: true)
                 }
                 statistics.corrupt += scanned.corrupt
                 statistics.tornBytes += scanned.tornBytes
@@ -358,7 +397,7 @@ public final class IntakeJournal: Sendable {
         }
 
         /// The next whole record; `nil` at the end (an incomplete tail counted as torn).
-        mutating func next(statistics: inout ReplayStatistics) -> Record? {
+        mutating func next(statistics: inout ReplayStatistics) -> RecordView? {
             while offset < bytes.count {
                 switch check(at: offset) {
                 case .whole(let length):
@@ -422,16 +461,16 @@ public final class IntakeJournal: Sendable {
             return nil
         }
 
-        func record(at offset: Int, length: Int) -> Record {
+        func record(at offset: Int, length: Int) -> RecordView {
             let body = offset + IntakeJournal.headerSize
             let time = Int64(bitPattern: UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: body, as: UInt64.self)))
             let flags = bytes[body + 8]
             let topicLength = Int(bytes[body + 9]) | Int(bytes[body + 10]) << 8
             let topicStart = body + IntakeJournal.bodyPrefix
             let payloadStart = topicStart + topicLength
-            return Record(
-                topic: String(decoding: bytes[topicStart..<payloadStart], as: UTF8.self),
-                payload: Array(bytes[payloadStart..<(offset + length)]),
+            return RecordView(
+                topic: UnsafeRawBufferPointer(rebasing: bytes[topicStart..<payloadStart]),
+                payload: UnsafeRawBufferPointer(rebasing: bytes[payloadStart..<(offset + length)]),
                 receivedAt: LiveTimestamp(millisecondsSince1970: time), retain: flags & 1 == 1,
                 end: base + UInt64(offset + length))
         }
