@@ -336,11 +336,19 @@ extension LiveDataConfig {
 
     private static func readLimits(_ node: Node, _ reader: ConfigReader) -> LimitSettings {
         var limits = LimitSettings()
-        for (key, _, value) in reader.mapping(node, "limits", allowed: ["futureSkew", "queue", "queueBytes"]) {
+        let keys = ["futureSkew", "queue", "queueBytes", "locations", "domains", "payloadSize", "properties", "nameLength", "valueLength"]
+        for (key, _, value) in reader.mapping(node, "limits", allowed: keys) {
+            func count(_ range: ClosedRange<Int>) -> Int? { reader.int(value, "limits.\(key)", range: range) }
             switch key {
-            case "queue": limits.queue = reader.int(value, "limits.queue", range: 1...10_000_000) ?? limits.queue
-            case "queueBytes":
-                limits.queueBytes = reader.int(value, "limits.queueBytes", range: 65_536...(16 << 30)) ?? limits.queueBytes
+            case "queue": limits.queue = count(1...10_000_000) ?? limits.queue
+            case "queueBytes": limits.queueBytes = count(65_536...(16 << 30)) ?? limits.queueBytes
+            case "locations": limits.locations = count(1...100_000_000) ?? limits.locations
+            case "domains": limits.domains = count(1...64) ?? limits.domains
+            // The broker's own bound is 256 MB; a live update is a few hundred bytes.
+            case "payloadSize": limits.payload.size = count(256...(16 << 20)) ?? limits.payload.size
+            case "properties": limits.payload.properties = count(1...10_000) ?? limits.payload.properties
+            case "nameLength": limits.payload.nameLength = count(1...65_536) ?? limits.payload.nameLength
+            case "valueLength": limits.payload.valueLength = count(1...(1 << 20)) ?? limits.payload.valueLength
             default: limits.futureSkew = reader.duration(value, "limits.futureSkew") ?? limits.futureSkew
             }
         }

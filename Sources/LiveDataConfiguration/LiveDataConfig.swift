@@ -132,6 +132,15 @@ public struct LimitSettings: Sendable, Equatable {
     public var queue = 10_000
     /// `queueBytes` (bytes, default 32 MiB): the same bound on their size.
     public var queueBytes = 32 << 20
+    /// `locations` (default 1,000,000): new locations beyond it are refused
+    /// (`too_many_locations`).
+    public var locations = 1_000_000
+    /// `domains` (default 16): domains per location; a further one is refused (`too_many_domains`).
+    public var domains = 16
+    /// `payloadSize` (bytes, default 64 KiB; also the MQTT 5 Maximum Packet Size the daemon
+    /// asks the broker for, plus room for the topic), `properties` per update (64),
+    /// `nameLength` and `valueLength` of a property (128 and 1,024 bytes).
+    public var payload = PayloadLimits.standard
 
     public init() {}
 }

@@ -51,7 +51,9 @@ struct DaemonTests {
 
     /// Starts `livedata serve` with ``config(port:store:httpPort:vacantColor:)``, or with
     /// `yaml` and the broker, store and HTTP lines added.
-    func startDaemon(port: Int, directory: URL? = nil, yaml: String? = nil, snapshotInterval: String = "5s") async throws -> Daemon {
+    func startDaemon(
+        port: Int, directory: URL? = nil, yaml: String? = nil, snapshotInterval: String = "5s", brokerOptions: String = ""
+    ) async throws -> Daemon {
         let directory = try directory ?? TestDirectory.make(prefix: "daemon")
         let configPath = directory.appendingPathComponent("livedata.yaml").path
         // Port 0: the daemon binds a free port and logs it (no race with other tests for it).
@@ -61,7 +63,7 @@ struct DaemonTests {
             yaml.map {
                 $0 + """
 
-                    broker: {host: 127.0.0.1, port: \(port), clientId: daemon-test, keepalive: 5s}
+                    broker: {host: 127.0.0.1, port: \(port), clientId: daemon-test, keepalive: 5s\(brokerOptions)}
                     store: {path: \(store)}
                     http: {listen: "127.0.0.1:\(httpPort)"}
                     """
@@ -278,6 +280,39 @@ struct DaemonTests {
         #expect(await daemon.notify.wait(for: "READY=1", timeout: .seconds(30)))
         daemon.signal(SIGTERM)
         #expect(try await daemon.running.result(timeout: .seconds(10)).status == 0)
+    }
+
+    @Test("an oversize payload (a 3.1.1 session, where the broker cannot be asked for a maximum) is refused unread and counted; the next update applies")
+    func oversizePayload() async throws {
+        let broker = try await MosquittoBroker.start()
+        let yaml = """
+            subscriptions:
+              - {dataset: ds1, domain: occupancy}
+            styles:
+              main: {visible: true}
+            rules:
+              - {name: occupied, domain: occupancy, when: nrOfPeople > 0, style: {polygonFillColor: "#D64545"}}
+            limits: {payloadSize: 4096}
+            """
+        let daemon = try await startDaemon(port: broker.port, yaml: yaml, brokerOptions: ", protocol: mqtt311")
+        #expect(await daemon.notify.wait(for: "READY=1"))
+        let sensor = try await client(broker)
+        let watcher = try await client(broker)
+        let inbox = await Inbox.collecting(watcher.messages)
+        try await watcher.subscribe("livedata/style/#")
+        let big = String(repeating: "x", count: 100_000)
+        try await sensor.publish(
+            "ds1/hq/B/F3/R7/room-1/occupancy", text: #"{"properties": {"nrOfPeople": "1", "note": "\#(big)"}}"#, qos: .atLeastOnce)
+        try await publish(sensor, "room-2", people: 2)
+        #expect(await inbox.wait { $0.contains { $0.topic.hasSuffix("/room-2") } }, "the update after it applied")
+        let metrics = try await LoopbackHTTP.request("GET", port: daemon.httpPort, path: "/metrics").body
+        #expect(CrashRecoveryTests.metric(metrics, #"livedata_updates_rejected_total{reason="oversize"}"#) == 1)
+        #expect(daemon.running.standardError.contains("payload is 100"), "the refusal is logged")
+        #expect(!(await inbox.items.contains { $0.topic.hasSuffix("/room-1") }))
+        daemon.signal(SIGTERM)
+        #expect(try await daemon.running.result(timeout: .seconds(10)).status == 0)
+        await sensor.disconnect()
+        await watcher.disconnect()
     }
 
     @Test("a state file that is not a database is moved aside with one loud line, and the daemon starts empty")

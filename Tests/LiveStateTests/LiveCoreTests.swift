@@ -50,7 +50,7 @@ struct LiveCoreTests {
             Issue.record("an update 4 minutes ahead was refused")
             return
         }
-        let strict = LiveCore(ruleSet: try Self.ruleSet(), subscriptions: [try TopicCriteria(dataset: "ds1")], futureSkew: .zero)
+        let strict = LiveCore(ruleSet: try Self.ruleSet(), subscriptions: [try TopicCriteria(dataset: "ds1")], limits: LiveLimits(futureSkew: .zero))
         guard case .rejected(.futureTimestamp, _) = strict.process(
             topic: Self.topic, payload: Array(#"{"timestamp": \#(now.millisecondsSince1970 + 1), "properties": {}}"#.utf8),
             receivedAt: now)
@@ -58,6 +58,44 @@ struct LiveCoreTests {
             Issue.record("limits.futureSkew 0 let a later timestamp through")
             return
         }
+    }
+
+    @Test("each bound refuses with its own reason and counts it: locations, domains, properties, name and value length, payload size")
+    func limits() throws {
+        let limits = LiveLimits(payload: PayloadLimits(size: 4_096, properties: 8, nameLength: 16, valueLength: 32), locations: 3, domains: 2)
+        let core = LiveCore(ruleSet: try Self.ruleSet(), subscriptions: [try TopicCriteria(dataset: "ds1")], limits: limits)
+        let now = LiveTimestamp(millisecondsSince1970: 1_763_720_000_000)
+        func send(_ location: String, _ domain: String = "occupancy", _ properties: String = #""nrOfPeople": "1""#) -> LiveCore.Outcome {
+            core.process(topic: "ds1/v/b/f/r/\(location)/\(domain)", payload: Array(#"{"properties": {\#(properties)}}"#.utf8), receivedAt: now)
+        }
+        func reason(_ outcome: LiveCore.Outcome) -> LiveCore.RejectReason? {
+            if case .rejected(let reason, _) = outcome { return reason }
+            return nil
+        }
+        for location in ["a", "b", "c"] { #expect(reason(send(location)) == nil) }
+        #expect(reason(send("d")) == .tooManyLocations)
+        // A tracked one still takes updates.
+        #expect(reason(send("a", "occupancy", #""nrOfPeople": "2""#)) == nil)
+        #expect(reason(send("a", "co2", #""co2Level": "500""#)) == nil)
+        #expect(reason(send("a", "humidity", #""relativeHumidity": "40""#)) == .tooManyDomains)
+        // Its existing domains still update.
+        #expect(reason(send("a", "co2", #""co2Level": "600""#)) == nil)
+        let many = (0..<9).map { #""p\#($0)": "1""# }.joined(separator: ",")
+        #expect(reason(send("b", "occupancy", many)) == .tooManyProperties)
+        #expect(reason(send("b", "occupancy", #""\#(String(repeating: "n", count: 17))": "1""#)) == .propertyTooLong)
+        #expect(reason(send("b", "occupancy", #""note": "\#(String(repeating: "v", count: 33))""#)) == .propertyTooLong)
+        #expect(reason(send("b", "occupancy", #""note": "\#(String(repeating: "v", count: 4_100))""#)) == .oversize)
+        // 5,000 names in one payload stop at the ninth: refused, not inserted one by one.
+        let flood = (0..<5_000).map { #""n\#($0)": 1"# }.joined(separator: ",")
+        let wide = LiveCore(ruleSet: try Self.ruleSet(), subscriptions: [try TopicCriteria(dataset: "ds1")])
+        guard case .rejected(.tooManyProperties, let message) = wide.process(
+            topic: Self.topic, payload: Array(#"{"properties": {\#(flood)}}"#.utf8), receivedAt: now)
+        else {
+            Issue.record("5,000 properties were not refused")
+            return
+        }
+        #expect(message.contains("limits.properties"))
+        #expect(core.counters.rejected == [.tooManyLocations: 1, .tooManyDomains: 1, .tooManyProperties: 1, .propertyTooLong: 2, .oversize: 1])
     }
 
     @Test("a retained message without a timestamp only fills a value the location lacks; with one, the ordering rule decides")

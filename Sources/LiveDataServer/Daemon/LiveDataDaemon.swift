@@ -25,7 +25,7 @@ public struct LiveDataDaemon: Sendable {
         reconnect: MQTTBackoff = MQTTBackoff(initial: .milliseconds(500), maximum: .seconds(30))
     ) async throws {
         let topics = OutputTopics(prefix: config.output.prefix)
-        var mqtt = try config.broker.mqttConfiguration(topics: topics)
+        var mqtt = try config.broker.mqttConfiguration(topics: topics, payloadLimit: config.limits.payload.size)
         mqtt.reconnect = reconnect
         let intake = try Intake(config: config, logger: logger)
         let client = try MQTTClient(configuration: mqtt, logger: logger, onMessage: intake.handler)

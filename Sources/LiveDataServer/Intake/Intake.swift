@@ -22,6 +22,8 @@ public final class Intake: Sendable {
         public var blocked: Duration = .zero
         public var journalBytes: UInt64 = 0
         public var journalFailures = 0
+        /// Payloads over `limits.payloadSize`, dropped here unread (see ``receive(_:)``).
+        public var oversize = 0
     }
 
     /// `nil` with an in-memory store: nothing would survive a restart anyway.
@@ -32,6 +34,9 @@ public final class Intake: Sendable {
     private let failures = Atomic<Int>(0)
     private let fault = Mutex<String?>(nil)
     private let faultLog = Mutex(RateLimitedLog(interval: .seconds(10)))
+    private let payloadLimit: Int
+    private let oversize = Atomic<Int>(0)
+    private let oversizeLog = Mutex(RateLimitedLog(interval: .seconds(10)))
 
     /// Opens the journal beside the state file (unless the store is in memory).
     /// - Throws: ``IntakeJournal/Failure`` when its folder cannot be opened.
@@ -40,6 +45,7 @@ public final class Intake: Sendable {
             config.store.isInMemory
             ? nil : try IntakeJournal(directory: config.store.journalPath, syncInterval: config.store.journalSync)
         queue = IntakeQueue(capacity: config.limits.queue, byteCapacity: config.limits.queueBytes)
+        payloadLimit = config.limits.payload.size
         self.logger = logger
     }
 
@@ -47,6 +53,12 @@ public final class Intake: Sendable {
     public var handler: MessageHandler { { [self] message in receive(message) } }
 
     func receive(_ message: MQTTIncomingMessage) -> MQTTReceipt {
+        // An oversize payload (an MQTT 3.1.1 session, or a broker that ignores the Maximum
+        // Packet Size asked for) is refused before anything copies or journals it.
+        if message.payload.count > payloadLimit {
+            refuseOversize(message)
+            return .taken
+        }
         let arrived = ContinuousClock.now
         let receivedAt = LiveTimestamp.now
         var end: UInt64 = 0
@@ -81,7 +93,18 @@ public final class Intake: Sendable {
         let queued = queue.statistics
         return Statistics(
             queueDepth: queued.depth, queuePeak: queued.peak, blocked: queued.blocked,
-            journalBytes: journal?.statistics.bytes ?? 0, journalFailures: failures.load(ordering: .relaxed))
+            journalBytes: journal?.statistics.bytes ?? 0, journalFailures: failures.load(ordering: .relaxed),
+            oversize: oversize.load(ordering: .relaxed))
+    }
+
+    private func refuseOversize(_ message: MQTTIncomingMessage) {
+        oversize.add(1, ordering: .relaxed)
+        guard let suppressed = oversizeLog.withLock({ $0.admit() }) else { return }
+        let more = suppressed > 0 ? " (and \(suppressed) more since the last report)" : ""
+        let topic = String(decoding: message.topic.prefix(256), as: UTF8.self)
+        logger.warning(
+            "dropped an update: payload is \(message.payload.count) bytes; the limit is \(payloadLimit) (limits.payloadSize)\(more)",
+            metadata: ["mqtt.topic": "\(topic)", "update.rejected": "oversize"])
     }
 
     private func noteFault(_ text: String) {

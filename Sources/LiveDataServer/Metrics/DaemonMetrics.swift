@@ -32,7 +32,9 @@ public final class DaemonMetrics: Sendable {
     public func exposition(_ statistics: LivePipeline.Statistics, brokerConnected: Bool, ready: Bool) -> [UInt8] {
         total("updates_received", "Messages received from the broker.", statistics.core.received)
         for reason in LiveCore.RejectReason.allCases {
-            total("updates_rejected", "Updates dropped, by reason.", statistics.core.rejected[reason] ?? 0, reason: reason.rawValue)
+            // Oversize payloads are mostly dropped on the network thread, before the core.
+            let intake = reason == .oversize ? statistics.intake.oversize : 0
+            total("updates_rejected", "Updates dropped, by reason.", (statistics.core.rejected[reason] ?? 0) + intake, reason: reason.rawValue)
         }
         total("updates_rejected", "Updates dropped, by reason.", statistics.core.notSubscribed, reason: "not_subscribed")
         total("updates_out_of_order", "Updates older than the stored value, ignored.", statistics.store.ignoredOutOfOrder)

@@ -7,7 +7,7 @@ extension BrokerSettings {
     /// The client settings for the daemon: a fixed client id, the configured session, and
     /// `offline` at `{prefix}/status` (from `topics`) as the will.
     /// - Throws: ``MQTTError/invalidConfiguration(_:)`` for an unreadable password file.
-    public func mqttConfiguration(topics: OutputTopics) throws(MQTTError) -> MQTTConfiguration {
+    public func mqttConfiguration(topics: OutputTopics, payloadLimit: Int = PayloadLimits.standard.size) throws(MQTTError) -> MQTTConfiguration {
         var configuration = MQTTConfiguration(
             host: host, port: port, clientID: clientId, protocolVersion: protocolVersion == "mqtt311" ? .v311 : .v5,
             cleanStart: cleanStart, keepalive: keepalive)
@@ -23,7 +23,7 @@ extension BrokerSettings {
         configuration.will = MQTTWill(topic: offline.topic, payload: offline.payload, qos: .atLeastOnce, retain: offline.retain)
         // The broker drops what the daemon would refuse as oversize, rather than send it:
         // the payload bound, and room for the topic and the packet's header.
-        configuration.maximumPacketSize = UInt32(LiveUpdate.defaultMaximumPayloadSize + 2048)
+        configuration.maximumPacketSize = UInt32(payloadLimit + 2048)
         return configuration
     }
 }

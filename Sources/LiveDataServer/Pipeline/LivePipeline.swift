@@ -71,7 +71,9 @@ public actor LivePipeline {
         publisher = Publisher(client: client, qos: MQTTQoS(rawValue: Int32(config.output.qos)) ?? .atLeastOnce)
         core = LiveCore(
             ruleSet: config.ruleSet, subscriptions: config.subscriptions, summaryInterval: config.output.summaryInterval,
-            futureSkew: config.limits.futureSkew)
+            limits: LiveLimits(
+                payload: config.limits.payload, locations: config.limits.locations, domains: config.limits.domains,
+                futureSkew: config.limits.futureSkew))
         if config.store.isInMemory {
             writer = nil
             return

@@ -1,6 +1,27 @@
 import DisplayRules
 import LiveTopics
 
+/// The bounds on what the core takes in (DESIGN.md, "Limits and refusal reasons"); each
+/// refusal is counted by its reason.
+public struct LiveLimits: Sendable, Equatable {
+    public var payload = PayloadLimits.standard
+    /// Locations tracked (`limits.locations`).
+    public var locations = 1_000_000
+    /// Domains per location (`limits.domains`).
+    public var domains = 16
+    /// How far ahead of the clock a timestamp may be (`limits.futureSkew`).
+    public var futureSkew: Duration = .seconds(300)
+
+    public init(payload: PayloadLimits = .standard, locations: Int = 1_000_000, domains: Int = 16, futureSkew: Duration = .seconds(300)) {
+        self.payload = payload
+        self.locations = locations
+        self.domains = domains
+        self.futureSkew = futureSkew
+    }
+
+    public static let standard = LiveLimits()
+}
+
 /// The pure core of the daemon, and its one way in: a received message (topic, payload,
 /// receipt time) becomes an ``Outcome``. On the way it checks the topic against the
 /// subscribed criteria (topic index), decodes the payload and applies it to the store, which
@@ -22,6 +43,14 @@ public final class LiveCore {
         /// Its timestamp is further ahead of the clock than `futureSkew` (a sensor with a
         /// broken clock): stored, it would make every later update look out of order.
         case futureTimestamp = "future_timestamp"
+        /// A new location while `limits.locations` are tracked.
+        case tooManyLocations = "too_many_locations"
+        /// A new domain for a location that has `limits.domains` values.
+        case tooManyDomains = "too_many_domains"
+        /// More properties in one update than `limits.properties`.
+        case tooManyProperties = "too_many_properties"
+        /// A property name or value longer than `limits.nameLength` / `limits.valueLength`.
+        case propertyTooLong = "property_too_long"
     }
 
     public enum Outcome: Sendable, Equatable {
@@ -54,19 +83,18 @@ public final class LiveCore {
     @exclusivity(unchecked) private var spareProperties = LiveProperties()
     /// Numbers each set of subscriptions, for the store to remember which topics they accept.
     @exclusivity(unchecked) private var generation: UInt32 = 0
-    public let maximumPayloadSize: Int
+    public let limits: LiveLimits
 
     /// How far ahead of the receipt time an update's timestamp may be, in milliseconds.
-    public let futureSkewMilliseconds: Int64
+    private let futureSkewMilliseconds: Int64
 
-    public init(
-        ruleSet: RuleSet, subscriptions: [TopicCriteria], summaryInterval: Duration = .seconds(1),
-        maximumPayloadSize: Int = LiveUpdate.defaultMaximumPayloadSize, futureSkew: Duration = .seconds(300)
-    ) {
+    public init(ruleSet: RuleSet, subscriptions: [TopicCriteria], summaryInterval: Duration = .seconds(1), limits: LiveLimits = .standard) {
         store = LiveStore(ruleEngine: RuleEngine(ruleSet), summaryInterval: summaryInterval)
+        store.maximumLocations = limits.locations
+        store.maximumDomains = limits.domains
         for (number, criteria) in subscriptions.enumerated() { self.subscriptions.add(criteria.filter, number) }
-        self.maximumPayloadSize = maximumPayloadSize
-        futureSkewMilliseconds = futureSkew.milliseconds
+        self.limits = limits
+        futureSkewMilliseconds = limits.futureSkew.milliseconds
     }
 
     /// Starts loading the memory that processing these `count` topics (`topic(i)`) will read
@@ -128,7 +156,7 @@ public final class LiveCore {
         do throws(LiveUpdateError) {
             var storage = LiveProperties()
             swap(&storage, &spareProperties)
-            payload = try LivePayload(bytes, maximumPayloadSize: maximumPayloadSize, keepingSource: false, storage: &storage)
+            payload = try LivePayload(bytes, limits: limits.payload, keepingSource: false, storage: &storage)
         } catch {
             // What is wrong with the topic is told first.
             return checkSubscribed(topic) ?? rejectPayload(error)
@@ -241,8 +269,14 @@ public final class LiveCore {
     }
 
     private func outcome(_ outcome: LiveStore.Outcome, topic: String) -> Outcome {
-        if case .placementConflict = outcome { return placementConflict(topic) }
-        return Self.outcome(outcome)
+        switch outcome {
+        case .placementConflict: return placementConflict(topic)
+        case .tooManyLocations:
+            return reject(.tooManyLocations, "\(store.count) locations are tracked, the limit (limits.locations)")
+        case .tooManyDomains:
+            return reject(.tooManyDomains, "the location has \(limits.domains) domains, the limit (limits.domains)")
+        default: return Self.outcome(outcome)
+        }
     }
 
     private static func outcome(_ outcome: LiveStore.Outcome) -> Outcome {
@@ -250,7 +284,7 @@ public final class LiveCore {
         case .ignoredOutOfOrder: .ignoredOutOfOrder
         case .unchanged: .unchanged
         case .changed(let change): .changed(change)
-        case .placementConflict: .ignoredOutOfOrder  // told apart by the caller
+        case .placementConflict, .tooManyLocations, .tooManyDomains: .ignoredOutOfOrder  // told apart by the caller
         }
     }
 
@@ -261,8 +295,12 @@ public final class LiveCore {
     }
 
     private func rejectPayload(_ error: LiveUpdateError) -> Outcome {
-        if case .payloadTooLarge = error { return reject(.oversize, "\(error)") }
-        return reject(.badPayload, "\(error)")
+        switch error {
+        case .payloadTooLarge: return reject(.oversize, "\(error)")
+        case .tooManyProperties: return reject(.tooManyProperties, "\(error)")
+        case .propertyTooLong: return reject(.propertyTooLong, "\(error)")
+        default: return reject(.badPayload, "\(error)")
+        }
     }
 
     private func reject(_ reason: RejectReason, _ message: String) -> Outcome {

@@ -16,6 +16,10 @@ public final class LiveStore {
         /// It names another placement for a tracked location, and its domain does not move
         /// locations (`domains.X.moves`); ``lastPlacementConflict`` says where it is.
         case placementConflict
+        /// A new location while ``maximumLocations`` are tracked: refused.
+        case tooManyLocations
+        /// A new domain for a location that has ``maximumDomains`` values: refused.
+        case tooManyDomains
         /// Applied; the style stayed the same, so nothing is published.
         case unchanged
         /// Applied, and the style changed.
@@ -49,6 +53,11 @@ public final class LiveStore {
     var readIndex = ReadIndex()
     @exclusivity(unchecked) private var expiries = ExpiryQueue()
     @exclusivity(unchecked) var dirty: [LocationState] = []
+    /// New locations beyond this many are refused (``Outcome/tooManyLocations``); a restore
+    /// puts back every stored one.
+    public var maximumLocations = LiveLimits.standard.locations
+    /// New domains for a location with this many values are refused (``Outcome/tooManyDomains``).
+    public var maximumDomains = LiveLimits.standard.domains
     /// Where the location of the last ``Outcome/placementConflict`` is.
     public private(set) var lastPlacementConflict: LocationAddress?
     /// Addresses that no location holds any more (it moved away), for persistence to delete.
@@ -122,7 +131,7 @@ public final class LiveStore {
     /// it is refused (``Outcome/placementConflict``, see ``lastPlacementConflict``) or ignored as out of order.
     public func apply(_ update: LiveUpdate, now: LiveTimestamp) -> Outcome {
         let address = LocationAddress(update.topic)
-        let (state, samePlacement) = location(address)
+        guard let (state, samePlacement) = location(address) else { return .tooManyLocations }
         let domain = update.topic.domain
         let index = state.index(of: domain)
         var movedFrom: LocationAddress?
@@ -251,6 +260,7 @@ public final class LiveStore {
         _ state: LocationState, domain: String, at index: Int?, properties: LiveProperties, timestamp: LiveTimestamp,
         isRemoval: Bool, now: LiveTimestamp
     ) -> Outcome {
+        if index == nil, !isRemoval, state.values.count >= maximumDomains { return .tooManyDomains }
         if isRemoval {
             guard let index else { return .unchanged }
             state.removeValue(at: index)
@@ -374,10 +384,12 @@ public final class LiveStore {
 
     /// The location with this address's identity (its dataset and id), and whether it is
     /// placed there; a new one (placed there) when none is tracked.
-    private func location(_ address: LocationAddress) -> (LocationState, samePlacement: Bool) {
+    /// `nil` when it would be new and ``maximumLocations`` are tracked.
+    private func location(_ address: LocationAddress) -> (LocationState, samePlacement: Bool)? {
         let hash = LocationTable.hash(address)
         if let here = address.withPathBytes({ locations.find($0, hash: hash) }) { return (here, true) }
         if let elsewhere = placed(elsewhere: address) { return (elsewhere, false) }
+        guard locations.count < maximumLocations else { return nil }
         return (insert(LocationRecord(address: address), hash: hash, published: .none), true)
     }
 

@@ -12,6 +12,8 @@ struct JSONScanner {
         case invalidUTF8(at: Int)
         case badNumber(at: Int)
         case tooDeep(at: Int)
+        /// The reader stopped on purpose (a bound of its own was passed).
+        case stopped
 
         var description: String {
             switch self {
@@ -22,6 +24,7 @@ struct JSONScanner {
             case .invalidUTF8(let at): return "invalid UTF-8 in a string starting at byte \(at)"
             case .badNumber(let at): return "malformed number at byte \(at)"
             case .tooDeep(let at): return "nesting deeper than 64 levels at byte \(at)"
+            case .stopped: return "stopped"
             }
         }
 

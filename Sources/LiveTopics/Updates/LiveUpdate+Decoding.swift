@@ -40,11 +40,11 @@ public struct LivePayload: Hashable, Sendable {
     ///
     /// - Throws: ``LiveUpdateError`` saying why the payload was refused.
     public init(
-        _ payload: UnsafeRawBufferPointer, maximumPayloadSize: Int = LiveUpdate.defaultMaximumPayloadSize,
+        _ payload: UnsafeRawBufferPointer, limits: PayloadLimits = .standard,
         keepingSource: Bool = true
     ) throws(LiveUpdateError) {
         var storage = LiveProperties()
-        try self.init(payload, maximumPayloadSize: maximumPayloadSize, keepingSource: keepingSource, storage: &storage)
+        try self.init(payload, limits: limits, keepingSource: keepingSource, storage: &storage)
     }
 
     /// Decodes a payload (see ``init(_:maximumPayloadSize:keepingSource:)-(UnsafeRawBufferPointer,_,_)``)
@@ -53,15 +53,15 @@ public struct LivePayload: Hashable, Sendable {
     /// handing each one's properties back need not allocate for every one.
     /// - Throws: ``LiveUpdateError`` saying why the payload was refused.
     public init(
-        _ payload: UnsafeRawBufferPointer, maximumPayloadSize: Int = LiveUpdate.defaultMaximumPayloadSize,
+        _ payload: UnsafeRawBufferPointer, limits: PayloadLimits = .standard,
         keepingSource: Bool = true, storage: inout LiveProperties
     ) throws(LiveUpdateError) {
         if payload.isEmpty {
             self.init(id: nil, timestamp: nil, originSourceId: nil, properties: LiveProperties(), isRemoval: true)
             return
         }
-        if payload.count > maximumPayloadSize {
-            throw .payloadTooLarge(bytes: payload.count, limit: maximumPayloadSize)
+        if payload.count > limits.size {
+            throw .payloadTooLarge(bytes: payload.count, limit: limits.size)
         }
         var scanner = JSONScanner(payload)
         var id: String?
@@ -70,6 +70,9 @@ public struct LivePayload: Hashable, Sendable {
         var origin: String?
         var properties: LiveProperties?
         var fieldError: LiveUpdateError?
+        // A bound passed: decoding stops at once (the scanner is told to stop with a
+        // failure, and this is thrown instead).
+        var limitError: LiveUpdateError?
         do {
             let kind = try scanner.peekKind()
             guard kind == .object else {
@@ -129,13 +132,31 @@ public struct LivePayload: Hashable, Sendable {
                     // One allocation for the few properties an update carries, not one per
                     // doubling of the array.
                     values.reserveCapacity(4)
+                    var read = 0
                     try scanner.readObject { (scanner: inout JSONScanner, name, escaped) throws(JSONScanner.Failure) in
+                        read += 1
+                        if read > limits.properties {
+                            limitError = .tooManyProperties(limit: limits.properties)
+                            throw .stopped
+                        }
                         let nameString = try LivePayload.string(name, escaped: escaped)
+                        if nameString.utf8.count > limits.nameLength {
+                            limitError = .propertyTooLong(
+                                name: String(nameString.prefix(32)) + "…", part: "name", bytes: nameString.utf8.count, limit: limits.nameLength)
+                            throw .stopped
+                        }
+                        func checked(_ value: String) throws(JSONScanner.Failure) -> String {
+                            guard value.utf8.count <= limits.valueLength else {
+                                limitError = .propertyTooLong(name: nameString, part: "value", bytes: value.utf8.count, limit: limits.valueLength)
+                                throw .stopped
+                            }
+                            return value
+                        }
                         switch try scanner.peekKind() {
                         case .string:
-                            values[nameString] = try scanner.readString()
+                            values[nameString] = try checked(try scanner.readString())
                         case .number:
-                            values[nameString] = String(decoding: try scanner.readNumber(), as: UTF8.self)
+                            values[nameString] = try checked(String(decoding: try scanner.readNumber(), as: UTF8.self))
                         case .boolean:
                             values[nameString] = try scanner.readBoolean() ? "true" : "false"
                         case .null:
@@ -152,6 +173,7 @@ public struct LivePayload: Hashable, Sendable {
             }
             try scanner.expectEnd()
         } catch let failure as JSONScanner.Failure {
+            if let limitError { throw limitError }
             throw .notJSON(reason: failure.description)
         } catch let error as LiveUpdateError {
             throw error
@@ -177,17 +199,17 @@ public struct LivePayload: Hashable, Sendable {
     /// Decodes a payload held in an array.
     /// - Throws: ``LiveUpdateError``.
     public init(
-        _ payload: [UInt8], maximumPayloadSize: Int = LiveUpdate.defaultMaximumPayloadSize, keepingSource: Bool = true
+        _ payload: [UInt8], limits: PayloadLimits = .standard, keepingSource: Bool = true
     ) throws(LiveUpdateError) {
         var storage = LiveProperties()
-        try self.init(payload, maximumPayloadSize: maximumPayloadSize, keepingSource: keepingSource, storage: &storage)
+        try self.init(payload, limits: limits, keepingSource: keepingSource, storage: &storage)
     }
 
     /// Decodes a payload held in an array into `storage`'s storage (see
     /// ``init(_:maximumPayloadSize:keepingSource:storage:)-(UnsafeRawBufferPointer,_,_,_)``).
     /// - Throws: ``LiveUpdateError``.
     public init(
-        _ payload: [UInt8], maximumPayloadSize: Int = LiveUpdate.defaultMaximumPayloadSize, keepingSource: Bool = true,
+        _ payload: [UInt8], limits: PayloadLimits = .standard, keepingSource: Bool = true,
         storage: inout LiveProperties
     ) throws(LiveUpdateError) {
         // `withUnsafeBytes` throws untyped errors: the error is carried out by hand.
@@ -195,7 +217,7 @@ public struct LivePayload: Hashable, Sendable {
         let decoded: LivePayload? = payload.withUnsafeBytes { bytes in
             do throws(LiveUpdateError) {
                 return try LivePayload(
-                    bytes, maximumPayloadSize: maximumPayloadSize, keepingSource: keepingSource, storage: &storage)
+                    bytes, limits: limits, keepingSource: keepingSource, storage: &storage)
             } catch {
                 failure = error
                 return nil
@@ -206,9 +228,30 @@ public struct LivePayload: Hashable, Sendable {
     }
 }
 
+/// The bounds a payload is decoded within (DESIGN.md, "Limits and refusal reasons").
+public struct PayloadLimits: Sendable, Equatable {
+    /// Bytes in the payload (`limits.payloadSize`).
+    public var size = 65_536
+    /// Properties in one update (`limits.properties`).
+    public var properties = 64
+    /// Bytes in a property's name (`limits.nameLength`).
+    public var nameLength = 128
+    /// Bytes in a property's value as text (`limits.valueLength`).
+    public var valueLength = 1_024
+
+    public init(size: Int = 65_536, properties: Int = 64, nameLength: Int = 128, valueLength: Int = 1_024) {
+        self.size = size
+        self.properties = properties
+        self.nameLength = nameLength
+        self.valueLength = valueLength
+    }
+
+    public static let standard = PayloadLimits()
+}
+
 extension LiveUpdate {
     /// The largest payload accepted by default, in bytes.
-    public static let defaultMaximumPayloadSize = 65_536
+    public static let defaultMaximumPayloadSize = PayloadLimits.standard.size
 
     /// An update from a topic and its decoded payload; `receivedAt` stands in for a missing timestamp.
     public init(topic: LiveTopic, payload: LivePayload, receivedAt: LiveTimestamp) {
@@ -221,19 +264,19 @@ extension LiveUpdate {
     /// - Throws: ``LiveUpdateError`` saying why the payload was refused.
     public init(
         topic: LiveTopic, payload: UnsafeRawBufferPointer, receivedAt: LiveTimestamp,
-        maximumPayloadSize: Int = LiveUpdate.defaultMaximumPayloadSize
+        limits: PayloadLimits = .standard
     ) throws(LiveUpdateError) {
-        self.init(topic: topic, payload: try LivePayload(payload, maximumPayloadSize: maximumPayloadSize), receivedAt: receivedAt)
+        self.init(topic: topic, payload: try LivePayload(payload, limits: limits), receivedAt: receivedAt)
     }
 
     /// Decodes a payload held in an array.
     /// - Throws: ``LiveUpdateError``.
     public init(
         topic: LiveTopic, payload: [UInt8], receivedAt: LiveTimestamp,
-        maximumPayloadSize: Int = LiveUpdate.defaultMaximumPayloadSize
+        limits: PayloadLimits = .standard
     ) throws(LiveUpdateError) {
         self.init(
-            topic: topic, payload: try LivePayload(payload, maximumPayloadSize: maximumPayloadSize), receivedAt: receivedAt)
+            topic: topic, payload: try LivePayload(payload, limits: limits), receivedAt: receivedAt)
     }
 
     /// Decodes a payload given as text.

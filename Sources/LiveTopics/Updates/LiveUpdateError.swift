@@ -16,6 +16,10 @@ public enum LiveUpdateError: Error, Sendable, Equatable, CustomStringConvertible
     case badField(name: String, expected: String, found: String)
     /// `timestamp` is neither ISO-8601 with a time zone nor epoch milliseconds.
     case badTimestamp(String)
+    /// More properties than the limit (``PayloadLimits/properties``): decoding stopped there.
+    case tooManyProperties(limit: Int)
+    /// A property's name or value is longer than the limit, in bytes.
+    case propertyTooLong(name: String, part: String, bytes: Int, limit: Int)
 
     public var description: String {
         switch self {
@@ -33,6 +37,11 @@ public enum LiveUpdateError: Error, Sendable, Equatable, CustomStringConvertible
             return "property \(quoted(name)) must be a string, number or boolean, found \(found)"
         case .badField(let name, let expected, let found):
             return "\(quoted(name)) must be \(expected), found \(found)"
+        case .tooManyProperties(let limit):
+            return "more than \(limit) properties (limits.properties)"
+        case .propertyTooLong(let name, let part, let bytes, let limit):
+            let setting = part == "name" ? "limits.nameLength" : "limits.valueLength"
+            return "property \(quoted(name))'s \(part) is \(bytes) bytes; the limit is \(limit) (\(setting))"
         case .badTimestamp(let text):
             return "\"timestamp\" \(quoted(text)) is neither ISO-8601 with a time zone "
                 + "(2026-11-21T10:15:03.120Z) nor epoch milliseconds"
