@@ -378,6 +378,11 @@ struct CrashRecoveryTests {
         let status = try String(contentsOfFile: "/proc/\(daemon.running.processIdentifier)/status", encoding: .utf8)
         let peakResident = status.split(separator: "\n").first { $0.hasPrefix("VmHWM:") }.map(String.init) ?? "?"
         print("flood: \(updates) updates over \(locations) locations published in \(published); queue peak \(Int(peak)), network thread blocked \(Int(blocked)) ms; daemon \(peakResident)")
+        // The bound: the state (under 2 KiB a location, in a debug build) and a fixed 96 MiB
+        // for the rest (the runtime, the queue's limits.queueBytes and the HTTP server),
+        // whatever the rate; an unbounded hand-off would grow with the input instead.
+        let kilobytes = peakResident.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first.flatMap { Int($0) } ?? .max
+        #expect(kilobytes < 96 * 1024 + 2 * locations, "peak resident \(peakResident) for \(locations) locations")
         daemon.signal(SIGTERM)
         _ = try await daemon.running.wait(timeout: .seconds(10))
     }
