@@ -85,19 +85,42 @@ extension LiveDataConfig {
         return try config.applying(environment, file: file)
     }
 
+    /// The secrets from outside the file, strongest first: `$LIVEDATA_MQTT_PASSWORD` and
+    /// `$LIVEDATA_HTTP_TOKEN`, then the systemd credentials `mqtt-password` and `http-token`
+    /// (`LoadCredential=`, read from `$CREDENTIALS_DIRECTORY`), then the file's own.
     private func applying(_ environment: [String: String], file: String) throws(ConfigErrors) -> LiveDataConfig {
         var config = self
-        if let password = environment["LIVEDATA_MQTT_PASSWORD"] { config.broker.passwordFromEnvironment = password }
-        if let token = environment["LIVEDATA_HTTP_TOKEN"] {
+        let credentials = environment["CREDENTIALS_DIRECTORY"].map { $0.hasSuffix("/") ? $0 : $0 + "/" }
+        func credential(_ name: String) -> String? {
+            guard let credentials, FileManager.default.fileExists(atPath: credentials + name) else { return nil }
+            return credentials + name
+        }
+        if let password = environment["LIVEDATA_MQTT_PASSWORD"] {
+            config.broker.passwordFromEnvironment = password
+        } else if let path = credential("mqtt-password") {
+            config.broker.passwordFile = path
+        }
+        func token(_ token: String, from source: String) throws(ConfigErrors) -> String {
             // An empty token would let anyone who sends "Authorization: Bearer " write.
-            guard !token.trimmingCharacters(in: .whitespaces).isEmpty else {
+            guard !token.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
                 throw ConfigErrors([
                     ConfigError(
                         file: file, line: 1, column: 1,
-                        message: "$LIVEDATA_HTTP_TOKEN is set but empty: unset it to turn writing off, or give it a token")
+                        message: "\(source) is set but empty: remove it to turn writing off, or give it a token")
                 ])
             }
-            config.http.token = token
+            return token
+        }
+        if let value = environment["LIVEDATA_HTTP_TOKEN"] {
+            config.http.token = try token(value, from: "$LIVEDATA_HTTP_TOKEN")
+        } else if let path = credential("http-token") {
+            guard let data = FileManager.default.contents(atPath: path) else {
+                throw ConfigErrors([ConfigError(file: file, line: 1, column: 1, message: "cannot read the credential \(path)")])
+            }
+            // A file ends with a newline; the token does not.
+            let text = String(decoding: data, as: UTF8.self)
+            config.http.token = try token(
+                String(text.reversed().drop { $0 == "\n" || $0 == "\r" }.reversed()), from: "the credential http-token (\(path))")
         }
         return config
     }

@@ -1,3 +1,4 @@
+import Foundation
 import LiveDataTestSupport
 import LiveTopics
 import Logging
@@ -123,6 +124,30 @@ struct ClientIntegrationTests {
         await subscriber.disconnect()
         await publisher.disconnect()
         #expect(await events.wait { $0.last == .state(.closed) })
+    }
+
+    @Test("the shipped ACL (config/mosquitto.acl): sensors write live data but nothing under the daemon's prefix")
+    func shippedACL() async throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let acl = try String(contentsOf: root.appendingPathComponent("config/mosquitto.acl"), encoding: .utf8)
+        let broker = try await MosquittoBroker.start(.init(users: ["livedata": "d", "sensors": "s"], acl: acl))
+        let daemon = try await connectedClient(broker) { $0.credentials = MQTTCredentials(username: "livedata", password: MQTTSecret("d")) }
+        let sensor = try await connectedClient(broker) { $0.credentials = MQTTCredentials(username: "sensors", password: MQTTSecret("s")) }
+        let inbox = await Inbox.collecting(daemon.messages)
+        try await daemon.subscribe("livedata/#")
+        try await daemon.subscribe("+/+/+/+/+/+/+")
+        // Seven levels under the prefix: a live-data topic by its shape, a style by its place.
+        await #expect {
+            try await sensor.publish("livedata/style/ds1/hq/B/F3/R7", text: "{}", qos: .atLeastOnce)
+        } throws: { error in
+            "\(error)".contains("Not authorized")
+        }
+        try await sensor.publish("ds1/hq/B/F3/R7/room-1/occupancy", text: #"{"properties": {}}"#, qos: .atLeastOnce)
+        #expect(await inbox.wait { $0.contains { $0.topic == "ds1/hq/B/F3/R7/room-1/occupancy" } })
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(await inbox.items.map(\.topic) == ["ds1/hq/B/F3/R7/room-1/occupancy"], "nothing from the sensors under livedata/")
+        await daemon.disconnect()
+        await sensor.disconnect()
     }
 
     @Test("a subscription the broker refuses is reported and not retried")

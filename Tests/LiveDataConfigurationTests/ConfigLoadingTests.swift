@@ -48,10 +48,31 @@ struct ConfigLoadingTests {
             #expect {
                 try LiveDataConfig.parse(yaml: "rules: []\n", file: "t.yaml", environment: ["LIVEDATA_HTTP_TOKEN": token])
             } throws: { error in
-                "\(error)" == "t.yaml:1:1: $LIVEDATA_HTTP_TOKEN is set but empty: unset it to turn writing off, or give it a token"
+                "\(error)" == "t.yaml:1:1: $LIVEDATA_HTTP_TOKEN is set but empty: remove it to turn writing off, or give it a token"
             }
         }
         #expect(throws: ConfigErrors.self) { try LiveDataConfig.parse(yaml: "http: {token: \"\"}\n", file: "t.yaml") }
+    }
+
+    @Test("secrets from systemd credentials ($CREDENTIALS_DIRECTORY): the token read and trimmed, the password file used; the environment wins; an empty one refused")
+    func credentials() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("livedata-credentials-\(getpid())")
+        try? FileManager.default.removeItem(at: folder)
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try "s3cret\n".write(to: folder.appendingPathComponent("http-token"), atomically: true, encoding: .utf8)
+        try "pw\n".write(to: folder.appendingPathComponent("mqtt-password"), atomically: true, encoding: .utf8)
+        let environment = ["CREDENTIALS_DIRECTORY": folder.path]
+        let config = try LiveDataConfig.parse(yaml: "rules: []\n", file: "t.yaml", environment: environment)
+        #expect(config.http.token == "s3cret")
+        #expect(config.broker.passwordFile == folder.appendingPathComponent("mqtt-password").path)
+        let overridden = try LiveDataConfig.parse(
+            yaml: "rules: []\n", file: "t.yaml", environment: environment.merging(["LIVEDATA_HTTP_TOKEN": "env"]) { $1 })
+        #expect(overridden.http.token == "env")
+        try "\n".write(to: folder.appendingPathComponent("http-token"), atomically: true, encoding: .utf8)
+        #expect(throws: ConfigErrors.self) { try LiveDataConfig.parse(yaml: "rules: []\n", file: "t.yaml", environment: environment) }
+        // Without credentials nothing changes.
+        #expect(try LiveDataConfig.parse(yaml: "rules: []\n", file: "t.yaml", environment: [:]).http.token == nil)
     }
 
     @Test("defaults when keys are left out; secrets from the environment")
@@ -80,7 +101,9 @@ struct ConfigLoadingTests {
             ),
             ("domains:\n  occupancy: {staleAfter: soon}\n", #"test.yaml:2:27: domains.occupancy.staleAfter must be a duration such as 500ms, 30s, 15m or 2h, found "soon""#),
             ("limits: {futureSkew: forever}\n", #"test.yaml:1:22: limits.futureSkew must be a duration such as 500ms, 30s, 15m or 2h, found "forever""#),
-            ("limits: {locations: 5}\n", #"test.yaml:1:10: unknown key "locations" in limits (expected one of: futureSkew, queue, queueBytes)"#),
+            ("limits: {places: 5}\n", #"test.yaml:1:10: unknown key "places" in limits (expected one of: futureSkew, queue, queueBytes, locations, domains, payloadSize, properties, nameLength, valueLength)"#),
+            ("limits: {domains: 65}\n", #"test.yaml:1:19: limits.domains must be between 1 and 64, found 65"#),
+            ("limits: {payloadSize: 100}\n", #"test.yaml:1:23: limits.payloadSize must be between 256 and 16777216, found 100"#),
             ("store: {snapshotInterval: 2h}\n", #"test.yaml:1:27: store.snapshotInterval must be between 10ms and 3600s, found 7200s"#),
             ("limits: {queue: 0}\n", #"test.yaml:1:17: limits.queue must be between 1 and 10000000, found 0"#),
             // Durations that would not fit: refused at load, never a trap.

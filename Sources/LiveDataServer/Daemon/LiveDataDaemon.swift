@@ -31,6 +31,8 @@ public struct LiveDataDaemon: Sendable {
         let client = try MQTTClient(configuration: mqtt, logger: logger, onMessage: intake.handler)
         let metrics = DaemonMetrics()
         notifier.status("restoring the state")
+        // A large state file and journal take seconds (a million locations: about 5 s).
+        notifier.extendTimeout(.seconds(300))
         logger.info("starting", metadata: ["mqtt.broker": "\(mqtt.address)", "config.file": "\(configPath)"])
         let pipeline = try await LivePipeline(config: config, client: client, intake: intake, metrics: metrics, logger: logger)
         let httpListening = StartupGate()

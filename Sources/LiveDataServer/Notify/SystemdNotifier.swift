@@ -36,6 +36,9 @@ public struct SystemdNotifier: Sendable {
     public func watchdog() { send("WATCHDOG=1") }
     /// `RELOADING=1`, with the monotonic time systemd asks for.
     public func reloading() { send("RELOADING=1\nMONOTONIC_USEC=\(monotonicMicroseconds())") }
+    /// `EXTEND_TIMEOUT_USEC=…`: the start (or stop) takes up to `duration` more from now,
+    /// whatever `TimeoutStartSec=` says; sent while restoring and while the broker is away.
+    public func extendTimeout(_ duration: Duration) { send("EXTEND_TIMEOUT_USEC=\(duration.nanoseconds / 1000)") }
     /// `STOPPING=1`.
     public func stopping() { send("STOPPING=1") }
 

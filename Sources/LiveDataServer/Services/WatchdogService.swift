@@ -28,6 +28,9 @@ struct WatchdogService: Service {
             } else {
                 notifier.status("waiting for the MQTT broker at \(address); \(statistics.locations) locations")
             }
+            // Not ready yet (the broker is away): the start goes on for as long as it waits,
+            // each tick granting a little more, so that a hung start still times out.
+            if !(await pipeline.isReady) { notifier.extendTimeout(interval * 3) }
         }
     }
 }
