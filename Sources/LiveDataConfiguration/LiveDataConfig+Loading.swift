@@ -24,6 +24,30 @@ extension LiveDataConfig {
         return try parse(yaml: text, file: path, directory: directory, environment: environment)
     }
 
+    /// The most values (scalars, lists, mappings) a config may expand to, its aliases
+    /// counted as often as they are used: a large venue's config is tens of thousands.
+    static let maximumNodes = 1_000_000
+
+    /// Whether `root` has at most `limit` nodes, counting stops past it.
+    static func expandsWithin(_ root: Node, limit: Int) -> Bool {
+        var count = 0
+        var pending = [root]
+        while let node = pending.popLast() {
+            count += 1
+            if count > limit { return false }
+            switch node {
+            case .mapping(let mapping):
+                for (key, value) in mapping {
+                    pending.append(key)
+                    pending.append(value)
+                }
+            case .sequence(let sequence): pending.append(contentsOf: sequence)
+            case .scalar, .alias: break
+            }
+        }
+        return true
+    }
+
     /// Reads config text; see ``load(path:environment:)``.
     /// - Throws: ``ConfigErrors``.
     public static func parse(
@@ -40,6 +64,15 @@ extension LiveDataConfig {
         }
         var config = LiveDataConfig(file: file)
         guard let root else { return try config.applying(environment, file: file) }
+        // YAML aliases repeat what they name: ten lines of them can stand for a billion
+        // values ("billion laughs"). What the file expands to is bounded before it is read.
+        if !Self.expandsWithin(root, limit: maximumNodes) {
+            throw ConfigErrors([
+                ConfigError(
+                    file: file, line: 1, column: 1,
+                    message: "the config expands to more than \(maximumNodes) values (YAML aliases repeating aliases?)")
+            ])
+        }
         let resolver = PathResolver(directory: directory)
         var catalogNode: Node?
         var catalogPath: String?

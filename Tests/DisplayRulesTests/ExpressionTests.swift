@@ -127,6 +127,10 @@ struct ExpressionTests {
             ("a.b.c > 1", "column 1: \"a.b.c\" is not a property name (write name or domain.name)"),
             ("nrOfPeople > 1 and", "column 19: the condition ends too early"),
             ("nrOfPeople # 1", "column 12: unexpected character '#'"),
+            (String(repeating: "(", count: 40) + "x > 1" + String(repeating: ")", count: 40), "column 33: the condition nests deeper than 32 levels"),
+            (String(repeating: "not ", count: 100_000) + "x > 1", "column 1: the condition is longer than 4096 characters"),
+            (String(repeating: "not ", count: 33) + "x > 1", "column 129: the condition nests deeper than 32 levels"),
+            ("x > " + String(repeating: "-", count: 40) + "1", "column 37: the condition nests deeper than 32 levels"),
         ])
     func errors(source: String, message: String) {
         #expect {
@@ -134,6 +138,13 @@ struct ExpressionTests {
         } throws: { error in
             (error as? ExpressionError)?.description == message
         }
+    }
+
+    @Test("nesting up to the bound still parses and evaluates")
+    func deepButAllowed() throws {
+        let source = String(repeating: "(", count: 32) + "x > 1" + String(repeating: ")", count: 32)
+        let values = LiveValues(domains: [DomainValue(domain: "d", properties: ["x": "2"], timestamp: LiveTimestamp(millisecondsSince1970: 0))])
+        #expect(try CompiledExpression(source, domain: "d").evaluate(values))
     }
 
     @Test("references lists what a condition reads, resolved to domains")

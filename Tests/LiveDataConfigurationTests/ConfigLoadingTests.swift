@@ -138,6 +138,21 @@ struct ConfigLoadingTests {
         #expect(errors(yaml) == [message])
     }
 
+    @Test("aliases that repeat aliases (a billion values in ten lines) are refused before the config is read")
+    func aliasExpansion() {
+        var yaml = #"a: &a ["x","x","x","x","x","x","x","x","x","x"]"# + "\n"
+        for (name, previous) in zip("bcdefgh", "abcdefg") {
+            yaml += "\(name): &\(name) [" + Array(repeating: "*\(previous)", count: 10).joined(separator: ",") + "]\n"
+        }
+        yaml += "rules: *h\n"
+        let clock = ContinuousClock()
+        let started = clock.now
+        #expect(errors(yaml) == ["test.yaml:1:1: the config expands to more than 1000000 values (YAML aliases repeating aliases?)"])
+        #expect(clock.now - started < .seconds(5))
+        // A few aliases, as people use them for shared styles, are fine.
+        #expect(errors("styles:\n  main: &base {visible: true}\n  types: {room: *base, desk: *base}\n").isEmpty)
+    }
+
     @Test("every problem is reported, not just the first")
     func allProblems() {
         let found = errors("broker: {port: 0}\noutput: {retain: maybe}\nstyles: {main: {visible: 1}}\n")

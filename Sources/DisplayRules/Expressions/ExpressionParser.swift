@@ -20,6 +20,12 @@ struct ExpressionParser {
     private let tokens: [ExpressionLexer.Located]
     private let domain: String?
     private var position = 0
+    /// Parentheses, `not` and unary `-` inside each other: each one is a level of recursion
+    /// here and when the condition is evaluated, so a hostile config cannot nest without end.
+    private var depth = 0
+    static let maximumDepth = 32
+    /// The longest condition, in characters (a long chain of `and` is a deep tree too).
+    static let maximumLength = 4_096
 
     init(tokens: [ExpressionLexer.Located], domain: String?) {
         self.tokens = tokens
@@ -27,6 +33,9 @@ struct ExpressionParser {
     }
 
     static func parse(_ source: String, domain: String?) throws(ExpressionError) -> CompiledExpression.Node {
+        guard source.count <= maximumLength else {
+            throw ExpressionError(message: "the condition is longer than \(maximumLength) characters", column: 1)
+        }
         var parser = ExpressionParser(tokens: try ExpressionLexer.tokens(source), domain: domain)
         if parser.current.token == .end {
             throw ExpressionError(message: "the condition is empty", column: 1)
@@ -39,6 +48,16 @@ struct ExpressionParser {
     }
 
     private var current: ExpressionLexer.Located { tokens[position] }
+
+    /// Parses one nested level, refusing one too deep.
+    private mutating func nested<Result>(at column: Int, _ body: (inout ExpressionParser) throws(ExpressionError) -> Result) throws(ExpressionError) -> Result {
+        guard depth < Self.maximumDepth else {
+            throw ExpressionError(message: "the condition nests deeper than \(Self.maximumDepth) levels", column: column)
+        }
+        depth += 1
+        defer { depth -= 1 }
+        return try body(&self)
+    }
 
     private mutating func advance() -> ExpressionLexer.Located {
         defer { position += 1 }
@@ -89,7 +108,7 @@ struct ExpressionParser {
     private mutating func notExpression() throws(ExpressionError) -> Typed {
         if isKeyword("not") {
             let column = advance().column
-            let operand = try notExpression()
+            let operand = try nested(at: column) { (parser: inout ExpressionParser) throws(ExpressionError) in try parser.notExpression() }
             return Typed(node: .not(try condition(operand)), type: .boolean, column: column)
         }
         return try comparison()
@@ -162,7 +181,7 @@ struct ExpressionParser {
     private mutating func unary() throws(ExpressionError) -> Typed {
         if isSymbol("-") {
             let column = advance().column
-            let operand = try unary()
+            let operand = try nested(at: column) { (parser: inout ExpressionParser) throws(ExpressionError) in try parser.unary() }
             try requireNumeric(operand, "-", column)
             if case .number(let value) = operand.node { return Typed(node: .number(-value), type: .number, column: column) }
             return Typed(node: .negate(operand.node), type: .number, column: column)
@@ -178,7 +197,7 @@ struct ExpressionParser {
         case .string(let text):
             return Typed(node: .string(text), type: .string, column: token.column)
         case .symbol("("):
-            let inner = try orExpression()
+            let inner = try nested(at: token.column) { (parser: inout ExpressionParser) throws(ExpressionError) in try parser.orExpression() }
             guard isSymbol(")") else {
                 throw ExpressionError(message: "expected ')' to close the '(' at column \(token.column)", column: current.column)
             }
