@@ -91,8 +91,10 @@ struct DaemonTests {
         throw MosquittoBroker.Failure.toolFailed("the daemon did not say where it listens:\n\(running.standardError)")
     }
 
-    func client(_ broker: MosquittoBroker) async throws -> MQTTClient {
-        let client = try MQTTClient(configuration: .test(port: broker.port), logger: logger)
+    func client(_ broker: MosquittoBroker, _ configure: (inout MQTTConfiguration) -> Void = { _ in }) async throws -> MQTTClient {
+        var configuration = MQTTConfiguration.test(port: broker.port)
+        configure(&configuration)
+        let client = try MQTTClient(configuration: configuration, logger: logger)
         try await client.connect()
         return client
     }
@@ -312,6 +314,92 @@ struct DaemonTests {
         #expect(CrashRecoveryTests.metric(metrics, #"livedata_updates_rejected_total{reason="oversize"}"#) == 1)
         #expect(daemon.running.standardError.contains("payload is 100"), "the refusal is logged")
         #expect(!(await inbox.items.contains { $0.topic.hasSuffix("/room-1") }))
+        daemon.signal(SIGTERM)
+        #expect(try await daemon.running.result(timeout: .seconds(10)).status == 0)
+        await sensor.disconnect()
+        await watcher.disconnect()
+    }
+
+    @Test("publications the broker refuses are counted and not sent again; the rest go on")
+    func refusedPublications() async throws {
+        // The daemon may not write the styles of dataset ds2.
+        let acl = """
+            user daemon-test
+            topic read +/+/+/+/+/+/+
+            topic deny livedata/style/ds2/#
+            topic readwrite livedata/#
+
+            user watcher
+            topic read #
+            topic write +/+/+/+/+/+/+
+            """
+        let broker = try await MosquittoBroker.start(.init(users: ["daemon-test": "d", "watcher": "w"], acl: acl))
+        let directory = try TestDirectory.make(prefix: "daemon")
+        let passwordFile = directory.appendingPathComponent("password").path
+        try "d".write(toFile: passwordFile, atomically: true, encoding: .utf8)
+        let yaml = """
+            subscriptions:
+              - {domain: occupancy}
+            styles:
+              main: {visible: true}
+            rules:
+              - {name: occupied, domain: occupancy, when: nrOfPeople > 0, style: {polygonFillColor: "#D64545"}}
+            """
+        let daemon = try await startDaemon(
+            port: broker.port, directory: directory, yaml: yaml, brokerOptions: ", username: daemon-test, passwordFile: \(passwordFile)")
+        #expect(await daemon.notify.wait(for: "READY=1"))
+        let watcher = try await client(broker) { $0.credentials = MQTTCredentials(username: "watcher", password: MQTTSecret("w")) }
+        let inbox = await Inbox.collecting(watcher.messages)
+        try await watcher.subscribe("livedata/style/#")
+        for dataset in ["ds2", "ds1"] {
+            try await watcher.publish(
+                "\(dataset)/hq/B/F3/R7/room-1/occupancy", text: #"{"properties": {"nrOfPeople": "1"}}"#, qos: .atLeastOnce)
+        }
+        #expect(await inbox.wait { $0.contains { $0.topic == "livedata/style/ds1/hq/B/F3/R7/room-1" } })
+        var refused = 0.0
+        for _ in 0..<50 where refused < 1 {
+            let metrics = try await LoopbackHTTP.request("GET", port: daemon.httpPort, path: "/metrics").body
+            refused = CrashRecoveryTests.metric(metrics, #"livedata_publishes_refused_total{by="broker"}"#) ?? 0
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(refused >= 1)
+        #expect(daemon.running.standardError.contains("not sent again"))
+        #expect(await !inbox.items.contains { $0.topic.contains("/ds2/") })
+        daemon.signal(SIGTERM)
+        #expect(try await daemon.running.result(timeout: .seconds(10)).status == 0)
+        await watcher.disconnect()
+    }
+
+    @Test("a publication the MQTT library refuses (larger than the broker's maximum packet) is tried 3 times, then dropped and counted")
+    func droppedPublications() async throws {
+        let broker = try await MosquittoBroker.start(.init(extra: ["max_packet_size 1000"]))
+        let yaml = """
+            subscriptions:
+              - {domain: occupancy}
+            styles:
+              main: {visible: true}
+            rules:
+              - {name: occupied, domain: occupancy, when: nrOfPeople > 0, style: {label: "{note}"}}
+            """
+        let daemon = try await startDaemon(port: broker.port, yaml: yaml)
+        #expect(await daemon.notify.wait(for: "READY=1"))
+        let sensor = try await client(broker)
+        let watcher = try await client(broker)
+        let inbox = await Inbox.collecting(watcher.messages)
+        try await watcher.subscribe("livedata/style/#")
+        let note = String(repeating: "n", count: 900)
+        try await sensor.publish("ds1/hq/B/F3/R7/room-1/occupancy", text: #"{"properties": {"nrOfPeople": "1", "note": "\#(note)"}}"#, qos: .atLeastOnce)
+        try await sensor.publish("ds1/hq/B/F3/R7/room-2/occupancy", text: #"{"properties": {"nrOfPeople": "1", "note": "short"}}"#, qos: .atLeastOnce)
+        #expect(await inbox.wait { $0.contains { $0.topic.hasSuffix("/room-2") } })
+        var dropped = 0.0
+        for _ in 0..<100 where dropped < 1 {
+            let metrics = try await LoopbackHTTP.request("GET", port: daemon.httpPort, path: "/metrics").body
+            dropped = CrashRecoveryTests.metric(metrics, #"livedata_publishes_refused_total{by="library"}"#) ?? 0
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(dropped == 1)
+        #expect(daemon.running.standardError.contains("refused 3 times"))
+        #expect(await !inbox.items.contains { $0.topic.hasSuffix("/room-1") })
         daemon.signal(SIGTERM)
         #expect(try await daemon.running.result(timeout: .seconds(10)).status == 0)
         await sensor.disconnect()

@@ -45,6 +45,8 @@ public final class DaemonMetrics: Sendable {
         total("values_expired", "Values that went stale.", statistics.store.expired)
         total("derived_changes_published", "Derived changes published.", statistics.published)
         total("summaries_published", "Summaries published.", statistics.summariesPublished)
+        total("publishes_refused", "Publications refused, by whom: the broker, or the MQTT library (dropped after retries).", statistics.publishesRefused, label: ("by", "broker"))
+        total("publishes_refused", "Publications refused, by whom: the broker, or the MQTT library (dropped after retries).", statistics.publishesDropped, label: ("by", "library"))
         gauge("locations_tracked", "Locations in the store.", statistics.locations)
         gauge("subscriptions_refused", "Subscriptions the broker refused (not retried).", statistics.refusedSubscriptions)
         gauge("intake_queue_depth", "Received updates waiting for the pipeline.", statistics.intake.queueDepth)
@@ -64,7 +66,12 @@ public final class DaemonMetrics: Sendable {
 
     /// Brings the registry's counter `livedata_{name}_total` up to `value`.
     private func total(_ name: String, _ help: String, _ value: Int, reason: String? = nil) {
-        let labels = reason.map { [("reason", $0)] } ?? []
+        total(name, help, value, label: reason.map { ("reason", $0) })
+    }
+
+    private func total(_ name: String, _ help: String, _ value: Int, label: (String, String)?) {
+        let labels = label.map { [$0] } ?? []
+        let reason = label?.1
         let counter = registry.makeCounter(
             descriptor: MetricNameDescriptor(namespace: "livedata", metricName: name, unitName: "total", helpText: help),
             labels: labels)

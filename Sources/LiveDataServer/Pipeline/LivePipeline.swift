@@ -23,6 +23,10 @@ public actor LivePipeline {
         public var intake = Intake.Statistics()
         public var replayed = IntakeJournal.ReplayStatistics()
         public var snapshotFailures = 0
+        /// Publications the broker refused (PUBACK), and ones dropped after the library
+        /// refused them ``Publisher/maximumAttempts`` times.
+        public var publishesRefused = 0
+        public var publishesDropped = 0
     }
 
     nonisolated let client: MQTTClient
@@ -52,6 +56,8 @@ public actor LivePipeline {
     private let firstConvergence = StartupGate()
     private var publisher: Publisher
     private var rejections = RateLimitedLog()
+    /// Publications dropped as of the last report (see ``Publisher/dropped``).
+    private var reportedDrops = 0
     /// Restored, connected and subscribed.
     public private(set) var isReady = false
     private let metrics: DaemonMetrics
@@ -159,7 +165,7 @@ public actor LivePipeline {
             core: core.counters, store: core.store.counters, published: publisher.changes,
             summariesPublished: publisher.summaries, locations: core.store.count,
             refusedSubscriptions: refusedSubscriptions.count, intake: intake.statistics, replayed: replayed,
-            snapshotFailures: snapshotFailures)
+            snapshotFailures: snapshotFailures, publishesRefused: client.refusedPublishes, publishesDropped: publisher.dropped)
     }
 
     /// Current record of a location.
@@ -384,6 +390,13 @@ public actor LivePipeline {
         for change in core.expire(now: now) { queue(change) }
         for summary in core.takeDueSummaries(now: now) {
             publisher.send(summary: topics.publication(summary, updatedAt: now))
+        }
+        publisher.retryRefused()
+        if publisher.dropped > reportedDrops {
+            // At most once a tick: the client logs the broker's own refusals.
+            logger.warning(
+                "dropped \(publisher.dropped - reportedDrops) publications the MQTT library refused \(Publisher.maximumAttempts) times; the last: \(publisher.lastDropped ?? "")")
+            reportedDrops = publisher.dropped
         }
         if ContinuousClock.now - lastSnapshot >= config.store.snapshotInterval { await flush() }
     }

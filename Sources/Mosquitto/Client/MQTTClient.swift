@@ -66,6 +66,9 @@ public final class MQTTClient: Sendable {
     /// The current connection state.
     public var state: MQTTConnectionState { core.state.withLock { $0.connection } }
 
+    /// Messages handed over with ``send(_:payload:qos:retain:)`` that the broker refused.
+    public var refusedPublishes: Int { core.refusedPublishes.load(ordering: .relaxed) }
+
     /// Connects and waits until the broker has accepted the connection.
     ///
     /// If this first attempt fails, the client closes and the error says why; once it has
