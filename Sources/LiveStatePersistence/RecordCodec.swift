@@ -5,17 +5,17 @@ import LiveTopics
 /// A compact binary form of a ``LocationRecord`` for the SQLite file: varints and
 /// length-prefixed UTF-8, fields in a fixed order, a format byte first so that a later
 /// format can still read this one.
-enum RecordCodec {
+package enum RecordCodec {
     static let format: UInt8 = 1
 
-    struct DecodingError: Error, CustomStringConvertible {
+    package struct DecodingError: Error, CustomStringConvertible {
         var reason: String
-        var description: String { "a stored location cannot be read: \(reason)" }
+        package var description: String { "a stored location cannot be read: \(reason)" }
     }
 
     // MARK: Encoding
 
-    static func encode(_ record: LocationRecord) -> [UInt8] {
+    package static func encode(_ record: LocationRecord) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(256)
         out.append(format)
@@ -102,7 +102,7 @@ enum RecordCodec {
 
     // MARK: Decoding
 
-    static func decode(_ bytes: UnsafeRawBufferPointer) throws(DecodingError) -> LocationRecord {
+    package static func decode(_ bytes: UnsafeRawBufferPointer) throws(DecodingError) -> LocationRecord {
         var reader = Reader(bytes: bytes)
         guard try reader.byte() == format else { throw DecodingError(reason: "unknown format") }
         let address = try reader.address()

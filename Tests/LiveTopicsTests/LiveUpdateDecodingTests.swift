@@ -10,6 +10,15 @@ struct LiveUpdateDecodingTests {
         try LiveUpdate(topic: topic, payload: payload, receivedAt: Self.received)
     }
 
+    @Test("a key is checked even where its value is skipped: bad escapes and invalid UTF-8 in unknown fields are refused")
+    func unknownKeysChecked() {
+        for payload in [#"{"x\u00": 1, "properties": {}}"#.utf8.map { $0 }, #"{"\q": 1, "properties": {}}"#.utf8.map { $0 },
+                        [0x7B, 0x22, 0xFF, 0x22, 0x3A, 0x31, 0x2C] + Array(#""properties": {}}"#.utf8)] {
+            #expect(throws: LiveUpdateError.self) { try LivePayload(payload) }
+        }
+        #expect(throws: Never.self) { try LivePayload(Array(#"{"\u00e9t\u00e9": 1, "properties": {}}"#.utf8)) }
+    }
+
     @Test("the documented example decodes")
     func documentedExample() throws {
         let update = try decode(

@@ -99,7 +99,8 @@ struct JSONScanner {
         return false
     }
 
-    /// Iterates the members of an object; `body` must consume each member's value.
+    /// Iterates the members of an object; `body` must consume each member's value. Every
+    /// key is checked (its escapes and UTF-8), whether or not `body` reads it.
     mutating func readObject(_ body: (inout JSONScanner, UnsafeRawBufferPointer, Bool) throws(Failure) -> Void)
         throws(Failure)
     {
@@ -107,7 +108,13 @@ struct JSONScanner {
         if consume(UInt8(ascii: "}")) { return }
         while true {
             skipWhitespace()
+            let keyStart = position
             let (key, escaped) = try readRawString()
+            if escaped {
+                _ = try Self.unescape(key, at: keyStart + 1)
+            } else if key.contains(where: { $0 >= 0x80 }), makeString(key) == nil {
+                throw .invalidUTF8(at: keyStart)
+            }
             try expect(UInt8(ascii: ":"))
             try body(&self, key, escaped)
             if consume(UInt8(ascii: ",")) { continue }
