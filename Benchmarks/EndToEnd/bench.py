@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""The end-to-end benchmark: the same QoS 1 stream through a local mosquitto, to a bare
+libmosquitto subscriber and to `livedata serve`, alternately, each run on a fresh broker.
+Run it with scripts/bench-e2e (it builds what this uses)."""
+import argparse, os, re, shutil, signal, socket, statistics, subprocess, sys, tempfile, time, urllib.request
+
+RULES = """
+subscriptions:
+  - {dataset: bench}
+styles:
+  main: {visible: true, polygonFillColor: "#E0E0E0"}
+rules:
+  - {name: vacant, domain: occupancy, when: nrOfPeople == 0, style: {polygonFillColor: "#4CAF50"}}
+  - {name: occupied, domain: occupancy, when: nrOfPeople > 0, style: {polygonFillColor: "#D64545", label: "{nrOfPeople}"}}
+  - {name: hot, domain: temperature, when: temperature > 25, style: {polygonStrokeColor: "#E65100"}}
+  - {name: cold, domain: temperature, when: temperature < 18, style: {polygonStrokeColor: "#1565C0"}}
+  - {name: stuffy, domain: co2, when: co2Level > 1000, style: {badge: {text: "CO2 {co2Level}"}}}
+  - {name: booked, domain: availability, when: available == "false", style: {icon: booked.svg}}
+output: {qos: 1, retain: true}
+http: {listen: "127.0.0.1:0"}
+log: {level: warning}
+"""
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Broker:
+    def __init__(self, folder):
+        self.port = free_port()
+        self.folder = folder
+        config = os.path.join(folder, "mosquitto.conf")
+        with open(config, "w") as f:
+            f.write(f"listener {self.port} 127.0.0.1\nallow_anonymous true\npersistence false\n"
+                    "max_queued_messages 1000000\nmax_queued_bytes 0\nmax_inflight_messages 0\n"
+                    f"log_dest file {folder}/mosquitto.log\n")
+        os.chmod(folder, 0o777)
+        self.process = subprocess.Popen(["mosquitto", "-c", config], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise SystemExit("mosquitto did not start")
+
+    def stop(self):
+        self.process.send_signal(signal.SIGTERM)
+        self.process.wait(timeout=10)
+
+
+def publish(tools, port, args):
+    return subprocess.Popen([os.path.join(tools, "publisher"), str(port), str(args.updates), str(args.locations), str(args.window)],
+                            stdout=subprocess.PIPE, text=True)
+
+
+def bare_run(tools, args, folder):
+    broker = Broker(folder)
+    try:
+        subscriber = subprocess.Popen([os.path.join(tools, "bare-subscriber"), str(broker.port), "bench/#", str(args.updates), "120"],
+                                      stdout=subprocess.PIPE, text=True)
+        assert subscriber.stdout.readline().strip() == "subscribed"
+        started = time.monotonic()
+        publisher = publish(tools, broker.port, args)
+        line = subscriber.stdout.readline().strip()
+        subscriber.wait(timeout=130)
+        elapsed = time.monotonic() - started
+        publisher.wait(timeout=130)
+        received = int(line.split()[1])
+        return {"rate": received / elapsed, "received": received}
+    finally:
+        broker.stop()
+
+
+def metrics(port):
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    values = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            values[name] = float(value)
+    return values
+
+
+def cpu_seconds(pid):
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def peak_resident_mb(pid):
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0
+
+
+def histogram_p99(values, name="livedata_processing_seconds"):
+    buckets = sorted((float(re.search(r'le="([^"]+)"', k).group(1)), v) for k, v in values.items()
+                     if k.startswith(name + "_bucket") and 'le="+Inf"' not in k)
+    total = values.get(name + "_count", 0)
+    for bound, count in buckets:
+        if total and count >= 0.99 * total:
+            return bound
+    return float("inf")
+
+
+def daemon_run(tools, args, folder):
+    broker = Broker(folder)
+    config = os.path.join(folder, "livedata.yaml")
+    with open(config, "w") as f:
+        f.write(RULES + f"store: {{path: {folder}/state.db}}\nbroker: {{host: 127.0.0.1, port: {broker.port}, clientId: bench-daemon}}\n")
+    log = open(os.path.join(folder, "daemon.log"), "w+")
+    daemon = subprocess.Popen([args.livedata, "serve", "--config", config], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        http = None
+        deadline = time.time() + 60
+        while time.time() < deadline and http is None:
+            time.sleep(0.05)
+            log.seek(0)
+            match = re.search(r"http\.listen=127\.0\.0\.1:(\d+)", log.read())
+            http = int(match.group(1)) if match else None
+        while time.time() < deadline:
+            try:
+                if urllib.request.urlopen(f"http://127.0.0.1:{http}/readyz", timeout=2).status == 200:
+                    break
+            except Exception:
+                time.sleep(0.05)
+        cpu_before = cpu_seconds(daemon.pid)
+        started = time.monotonic()
+        publisher = publish(tools, broker.port, args)
+        received = 0
+        while time.monotonic() - started < 120:
+            received = int(metrics(http).get("livedata_updates_received_total", 0))
+            if received >= args.updates:
+                break
+            time.sleep(0.02)
+        elapsed = time.monotonic() - started
+        cpu = cpu_seconds(daemon.pid) - cpu_before
+        publisher.wait(timeout=130)
+        time.sleep(0.5)
+        values = metrics(http)
+        return {
+            "rate": received / elapsed, "received": received,
+            "cpu_us": cpu * 1e6 / max(received, 1),
+            "published": int(values.get("livedata_derived_changes_published_total", 0)),
+            "rss_mb": peak_resident_mb(daemon.pid),
+            "p99_ms": histogram_p99(values) * 1000,
+        }
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait(timeout=30)
+        broker.stop()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--livedata", required=True)
+    parser.add_argument("--tools", required=True)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--updates", type=int, default=200_000)
+    parser.add_argument("--locations", type=int, default=10_000)
+    parser.add_argument("--window", type=int, default=1_000)
+    args = parser.parse_args()
+    print(f"{args.updates} QoS 1 updates over {args.locations} locations x 5 domains, publisher window {args.window}; "
+          f"{args.runs} runs, bare and daemon alternating", flush=True)
+    ratios, results = [], []
+    for run in range(1, args.runs + 1):
+        with tempfile.TemporaryDirectory(prefix="livedata-bench-") as folder:
+            os.makedirs(f"{folder}/bare"); os.makedirs(f"{folder}/daemon")
+            bare = bare_run(args.tools, args, f"{folder}/bare")
+            daemon = daemon_run(args.tools, args, f"{folder}/daemon")
+        ratio = daemon["rate"] / bare["rate"]
+        ratios.append(ratio); results.append(daemon)
+        lost = args.updates - daemon["received"]
+        print(f"run {run}: bare {bare['rate']:,.0f} msg/s; daemon {daemon['rate']:,.0f} msg/s; ratio {ratio:.2f}; "
+              f"daemon CPU {daemon['cpu_us']:.1f} us/update; derived changes published {daemon['published']:,}; "
+              f"peak RSS {daemon['rss_mb']:.0f} MB; processing p99 <= {daemon['p99_ms']:g} ms; lost {lost}", flush=True)
+    print(f"median: ratio {statistics.median(ratios):.2f}; daemon CPU {statistics.median(r['cpu_us'] for r in results):.1f} us/update; "
+          f"peak RSS {statistics.median(r['rss_mb'] for r in results):.0f} MB; "
+          f"p99 <= {statistics.median(r['p99_ms'] for r in results):g} ms")
+
+
+if __name__ == "__main__":
+    main()
