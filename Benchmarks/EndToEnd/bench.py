@@ -17,7 +17,6 @@ rules:
   - {name: stuffy, domain: co2, when: co2Level > 1000, style: {badge: {text: "CO2 {co2Level}"}}}
   - {name: booked, domain: availability, when: available == "false", style: {icon: booked.svg}}
 output: {qos: 1, retain: true}
-http: {listen: "127.0.0.1:0"}
 log: {level: warning}
 """
 
@@ -60,6 +59,7 @@ def publish(tools, port, args):
 
 def bare_run(tools, args, folder):
     broker = Broker(folder)
+    publisher = None
     try:
         subscriber = subprocess.Popen([os.path.join(tools, "bare-subscriber"), str(broker.port), "bench/#", str(args.updates), "120"],
                                       stdout=subprocess.PIPE, text=True)
@@ -73,6 +73,8 @@ def bare_run(tools, args, folder):
         received = int(line.split()[1])
         return {"rate": received / elapsed, "received": received}
     finally:
+        if publisher and publisher.poll() is None:
+            publisher.kill()
         broker.stop()
 
 
@@ -112,23 +114,23 @@ def daemon_run(tools, args, folder):
     broker = Broker(folder)
     config = os.path.join(folder, "livedata.yaml")
     with open(config, "w") as f:
-        f.write(RULES + f"store: {{path: {folder}/state.db}}\nbroker: {{host: 127.0.0.1, port: {broker.port}, clientId: bench-daemon}}\n")
+        http = free_port()
+        f.write(RULES + f"store: {{path: {folder}/state.db}}\nbroker: {{host: 127.0.0.1, port: {broker.port}, clientId: bench-daemon}}\n"
+                + f"http: {{listen: \"127.0.0.1:{http}\"}}\n")
     log = open(os.path.join(folder, "daemon.log"), "w+")
     daemon = subprocess.Popen([args.livedata, "serve", "--config", config], stdout=log, stderr=subprocess.STDOUT)
+    publisher = None
     try:
-        http = None
         deadline = time.time() + 60
-        while time.time() < deadline and http is None:
-            time.sleep(0.05)
-            log.seek(0)
-            match = re.search(r"http\.listen=127\.0\.0\.1:(\d+)", log.read())
-            http = int(match.group(1)) if match else None
         while time.time() < deadline:
             try:
                 if urllib.request.urlopen(f"http://127.0.0.1:{http}/readyz", timeout=2).status == 200:
                     break
             except Exception:
                 time.sleep(0.05)
+        else:
+            log.seek(0)
+            raise SystemExit("the daemon did not become ready:\n" + log.read()[-3000:])
         cpu_before = cpu_seconds(daemon.pid)
         started = time.monotonic()
         publisher = publish(tools, broker.port, args)
@@ -151,6 +153,8 @@ def daemon_run(tools, args, folder):
             "p99_ms": histogram_p99(values) * 1000,
         }
     finally:
+        if publisher and publisher.poll() is None:
+            publisher.kill()
         daemon.send_signal(signal.SIGTERM)
         daemon.wait(timeout=30)
         broker.stop()

@@ -16,6 +16,15 @@ static void on_publish(struct mosquitto *client, void *context, int mid) {
     acknowledged++;
 }
 
+// Runs the network loop once; a lost connection ends the program (the broker went away).
+static void loop(struct mosquitto *client, int timeout) {
+    int code = mosquitto_loop(client, timeout, 1);
+    if (code == MOSQ_ERR_NO_CONN || code == MOSQ_ERR_CONN_LOST || code == MOSQ_ERR_ERRNO) {
+        fprintf(stderr, "publisher: %s\n", mosquitto_strerror(code));
+        exit(1);
+    }
+}
+
 static long long now_ms(void) {
     struct timespec t;
     clock_gettime(CLOCK_REALTIME, &t);
@@ -39,7 +48,7 @@ int main(int argc, char **argv) {
     unsigned long long seed = 12345;
     for (long sent = 0; sent < count; sent++) {
         // The window: wait for acknowledgements while too many are out.
-        while (sent - acknowledged >= window) mosquitto_loop(client, 10, 1);
+        while (sent - acknowledged >= window) loop(client, 10);
         long number = sent % locations;
         int domain = (int)((sent / locations) % 5);
         seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
@@ -55,9 +64,9 @@ int main(int argc, char **argv) {
         }
         int code = mosquitto_publish(client, NULL, topic, (int)strlen(payload), payload, 1, false);
         if (code != MOSQ_ERR_SUCCESS) { fprintf(stderr, "publisher: %s\n", mosquitto_strerror(code)); return 1; }
-        mosquitto_loop(client, 0, 1);
+        loop(client, 0);
     }
-    while (acknowledged < count) mosquitto_loop(client, 10, 1);
+    while (acknowledged < count) loop(client, 10);
     clock_gettime(CLOCK_MONOTONIC, &end);
     printf("published %ld in %.6f s\n", count, (double)(end.tv_sec - start.tv_sec) + (double)(end.tv_nsec - start.tv_nsec) / 1e9);
     mosquitto_disconnect(client);
