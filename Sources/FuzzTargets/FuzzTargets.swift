@@ -93,7 +93,7 @@ public enum FuzzTargets {
         guard let record = try? RecordCodec.decode(input) else { return }
         let encoded = RecordCodec.encode(record)
         let again = encoded.withUnsafeBytes { try? RecordCodec.decode($0) }
-        precondition(again == record, "a decoded record does not survive encoding")
+        precondition(again == record, "a decoded record does not survive encoding: \(record) became \(String(describing: again))")
     }
 
     /// A journal segment: opened and replayed without trapping; records come in order,

@@ -210,6 +210,10 @@ package enum RecordCodec {
             var length = 5
             for _ in 0..<6 {
                 let count = try count()
+                // A component of a topic is never empty and holds no '/': anything else is damage.
+                guard count > 0, !bytes[position..<(position + count)].contains(UInt8(ascii: "/")) else {
+                    throw DecodingError(reason: "an address component is empty or holds '/'")
+                }
                 length += count
                 position += count
             }
@@ -243,8 +247,11 @@ package enum RecordCodec {
 
         mutating func double() throws(DecodingError) -> Double {
             guard position + 8 <= bytes.count else { throw DecodingError(reason: "it ends inside a number") }
-            defer { position += 8 }
-            return Double(bitPattern: UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: position, as: UInt64.self)))
+            let value = Double(bitPattern: UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: position, as: UInt64.self)))
+            // Styles hold finite numbers only (JSON has no NaN): anything else is damage.
+            guard value.isFinite else { throw DecodingError(reason: "a number is not finite") }
+            position += 8
+            return value
         }
     }
 }

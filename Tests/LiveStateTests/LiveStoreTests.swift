@@ -316,6 +316,23 @@ struct PersistenceTests {
         }
     }
 
+    @Test("a damaged record with a number that is not finite, or an empty address component, is refused")
+    func codecRefusesDamage() throws {
+        var record = LocationRecord(address: try #require(LocationAddress(path: "ds1/hq/B/F3/R7/room-7")))
+        record.published = DerivedStyle(style: Style(iconSize: 3))
+        var bytes = RecordCodec.encode(record)
+        let three = withUnsafeBytes(of: Double(3).bitPattern.littleEndian) { Array($0) }
+        let at = try #require((0...(bytes.count - 8)).first { Array(bytes[$0..<($0 + 8)]) == three })
+        for value in [Double.nan, .infinity] {
+            bytes.replaceSubrange(at..<(at + 8), with: withUnsafeBytes(of: value.bitPattern.littleEndian) { Array($0) })
+            #expect(throws: RecordCodec.DecodingError.self) { try bytes.withUnsafeBytes { try RecordCodec.decode($0) } }
+        }
+        // "ds1" with its length byte 3 made 0 and the name moved into the next component.
+        var empty = RecordCodec.encode(LocationRecord(address: record.address))
+        empty[1] = 0
+        #expect(throws: RecordCodec.DecodingError.self) { try empty.withUnsafeBytes { try RecordCodec.decode($0) } }
+    }
+
     @Test("records written to the SQLite file are read back, the latest write winning")
     func databaseRoundTrip() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("livedata-db-\(UUID().uuidString)")
