@@ -60,3 +60,18 @@ extension LiveCore {
         restored.changed = catchUp(now: now, sameRules: restored.sameRules)
     }
 }
+
+extension IntakeJournal {
+    /// Replays the records from `position` on in place, in batches whose locations `core`
+    /// prefetches together (``LiveCore/prefetch(_:topicBytes:)``) before `body` sees each
+    /// record of the batch: the way a start brings a core up to date.
+    @discardableResult
+    public func replay(
+        from position: UInt64, prefetchingFor core: LiveCore, _ body: (RecordView) throws -> Void
+    ) throws -> ReplayStatistics {
+        try replayInPlace(from: position) { batch in
+            core.prefetch(batch.count) { batch[$0].topic }
+            for record in batch { try body(record) }
+        }
+    }
+}

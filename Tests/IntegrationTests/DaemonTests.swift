@@ -99,6 +99,24 @@ struct DaemonTests {
         return client
     }
 
+    /// SIGTERM to the daemon (it must exit 0), then the clients disconnect.
+    func stop(_ daemon: Daemon, _ clients: MQTTClient...) async throws {
+        daemon.signal(SIGTERM)
+        #expect(try await daemon.running.result(timeout: .seconds(10)).status == 0)
+        for client in clients { await client.disconnect() }
+    }
+
+    /// A counter of the daemon's metrics once it reaches `least`, or its value after 10 s.
+    func waitForMetric(_ daemon: Daemon, _ name: String, atLeast least: Double) async throws -> Double {
+        var value = 0.0
+        for _ in 0..<100 where value < least {
+            let metrics = try await LoopbackHTTP.request("GET", port: daemon.httpPort, path: "/metrics").body
+            value = CrashRecoveryTests.metric(metrics, name) ?? 0
+            if value < least { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        return value
+    }
+
     func publish(_ client: MQTTClient, _ location: String, people: Int) async throws {
         try await client.publish(
             "ds1/hq/B/F3/R7/\(location)/occupancy",
@@ -310,14 +328,10 @@ struct DaemonTests {
             "ds1/hq/B/F3/R7/room-1/occupancy", text: #"{"properties": {"nrOfPeople": "1", "note": "\#(big)"}}"#, qos: .atLeastOnce)
         try await publish(sensor, "room-2", people: 2)
         #expect(await inbox.wait { $0.contains { $0.topic.hasSuffix("/room-2") } }, "the update after it applied")
-        let metrics = try await LoopbackHTTP.request("GET", port: daemon.httpPort, path: "/metrics").body
-        #expect(CrashRecoveryTests.metric(metrics, #"livedata_updates_rejected_total{reason="oversize"}"#) == 1)
+        #expect(try await waitForMetric(daemon, #"livedata_updates_rejected_total{reason="oversize"}"#, atLeast: 1) == 1)
         #expect(daemon.running.standardError.contains("payload is 100"), "the refusal is logged")
         #expect(!(await inbox.items.contains { $0.topic.hasSuffix("/room-1") }))
-        daemon.signal(SIGTERM)
-        #expect(try await daemon.running.result(timeout: .seconds(10)).status == 0)
-        await sensor.disconnect()
-        await watcher.disconnect()
+        try await stop(daemon, sensor, watcher)
     }
 
     @Test("publications the broker refuses are counted and not sent again; the rest go on")
@@ -356,18 +370,10 @@ struct DaemonTests {
                 "\(dataset)/hq/B/F3/R7/room-1/occupancy", text: #"{"properties": {"nrOfPeople": "1"}}"#, qos: .atLeastOnce)
         }
         #expect(await inbox.wait { $0.contains { $0.topic == "livedata/style/ds1/hq/B/F3/R7/room-1" } })
-        var refused = 0.0
-        for _ in 0..<50 where refused < 1 {
-            let metrics = try await LoopbackHTTP.request("GET", port: daemon.httpPort, path: "/metrics").body
-            refused = CrashRecoveryTests.metric(metrics, #"livedata_publishes_refused_total{by="broker"}"#) ?? 0
-            try await Task.sleep(for: .milliseconds(100))
-        }
-        #expect(refused >= 1)
+        #expect(try await waitForMetric(daemon, #"livedata_publishes_refused_total{by="broker"}"#, atLeast: 1) >= 1)
         #expect(daemon.running.standardError.contains("not sent again"))
         #expect(await !inbox.items.contains { $0.topic.contains("/ds2/") })
-        daemon.signal(SIGTERM)
-        #expect(try await daemon.running.result(timeout: .seconds(10)).status == 0)
-        await watcher.disconnect()
+        try await stop(daemon, watcher)
     }
 
     @Test("a publication the MQTT library refuses (larger than the broker's maximum packet) is tried 3 times, then dropped and counted")
@@ -391,19 +397,10 @@ struct DaemonTests {
         try await sensor.publish("ds1/hq/B/F3/R7/room-1/occupancy", text: #"{"properties": {"nrOfPeople": "1", "note": "\#(note)"}}"#, qos: .atLeastOnce)
         try await sensor.publish("ds1/hq/B/F3/R7/room-2/occupancy", text: #"{"properties": {"nrOfPeople": "1", "note": "short"}}"#, qos: .atLeastOnce)
         #expect(await inbox.wait { $0.contains { $0.topic.hasSuffix("/room-2") } })
-        var dropped = 0.0
-        for _ in 0..<100 where dropped < 1 {
-            let metrics = try await LoopbackHTTP.request("GET", port: daemon.httpPort, path: "/metrics").body
-            dropped = CrashRecoveryTests.metric(metrics, #"livedata_publishes_refused_total{by="library"}"#) ?? 0
-            try await Task.sleep(for: .milliseconds(100))
-        }
-        #expect(dropped == 1)
+        #expect(try await waitForMetric(daemon, #"livedata_publishes_refused_total{by="library"}"#, atLeast: 1) == 1)
         #expect(daemon.running.standardError.contains("refused 3 times"))
         #expect(await !inbox.items.contains { $0.topic.hasSuffix("/room-1") })
-        daemon.signal(SIGTERM)
-        #expect(try await daemon.running.result(timeout: .seconds(10)).status == 0)
-        await sensor.disconnect()
-        await watcher.disconnect()
+        try await stop(daemon, sensor, watcher)
     }
 
     @Test("a state file that is not a database is moved aside with one loud line, and the daemon starts empty")

@@ -49,12 +49,9 @@ let benchmarks: @Sendable () -> Void = {
             let journal = try IntakeJournal(directory: folder, syncInterval: nil)
             // In place, in batches whose memory is loaded together, as the daemon does.
             var changed = 0
-            let replay = try journal.replayInPlace(from: restored.journalPosition) { batch in
-                core.prefetch(batch.count) { batch[$0].topic }
-                for record in batch {
-                    let topic = String(decoding: record.topic, as: UTF8.self)
-                    if case .changed = core.process(topic: topic, payload: record.payload, receivedAt: record.receivedAt) { changed += 1 }
-                }
+            let replay = try journal.replay(from: restored.journalPosition, prefetchingFor: core) { record in
+                let topic = String(decoding: record.topic, as: UTF8.self)
+                if case .changed = core.process(topic: topic, payload: record.payload, receivedAt: record.receivedAt) { changed += 1 }
             }
             let now = LiveTimestamp(millisecondsSince1970: StartFixture.lastRecord(count: count).millisecondsSince1970 + outage)
             core.finishRestore(&restored, now: now)

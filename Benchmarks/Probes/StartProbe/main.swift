@@ -38,12 +38,9 @@ var restored = try core.restore(fromFile: path)
 let restoredAt = clock.now
 let journal = try IntakeJournal(directory: folder, syncInterval: nil)
 var changed = 0
-let replay = try journal.replayInPlace(from: restored.journalPosition) { batch in
-    core.prefetch(batch.count) { batch[$0].topic }
-    for record in batch {
-        let topic = String(decoding: record.topic, as: UTF8.self)
-        if case .changed = core.process(topic: topic, payload: record.payload, receivedAt: record.receivedAt) { changed += 1 }
-    }
+let replay = try journal.replay(from: restored.journalPosition, prefetchingFor: core) { record in
+    let topic = String(decoding: record.topic, as: UTF8.self)
+    if case .changed = core.process(topic: topic, payload: record.payload, receivedAt: record.receivedAt) { changed += 1 }
 }
 let replayedAt = clock.now
 core.finishRestore(&restored, now: now)

@@ -115,13 +115,10 @@ public actor LivePipeline {
         if let journal = intake.journal {
             // What arrived after the snapshot, through the same way in as live updates.
             appliedPosition = restored.journalPosition
-            let replay = try journal.replayInPlace(from: restored.journalPosition) { batch in
-                core.prefetch(batch.count) { batch[$0].topic }
-                for record in batch {
-                    handle(
-                        topic: String(decoding: record.topic, as: UTF8.self), payload: record.payload, receivedAt: record.receivedAt,
-                        retain: record.retain, journalEnd: record.end, arrived: nil)
-                }
+            let replay = try journal.replay(from: restored.journalPosition, prefetchingFor: core) { record in
+                handle(
+                    topic: String(decoding: record.topic, as: UTF8.self), payload: record.payload, receivedAt: record.receivedAt,
+                    retain: record.retain, journalEnd: record.end, arrived: nil)
             }
             journal.resume(atLeast: restored.journalPosition)
             replayed = replay
