@@ -2,7 +2,7 @@
 """The end-to-end benchmark: the same QoS 1 stream through a local mosquitto, to a bare
 libmosquitto subscriber and to `livedata serve`, alternately, each run on a fresh broker.
 Run it with scripts/bench-e2e (it builds what this uses)."""
-import argparse, os, re, shutil, signal, socket, statistics, subprocess, sys, tempfile, time, urllib.request
+import argparse, os, re, signal, socket, statistics, subprocess, tempfile, time, urllib.request
 
 RULES = """
 subscriptions:

@@ -150,10 +150,10 @@ extension LiveDataConfig {
             guard let data = FileManager.default.contents(atPath: path) else {
                 throw ConfigErrors([ConfigError(file: file, line: 1, column: 1, message: "cannot read the credential \(path)")])
             }
-            // A file ends with a newline; the token does not.
-            let text = String(decoding: data, as: UTF8.self)
-            config.http.token = try token(
-                String(text.reversed().drop { $0 == "\n" || $0 == "\r" }.reversed()), from: "the credential http-token (\(path))")
+            // A file ends with a newline (LF or CRLF); the token does not.
+            var text = String(decoding: data, as: UTF8.self)
+            while text.last?.isNewline == true { text.removeLast() }
+            config.http.token = try token(text, from: "the credential http-token (\(path))")
         }
         return config
     }

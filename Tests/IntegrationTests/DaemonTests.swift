@@ -99,11 +99,30 @@ struct DaemonTests {
         return client
     }
 
+    /// A client subscribed to `filter` (the daemon's styles by default), and what it receives.
+    func watcher(
+        _ broker: MosquittoBroker, filter: String = "livedata/style/#", _ configure: (inout MQTTConfiguration) -> Void = { _ in }
+    ) async throws -> (MQTTClient, Inbox<MQTTMessage>) {
+        let watcher = try await client(broker, configure)
+        let inbox = await Inbox.collecting(watcher.messages)
+        try await watcher.subscribe(filter)
+        return (watcher, inbox)
+    }
+
     /// SIGTERM to the daemon (it must exit 0), then the clients disconnect.
     func stop(_ daemon: Daemon, _ clients: MQTTClient...) async throws {
         daemon.signal(SIGTERM)
         #expect(try await daemon.running.result(timeout: .seconds(10)).status == 0)
         for client in clients { await client.disconnect() }
+    }
+
+    /// Whether the daemon logs `text` within 5 s.
+    func waitForLog(_ daemon: Daemon, _ text: String) async throws -> Bool {
+        for _ in 0..<50 {
+            if daemon.running.standardError.contains(text) { return true }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        return daemon.running.standardError.contains(text)
     }
 
     /// A counter of the daemon's metrics once it reaches `least`, or its value after 10 s.
@@ -131,9 +150,7 @@ struct DaemonTests {
         #expect(await daemon.notify.wait(for: "READY=1"), "notify: \(daemon.notify.messages)\nstderr: \(daemon.running.standardError)")
         #expect(await daemon.notify.wait(for: "WATCHDOG=1", timeout: .seconds(3)), "pings at half of WATCHDOG_USEC")
         let sensor = try await client(broker)
-        let watcher = try await client(broker)
-        let inbox = await Inbox.collecting(watcher.messages)
-        try await watcher.subscribe("livedata/#")
+        let (watcher, inbox) = try await self.watcher(broker, filter: "livedata/#")
 
         try await publish(sensor, "room-7", people: 0)
         #expect(await inbox.wait { $0.contains { $0.topic == "livedata/style/ds1/hq/B/F3/R7/room-7" } })
@@ -202,9 +219,7 @@ struct DaemonTests {
         let first = try await startDaemon(port: broker.port)
         #expect(await first.notify.wait(for: "READY=1"))
         let sensor = try await client(broker)
-        let watcher = try await client(broker)
-        let inbox = await Inbox.collecting(watcher.messages)
-        try await watcher.subscribe("livedata/style/#")
+        let (watcher, inbox) = try await self.watcher(broker)
         try await publish(sensor, "room-1", people: 1)
         try await publish(sensor, "room-2", people: 2)
         #expect(await inbox.wait { $0.count >= 2 })
@@ -239,9 +254,7 @@ struct DaemonTests {
         let first = try await startDaemon(port: broker.port, yaml: yaml)
         #expect(await first.notify.wait(for: "READY=1"), "stderr: \(first.running.standardError)")
         let sensor = try await client(broker)
-        let watcher = try await client(broker)
-        let inbox = await Inbox.collecting(watcher.messages)
-        try await watcher.subscribe("livedata/style/#")
+        let (watcher, inbox) = try await self.watcher(broker)
         func position(_ floor: String, _ room: String, index: Int, at offset: Int64) async throws {
             let timestamp = LiveTimestamp.now.millisecondsSince1970 + offset
             try await sensor.publish(
@@ -320,16 +333,14 @@ struct DaemonTests {
         let daemon = try await startDaemon(port: broker.port, yaml: yaml, brokerOptions: ", protocol: mqtt311")
         #expect(await daemon.notify.wait(for: "READY=1"))
         let sensor = try await client(broker)
-        let watcher = try await client(broker)
-        let inbox = await Inbox.collecting(watcher.messages)
-        try await watcher.subscribe("livedata/style/#")
+        let (watcher, inbox) = try await self.watcher(broker)
         let big = String(repeating: "x", count: 100_000)
         try await sensor.publish(
             "ds1/hq/B/F3/R7/room-1/occupancy", text: #"{"properties": {"nrOfPeople": "1", "note": "\#(big)"}}"#, qos: .atLeastOnce)
         try await publish(sensor, "room-2", people: 2)
         #expect(await inbox.wait { $0.contains { $0.topic.hasSuffix("/room-2") } }, "the update after it applied")
         #expect(try await waitForMetric(daemon, #"livedata_updates_rejected_total{reason="oversize"}"#, atLeast: 1) == 1)
-        #expect(daemon.running.standardError.contains("payload is 100"), "the refusal is logged")
+        #expect(try await waitForLog(daemon, "payload is 100"), "the refusal is logged")
         #expect(!(await inbox.items.contains { $0.topic.hasSuffix("/room-1") }))
         try await stop(daemon, sensor, watcher)
     }
@@ -362,16 +373,14 @@ struct DaemonTests {
         let daemon = try await startDaemon(
             port: broker.port, directory: directory, yaml: yaml, brokerOptions: ", username: daemon-test, passwordFile: \(passwordFile)")
         #expect(await daemon.notify.wait(for: "READY=1"))
-        let watcher = try await client(broker) { $0.credentials = MQTTCredentials(username: "watcher", password: MQTTSecret("w")) }
-        let inbox = await Inbox.collecting(watcher.messages)
-        try await watcher.subscribe("livedata/style/#")
+        let (watcher, inbox) = try await self.watcher(broker) { $0.credentials = MQTTCredentials(username: "watcher", password: MQTTSecret("w")) }
         for dataset in ["ds2", "ds1"] {
             try await watcher.publish(
                 "\(dataset)/hq/B/F3/R7/room-1/occupancy", text: #"{"properties": {"nrOfPeople": "1"}}"#, qos: .atLeastOnce)
         }
         #expect(await inbox.wait { $0.contains { $0.topic == "livedata/style/ds1/hq/B/F3/R7/room-1" } })
         #expect(try await waitForMetric(daemon, #"livedata_publishes_refused_total{by="broker"}"#, atLeast: 1) >= 1)
-        #expect(daemon.running.standardError.contains("not sent again"))
+        #expect(try await waitForLog(daemon, "not sent again"))
         #expect(await !inbox.items.contains { $0.topic.contains("/ds2/") })
         try await stop(daemon, watcher)
     }
@@ -390,15 +399,13 @@ struct DaemonTests {
         let daemon = try await startDaemon(port: broker.port, yaml: yaml)
         #expect(await daemon.notify.wait(for: "READY=1"))
         let sensor = try await client(broker)
-        let watcher = try await client(broker)
-        let inbox = await Inbox.collecting(watcher.messages)
-        try await watcher.subscribe("livedata/style/#")
+        let (watcher, inbox) = try await self.watcher(broker)
         let note = String(repeating: "n", count: 900)
         try await sensor.publish("ds1/hq/B/F3/R7/room-1/occupancy", text: #"{"properties": {"nrOfPeople": "1", "note": "\#(note)"}}"#, qos: .atLeastOnce)
         try await sensor.publish("ds1/hq/B/F3/R7/room-2/occupancy", text: #"{"properties": {"nrOfPeople": "1", "note": "short"}}"#, qos: .atLeastOnce)
         #expect(await inbox.wait { $0.contains { $0.topic.hasSuffix("/room-2") } })
         #expect(try await waitForMetric(daemon, #"livedata_publishes_refused_total{by="library"}"#, atLeast: 1) == 1)
-        #expect(daemon.running.standardError.contains("refused 3 times"))
+        #expect(try await waitForLog(daemon, "refused 3 times"))
         #expect(await !inbox.items.contains { $0.topic.hasSuffix("/room-1") })
         try await stop(daemon, sensor, watcher)
     }

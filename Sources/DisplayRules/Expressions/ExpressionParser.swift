@@ -49,14 +49,13 @@ struct ExpressionParser {
 
     private var current: ExpressionLexer.Located { tokens[position] }
 
-    /// Parses one nested level, refusing one too deep.
-    private mutating func nested<Result>(at column: Int, _ body: (inout ExpressionParser) throws(ExpressionError) -> Result) throws(ExpressionError) -> Result {
+    /// Goes one nesting level down, refusing one too deep; the caller comes back up with
+    /// `defer { depth -= 1 }`.
+    private mutating func descend(at column: Int) throws(ExpressionError) {
         guard depth < Self.maximumDepth else {
             throw ExpressionError(message: "the condition nests deeper than \(Self.maximumDepth) levels", column: column)
         }
         depth += 1
-        defer { depth -= 1 }
-        return try body(&self)
     }
 
     private mutating func advance() -> ExpressionLexer.Located {
@@ -108,7 +107,9 @@ struct ExpressionParser {
     private mutating func notExpression() throws(ExpressionError) -> Typed {
         if isKeyword("not") {
             let column = advance().column
-            let operand = try nested(at: column) { (parser: inout ExpressionParser) throws(ExpressionError) in try parser.notExpression() }
+            try descend(at: column)
+            defer { depth -= 1 }
+            let operand = try notExpression()
             return Typed(node: .not(try condition(operand)), type: .boolean, column: column)
         }
         return try comparison()
@@ -181,7 +182,9 @@ struct ExpressionParser {
     private mutating func unary() throws(ExpressionError) -> Typed {
         if isSymbol("-") {
             let column = advance().column
-            let operand = try nested(at: column) { (parser: inout ExpressionParser) throws(ExpressionError) in try parser.unary() }
+            try descend(at: column)
+            defer { depth -= 1 }
+            let operand = try unary()
             try requireNumeric(operand, "-", column)
             if case .number(let value) = operand.node { return Typed(node: .number(-value), type: .number, column: column) }
             return Typed(node: .negate(operand.node), type: .number, column: column)
@@ -197,7 +200,9 @@ struct ExpressionParser {
         case .string(let text):
             return Typed(node: .string(text), type: .string, column: token.column)
         case .symbol("("):
-            let inner = try nested(at: token.column) { (parser: inout ExpressionParser) throws(ExpressionError) in try parser.orExpression() }
+            try descend(at: token.column)
+            defer { depth -= 1 }
+            let inner = try orExpression()
             guard isSymbol(")") else {
                 throw ExpressionError(message: "expected ')' to close the '(' at column \(token.column)", column: current.column)
             }

@@ -56,8 +56,9 @@ public actor LivePipeline {
     private let firstConvergence = StartupGate()
     private var publisher: Publisher
     private var rejections = RateLimitedLog()
-    /// Publications dropped as of the last report (see ``Publisher/dropped``).
-    private var reportedDrops = 0
+    /// Publications the broker refused and the publisher dropped, as of the last report.
+    private var reportedRefusals = (broker: 0, library: 0)
+    private var refusalLog = RateLimitedLog(interval: .seconds(10))
     /// Restored, connected and subscribed.
     public private(set) var isReady = false
     private let metrics: DaemonMetrics
@@ -162,7 +163,7 @@ public actor LivePipeline {
             core: core.counters, store: core.store.counters, published: publisher.changes,
             summariesPublished: publisher.summaries, locations: core.store.count,
             refusedSubscriptions: refusedSubscriptions.count, intake: intake.statistics, replayed: replayed,
-            snapshotFailures: snapshotFailures, publishesRefused: client.refusedPublishes, publishesDropped: publisher.dropped)
+            snapshotFailures: snapshotFailures, publishesRefused: client.refusedPublishes.count, publishesDropped: publisher.dropped)
     }
 
     /// Current record of a location.
@@ -341,7 +342,6 @@ public actor LivePipeline {
         await flush()
     }
 
-    /// Processes one received update.
     /// Processes messages in groups of 16 whose memory is loaded together (see
     /// ``LiveCore/prefetch(_:topic:)``).
     public func handle(_ messages: [IntakeMessage]) {
@@ -354,6 +354,7 @@ public actor LivePipeline {
         }
     }
 
+    /// Processes one received update.
     public func handle(_ message: IntakeMessage) {
         message.payload.withUnsafeBytes { payload in
             handle(
@@ -389,12 +390,7 @@ public actor LivePipeline {
             publisher.send(summary: topics.publication(summary, updatedAt: now))
         }
         publisher.retryRefused()
-        if publisher.dropped > reportedDrops {
-            // At most once a tick: the client logs the broker's own refusals.
-            logger.warning(
-                "dropped \(publisher.dropped - reportedDrops) publications the MQTT library refused \(Publisher.maximumAttempts) times; the last: \(publisher.lastDropped ?? "")")
-            reportedDrops = publisher.dropped
-        }
+        reportRefusals()
         if ContinuousClock.now - lastSnapshot >= config.store.snapshotInterval { await flush() }
     }
 
@@ -498,6 +494,23 @@ public actor LivePipeline {
 
     private func knownDatasets() -> Set<String> {
         Set(config.subscriptions.compactMap { $0[.dataset] }).union(core.store.datasets)
+    }
+
+    /// Logs the publications refused since the last report, at most every 10 s: by the
+    /// broker (not sent again) and by the MQTT library (dropped after retries).
+    private func reportRefusals() {
+        let broker = client.refusedPublishes
+        let library = publisher.dropped
+        guard broker.count > reportedRefusals.broker || library > reportedRefusals.library, refusalLog.admit() != nil else { return }
+        if broker.count > reportedRefusals.broker {
+            logger.warning(
+                "the broker refused \(broker.count - reportedRefusals.broker) publications; not sent again; the last: \(broker.last.map { "\($0)" } ?? "")")
+        }
+        if library > reportedRefusals.library {
+            logger.warning(
+                "dropped \(library - reportedRefusals.library) publications the MQTT library refused \(Publisher.maximumAttempts) times; the last: \(publisher.lastDropped ?? "")")
+        }
+        reportedRefusals = (broker.count, library)
     }
 
     /// Logs a dropped update, at most once a second with a count of the ones not logged.

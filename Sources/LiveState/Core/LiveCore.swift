@@ -270,21 +270,12 @@ public final class LiveCore {
 
     private func outcome(_ outcome: LiveStore.Outcome, topic: String) -> Outcome {
         switch outcome {
-        case .placementConflict: return placementConflict(topic)
-        case .tooManyLocations:
-            return reject(.tooManyLocations, "\(store.count) locations are tracked, the limit (limits.locations)")
-        case .tooManyDomains:
-            return reject(.tooManyDomains, "the location has \(limits.domains) domains, the limit (limits.domains)")
-        default: return Self.outcome(outcome)
-        }
-    }
-
-    private static func outcome(_ outcome: LiveStore.Outcome) -> Outcome {
-        switch outcome {
         case .ignoredOutOfOrder: .ignoredOutOfOrder
         case .unchanged: .unchanged
         case .changed(let change): .changed(change)
-        case .placementConflict, .tooManyLocations, .tooManyDomains: .ignoredOutOfOrder  // told apart by the caller
+        case .placementConflict: placementConflict(topic)
+        case .tooManyLocations: reject(.tooManyLocations, "\(store.count) locations are tracked, the limit (limits.locations)")
+        case .tooManyDomains: reject(.tooManyDomains, "the location has \(limits.domains) domains, the limit (limits.domains)")
         }
     }
 

@@ -54,10 +54,9 @@ final class ClientCore: Sendable {
     let handle: Handle
     let configuration: MQTTConfiguration
     let logger: Logger
-    /// Messages sent without a waiter that the broker refused (a PUBACK reason ≥ 0x80):
-    /// counted, and logged at most every 10 s.
-    let refusedPublishes = Atomic<Int>(0)
-    private let refusalLogged = Mutex<(at: ContinuousClock.Instant, suppressed: Int)?>(nil)
+    /// Messages sent without a waiter that the broker refused (a PUBACK reason ≥ 0x80), and
+    /// the last refusal: the owner of the client reports them (nobody waits for them).
+    let refusedPublishes = Mutex<(count: Int, last: MQTTError?)>((0, nil))
     let eventContinuation: AsyncStream<MQTTEvent>.Continuation
     let messageContinuation: AsyncStream<MQTTMessage>.Continuation
     let handler: MessageHandler?
@@ -318,21 +317,8 @@ final class ClientCore: Sendable {
     func complete(_ publish: PublishWaiter, reason: Int32) {
         guard let continuation = publish.continuation else {
             if reason >= 0x80 {
-                refusedPublishes.add(1, ordering: .relaxed)
-                let now = ContinuousClock.now
-                let suppressed = refusalLogged.withLock { logged -> Int? in
-                    if let last = logged, now - last.at < .seconds(10) {
-                        logged = (last.at, last.suppressed + 1)
-                        return nil
-                    }
-                    defer { logged = (now, 0) }
-                    return logged?.suppressed ?? 0
-                }
-                if let suppressed {
-                    let error = MQTTError.publishRefused(topic: publish.topic, reasonCode: reason, reason: reasonText(reason))
-                    let more = suppressed > 0 ? " (and \(suppressed) more since the last report)" : ""
-                    logger.warning("\(error); not sent again\(more)", metadata: ["mqtt.topic": "\(publish.topic)"])
-                }
+                let error = MQTTError.publishRefused(topic: publish.topic, reasonCode: reason, reason: reasonText(reason))
+                refusedPublishes.withLock { $0 = ($0.count + 1, error) }
             }
             return
         }

@@ -66,8 +66,9 @@ public final class MQTTClient: Sendable {
     /// The current connection state.
     public var state: MQTTConnectionState { core.state.withLock { $0.connection } }
 
-    /// Messages handed over with ``send(_:payload:qos:retain:)`` that the broker refused.
-    public var refusedPublishes: Int { core.refusedPublishes.load(ordering: .relaxed) }
+    /// Messages handed over with ``send(_:payload:qos:retain:)`` that the broker refused
+    /// (not sent again), and the last refusal.
+    public var refusedPublishes: (count: Int, last: MQTTError?) { core.refusedPublishes.withLock { $0 } }
 
     /// Connects and waits until the broker has accepted the connection.
     ///
