@@ -1,10 +1,11 @@
 // The baseline of the end-to-end benchmark: a bare libmosquitto subscriber that subscribes
 // at QoS 1, counts, and does nothing else. It prints the seconds from its first message to
-// its EXPECTED-th, then exits.
+// its EXPECTED-th and the CPU time it used, then exits.
 //   bare-subscriber PORT TOPIC EXPECTED TIMEOUT-SECONDS
 #include <mosquitto.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <time.h>
 
 static long expected, received;
@@ -58,7 +59,10 @@ int main(int argc, char **argv) {
         if (code != MOSQ_ERR_SUCCESS && code != MOSQ_ERR_NO_CONN) { fprintf(stderr, "bare-subscriber: %s\n", mosquitto_strerror(code)); break; }
     }
     if (received < expected) { printf("received %ld of %ld\n", received, expected); return 1; }
-    printf("received %ld in %.6f s\n", received, seconds(first, last));
+    struct rusage usage;
+    getrusage(RUSAGE_SELF, &usage);
+    double cpu = usage.ru_utime.tv_sec + usage.ru_utime.tv_usec / 1e6 + usage.ru_stime.tv_sec + usage.ru_stime.tv_usec / 1e6;
+    printf("received %ld in %.6f s, cpu %.6f s\n", received, seconds(first, last), cpu);
     mosquitto_destroy(client);
     mosquitto_lib_cleanup();
     return 0;

@@ -71,7 +71,8 @@ def bare_run(tools, args, folder):
         elapsed = time.monotonic() - started
         publisher.wait(timeout=130)
         received = int(line.split()[1])
-        return {"rate": received / elapsed, "received": received}
+        cpu = float(line.split()[-2]) if "cpu" in line else 0.0
+        return {"rate": received / elapsed, "received": received, "cpu_us": cpu * 1e6 / max(received, 1)}
     finally:
         if publisher and publisher.poll() is None:
             publisher.kill()
@@ -131,6 +132,11 @@ def daemon_run(tools, args, folder):
         else:
             log.seek(0)
             raise SystemExit("the daemon did not become ready:\n" + log.read()[-3000:])
+        profiler = None
+        if args.perf:
+            profiler = subprocess.Popen(["perf", "record", "-g", "-o", args.perf, "-p", str(daemon.pid)],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(1)
         cpu_before = cpu_seconds(daemon.pid)
         started = time.monotonic()
         publisher = publish(tools, broker.port, args)
@@ -142,6 +148,9 @@ def daemon_run(tools, args, folder):
             time.sleep(0.02)
         elapsed = time.monotonic() - started
         cpu = cpu_seconds(daemon.pid) - cpu_before
+        if profiler:
+            profiler.send_signal(signal.SIGINT)
+            profiler.wait(timeout=60)
         publisher.wait(timeout=130)
         time.sleep(0.5)
         values = metrics(http)
@@ -168,6 +177,7 @@ def main():
     parser.add_argument("--updates", type=int, default=200_000)
     parser.add_argument("--locations", type=int, default=10_000)
     parser.add_argument("--window", type=int, default=1_000)
+    parser.add_argument("--perf", metavar="FILE", help="record the daemon with `perf record -g` into FILE")
     args = parser.parse_args()
     print(f"{args.updates} QoS 1 updates over {args.locations} locations x 5 domains, publisher window {args.window}; "
           f"{args.runs} runs, bare and daemon alternating", flush=True)
@@ -180,7 +190,7 @@ def main():
         ratio = daemon["rate"] / bare["rate"]
         ratios.append(ratio); results.append(daemon)
         lost = args.updates - daemon["received"]
-        print(f"run {run}: bare {bare['rate']:,.0f} msg/s; daemon {daemon['rate']:,.0f} msg/s; ratio {ratio:.2f}; "
+        print(f"run {run}: bare {bare['rate']:,.0f} msg/s ({bare['cpu_us']:.1f} us CPU/msg); daemon {daemon['rate']:,.0f} msg/s; ratio {ratio:.2f}; "
               f"daemon CPU {daemon['cpu_us']:.1f} us/update; derived changes published {daemon['published']:,}; "
               f"peak RSS {daemon['rss_mb']:.0f} MB; processing p99 <= {daemon['p99_ms']:g} ms; lost {lost}", flush=True)
     print(f"median: ratio {statistics.median(ratios):.2f}; daemon CPU {statistics.median(r['cpu_us'] for r in results):.1f} us/update; "

@@ -1,3 +1,5 @@
+import LiveTopics
+
 /// A color written `#RRGGBB`.
 public struct Color: Hashable, Sendable, CustomStringConvertible {
     /// 0xRRGGBB.
@@ -28,7 +30,21 @@ public struct Color: Hashable, Sendable, CustomStringConvertible {
 
     /// `#RRGGBB`, upper case.
     public var description: String {
-        let hex = String(rgb, radix: 16, uppercase: true)
-        return "#" + String(repeating: "0", count: 6 - hex.count) + hex
+        var stream = JSONStream(capacity: 9)
+        write(to: &stream)
+        return String(stream.text.dropFirst().dropLast())
+    }
+
+    /// Writes `"#RRGGBB"` (quoted) as a JSON string.
+    public func write(to stream: inout JSONStream) {
+        stream.rawBytes { bytes in
+            bytes.append(UInt8(ascii: "\""))
+            bytes.append(UInt8(ascii: "#"))
+            for shift in stride(from: 20, through: 0, by: -4) {
+                let nibble = UInt8((rgb >> UInt32(shift)) & 15)
+                bytes.append(nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "A") + nibble - 10)
+            }
+            bytes.append(UInt8(ascii: "\""))
+        }
     }
 }

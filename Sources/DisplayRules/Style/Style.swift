@@ -169,23 +169,39 @@ public struct Badge: Hashable, Sendable {
 extension Style {
     /// The style as a JSON object with the set fields only, in field order.
     public var json: String {
-        var object = JSONObjectWriter()
+        var stream = JSONStream(capacity: 128)
+        write(to: &stream)
+        return stream.text
+    }
+
+    /// Writes the style as a JSON object with the set fields only, in field order.
+    public func write(to stream: inout JSONStream) {
+        stream.beginObject()
         for field in StyleField.allCases {
             switch self[field] {
             case nil: break
-            case .flag(let value): object.add(field.rawValue, value)
-            case .number(let value): object.add(field.rawValue, value)
-            case .integer(let value): object.add(field.rawValue, value)
-            case .text(let value): object.add(field.rawValue, value)
-            case .color(let value): object.add(field.rawValue, value.description)
+            case .flag(let value): stream.add(field.rawValue, value)
+            case .number(let value): stream.add(field.rawValue, value)
+            case .integer(let value): stream.add(field.rawValue, value)
+            case .text(let value): stream.add(field.rawValue, value)
+            case .color(let value):
+                stream.key(field.rawValue)
+                value.write(to: &stream)
             case .badge(let badge):
-                var badgeObject = JSONObjectWriter()
-                if let text = badge.text { badgeObject.add("text", text) }
-                if let color = badge.textColor { badgeObject.add("textColor", color.description) }
-                if let color = badge.backgroundColor { badgeObject.add("backgroundColor", color.description) }
-                object.add(field.rawValue, json: badgeObject.json)
+                stream.key(field.rawValue)
+                stream.beginObject()
+                if let text = badge.text { stream.add("text", text) }
+                if let color = badge.textColor {
+                    stream.key("textColor")
+                    color.write(to: &stream)
+                }
+                if let color = badge.backgroundColor {
+                    stream.key("backgroundColor")
+                    color.write(to: &stream)
+                }
+                stream.endObject()
             }
         }
-        return object.json
+        stream.endObject()
     }
 }

@@ -307,11 +307,19 @@ public actor LivePipeline {
 
     /// Processes received updates, a batch at a time, until the intake closes; the first
     /// once the first convergence is done.
+    static let gatherBelow = 64
+    static let gatherTime = Duration.milliseconds(1)
+
     public func run() async {
         await firstConvergence.wait()
         while let batch = await intake.queue.next() {
+            let count = batch.count
             handle(batch)
             intake.queue.recycle(batch)
+            // A small batch means the pipeline keeps up with the stream: let the next one
+            // gather for a millisecond rather than have the network thread wake this task
+            // for every message (a wake is a futex call on each side and a context switch).
+            if count < Self.gatherBelow { try? await Task.sleep(for: Self.gatherTime) }
         }
     }
 

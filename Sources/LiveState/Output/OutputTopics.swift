@@ -27,7 +27,7 @@ public struct OutputTopics: Sendable {
     }
 
     /// `{prefix}/style/{dataset}/{venue}/{building}/{floor}/{room}/{location}`
-    public func style(_ address: LocationAddress) -> String { "\(prefix)/style/\(address)" }
+    public func style(_ address: LocationAddress) -> String { prefix + "/style/" + address.path }
 
     /// `{prefix}/summary/{dataset}/{venue}/{building}[/{floor}]`
     public func summary(_ key: SummaryTracker.Key) -> String {
@@ -42,7 +42,9 @@ public struct OutputTopics: Sendable {
 
     /// A derived change at its style topic.
     public func publication(_ change: DerivedChange) -> Publication {
-        Publication(topic: style(change.address), payload: Array(change.json.utf8), retain: retain)
+        var stream = JSONStream(capacity: 512)
+        change.write(to: &stream)
+        return Publication(topic: style(change.address), payload: stream.bytes, retain: retain)
     }
 
     /// An empty retained payload at a style topic: MQTT's "gone", for the placement a

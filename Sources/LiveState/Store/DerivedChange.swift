@@ -88,58 +88,98 @@ public struct DerivedChange: Sendable, Equatable {
 
     /// `{"location": …, "topic": {…}, "style": {…}, "changed": […], "rules": […], "live": {…}, "version": N, "updatedAt": …}`
     public var json: String {
+        var stream = JSONStream(capacity: 512)
+        write(to: &stream)
+        return stream.text
+    }
+
+    /// Writes ``json`` into `stream`'s bytes: what is published, built without a `String`.
+    public func write(to stream: inout JSONStream) {
         let style = self.style
-        return locationJSON(
-            address, ruleEngine.derivedStyle(style, key.selection), changed: Array(changedFields(style)), live: live,
+        writeLocationJSON(
+            to: &stream, address, ruleEngine.derivedStyle(style, key.selection), changed: changedFields(style), live: live,
             version: version, updatedAt: updatedAt)
     }
 }
 
 /// A location's state as JSON, in the derived-change layout (`changed` and `updatedAt` when given).
-func locationJSON(
-    _ address: LocationAddress, _ derived: DerivedStyle?, changed: [StyleField]?, live: [DomainValue], version: UInt64,
-    updatedAt: LiveTimestamp?
-) -> String {
-    var object = JSONObjectWriter()
-    object.add("location", address.location)
-    object.add("topic", json: address.json)
-    object.add("style", json: (derived?.style ?? Style()).json)
-    if let position = positionJSON(live) { object.add("position", json: position) }
-    if let changed { object.add("changed", json: jsonArray(changed.map(\.rawValue))) }
-    object.add("rules", json: jsonArray(derived?.rules ?? []))
-    var values = JSONObjectWriter()
-    for value in live {
-        var properties = JSONObjectWriter()
-        for property in value.properties { properties.add(property.name, property.value) }
-        properties.add("timestamp", value.timestamp.description)
-        values.add(value.domain, json: properties.json)
+func writeLocationJSON(
+    to stream: inout JSONStream, _ address: LocationAddress, _ derived: DerivedStyle?, changed: StyleFieldSet?,
+    live: [DomainValue], version: UInt64, updatedAt: LiveTimestamp?
+) {
+    stream.beginObject()
+    address.withPathBytes { path in
+        let start = (path.lastIndex(of: UInt8(ascii: "/")) ?? -1) + 1
+        stream.key("location")
+        stream.string(bytes: UnsafeRawBufferPointer(rebasing: path[start...]))
     }
-    object.add("live", json: values.json)
-    object.add("version", Int(version))
-    if let updatedAt { object.add("updatedAt", updatedAt.description) }
-    return object.json
+    stream.key("topic")
+    address.write(to: &stream)
+    stream.key("style")
+    (derived?.style ?? Style()).write(to: &stream)
+    writePosition(to: &stream, live)
+    if let changed {
+        stream.key("changed")
+        stream.beginArray()
+        for field in changed { stream.string(field.rawValue) }
+        stream.endArray()
+    }
+    stream.key("rules")
+    stream.beginArray()
+    for rule in derived?.rules ?? [] { stream.string(rule) }
+    stream.endArray()
+    stream.key("live")
+    stream.beginObject()
+    for value in live {
+        stream.key(value.domain)
+        stream.beginObject()
+        for property in value.properties { stream.add(property.name, property.value) }
+        stream.key("timestamp")
+        stream.rawBytes { value.timestamp.writeQuoted(to: &$0) }
+        stream.endObject()
+    }
+    stream.endObject()
+    stream.key("version")
+    stream.integer(Int64(clamping: version))
+    if let updatedAt {
+        stream.key("updatedAt")
+        stream.rawBytes { updatedAt.writeQuoted(to: &$0) }
+    }
+    stream.endObject()
 }
 
-/// `{"latitude": …, "longitude": …, "floorIndex": …}` from the fresh value of the placement
-/// domain (``BuiltInDomain/placement``), as numbers; `nil` without one. A property that is
-/// not a number is left out.
-func positionJSON(_ live: [DomainValue]) -> String? {
-    guard let value = live.first(where: { $0.domain == BuiltInDomain.placement.rawValue }) else { return nil }
-    var object = JSONObjectWriter()
+/// `"position": {"latitude": …, "longitude": …, "floorIndex": …}` from the fresh value of
+/// the placement domain (``BuiltInDomain/placement``), as numbers; nothing without one. A
+/// property that is not a number is left out.
+func writePosition(to stream: inout JSONStream, _ live: [DomainValue]) {
+    guard let value = live.first(where: { $0.domain == BuiltInDomain.placement.rawValue }) else { return }
+    stream.key("position")
+    stream.beginObject()
     for property in BuiltInDomain.placement.properties {
         switch property.type {
         case .integer:
-            if let number = value.properties.int(property) { object.add(property.name, number) }
+            if let number = value.properties.int(property) { stream.add(property.name, number) }
         case .number, .boolean:
-            if let number = value.properties.double(property), number.isFinite { object.add(property.name, number) }
+            if let number = value.properties.double(property), number.isFinite { stream.add(property.name, number) }
         }
     }
-    return object.json
+    stream.endObject()
+}
+
+extension LiveTimestamp {
+    /// Appends the ISO-8601 form in quotes, a JSON string.
+    func writeQuoted(to bytes: inout [UInt8]) {
+        bytes.append(UInt8(ascii: "\""))
+        write(to: &bytes)
+        bytes.append(UInt8(ascii: "\""))
+    }
 }
 
 extension LocationRecord {
     /// `{"location": …, "topic": {…}, "style": {…}, "rules": […], "live": {…}, "version": N}`
     public var json: String {
-        locationJSON(address, published, changed: nil, live: fresh, version: version, updatedAt: nil)
+        var stream = JSONStream(capacity: 512)
+        writeLocationJSON(to: &stream, address, published, changed: nil, live: fresh, version: version, updatedAt: nil)
+        return stream.text
     }
 }

@@ -1,99 +1,259 @@
-/// Builds one JSON object as text, keys in the order they are added.
+/// Writes JSON as UTF-8 bytes into one growing buffer, members in the order they are
+/// written: what is published on every change is built here without a `String` on the way.
 ///
-/// Output formats (DESIGN.md) fix the key order, which a dictionary-based encoder would not keep.
-public struct JSONObjectWriter: Sendable {
-    private var text = "{"
-    private var empty = true
+/// Output formats (DESIGN.md) fix the key order, which a dictionary-based encoder would not
+/// keep. Nesting needs no stack: after an object or array closes, the container around it
+/// has at least that member, so the next one takes a separator.
+public struct JSONStream: Sendable {
+    public private(set) var bytes: [UInt8]
+    /// Whether the next member or element is the first of its container.
+    private var first = true
 
-    public init() {}
+    public init(capacity: Int = 256) {
+        bytes = []
+        bytes.reserveCapacity(capacity)
+    }
+
+    /// Empties the buffer and keeps its storage, for the next document.
+    public mutating func reset() {
+        bytes.removeAll(keepingCapacity: true)
+        first = true
+    }
+
+    // MARK: Containers
+
+    public mutating func beginObject() {
+        separate()
+        bytes.append(UInt8(ascii: "{"))
+        first = true
+    }
+
+    public mutating func endObject() {
+        bytes.append(UInt8(ascii: "}"))
+        first = false
+    }
+
+    public mutating func beginArray() {
+        separate()
+        bytes.append(UInt8(ascii: "["))
+        first = true
+    }
+
+    public mutating func endArray() {
+        bytes.append(UInt8(ascii: "]"))
+        first = false
+    }
+
+    /// A member's key (and the separator before it): its value comes next.
+    public mutating func key(_ key: String) {
+        separate()
+        appendQuoted(key)
+        bytes.append(UInt8(ascii: ":"))
+        bytes.append(UInt8(ascii: " "))
+        first = true
+    }
+
+    /// A member's key given as bytes.
+    public mutating func key(bytes key: UnsafeRawBufferPointer) {
+        separate()
+        appendQuoted(key)
+        bytes.append(UInt8(ascii: ":"))
+        bytes.append(UInt8(ascii: " "))
+        first = true
+    }
+
+    // MARK: Values (a member's after its key, or an array's element)
+
+    public mutating func string(_ value: String) {
+        separate()
+        appendQuoted(value)
+        first = false
+    }
+
+    public mutating func string(bytes value: UnsafeRawBufferPointer) {
+        separate()
+        appendQuoted(value)
+        first = false
+    }
+
+    public mutating func integer(_ value: Int64) {
+        separate()
+        appendDigits(value)
+        first = false
+    }
+
+    /// A number as people read it: whole numbers without a fraction (`16`, `0.5`).
+    public mutating func number(_ value: Double) {
+        if value == value.rounded(), abs(value) < 1e15 { return integer(Int64(value)) }
+        separate()
+        bytes.append(contentsOf: String(value).utf8)
+        first = false
+    }
+
+    public mutating func boolean(_ value: Bool) {
+        separate()
+        bytes.append(contentsOf: value ? "true".utf8 : "false".utf8)
+        first = false
+    }
+
+    /// A value that is already JSON text.
+    public mutating func raw(_ json: String) {
+        separate()
+        bytes.append(contentsOf: json.utf8)
+        first = false
+    }
+
+    /// A value written by `body` as plain bytes into the buffer (a timestamp, a color): the
+    /// caller writes valid JSON.
+    public mutating func rawBytes(_ body: (inout [UInt8]) -> Void) {
+        separate()
+        body(&bytes)
+        first = false
+    }
+
+    // MARK: Members: a key and its value
+
+    public mutating func add(_ key: String, _ value: String) {
+        self.key(key)
+        string(value)
+    }
+
+    public mutating func add(_ key: String, _ value: Int) {
+        self.key(key)
+        integer(Int64(value))
+    }
+
+    public mutating func add(_ key: String, _ value: Double) {
+        self.key(key)
+        number(value)
+    }
+
+    public mutating func add(_ key: String, _ value: Bool) {
+        self.key(key)
+        boolean(value)
+    }
+
+    public mutating func add(_ key: String, json value: String) {
+        self.key(key)
+        raw(value)
+    }
+
+    /// The bytes as text.
+    public var text: String { String(decoding: bytes, as: UTF8.self) }
+
+    // MARK: Bytes
+
+    private mutating func separate() {
+        if !first {
+            bytes.append(UInt8(ascii: ","))
+            bytes.append(UInt8(ascii: " "))
+        }
+    }
+
+    private mutating func appendQuoted(_ value: String) {
+        if value.utf8.withContiguousStorageIfAvailable({ appendQuoted(UnsafeRawBufferPointer($0)) }) != nil { return }
+        var value = value
+        value.withUTF8 { appendQuoted(UnsafeRawBufferPointer($0)) }
+    }
+
+    private mutating func appendQuoted(_ value: UnsafeRawBufferPointer) {
+        bytes.append(UInt8(ascii: "\""))
+        var plainStart = 0
+        for index in 0..<value.count {
+            let byte = value[index]
+            guard byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 else { continue }
+            bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: value[plainStart..<index]))
+            bytes.append(UInt8(ascii: "\\"))
+            switch byte {
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"): bytes.append(byte)
+            case 0x0A: bytes.append(UInt8(ascii: "n"))
+            case 0x0D: bytes.append(UInt8(ascii: "r"))
+            case 0x09: bytes.append(UInt8(ascii: "t"))
+            default:
+                func hex(_ nibble: UInt8) -> UInt8 { nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10 }
+                bytes.append(UInt8(ascii: "u"))
+                bytes.append(UInt8(ascii: "0"))
+                bytes.append(UInt8(ascii: "0"))
+                bytes.append(hex(byte >> 4))
+                bytes.append(hex(byte & 15))
+            }
+            plainStart = index + 1
+        }
+        bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: value[plainStart..<value.count]))
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    private mutating func appendDigits(_ value: Int64) {
+        if value < 0 { bytes.append(UInt8(ascii: "-")) }
+        var magnitude = value.magnitude
+        if magnitude < 10 {
+            bytes.append(UInt8(ascii: "0") + UInt8(magnitude))
+            return
+        }
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes, enough for 20 digits
+        var count = 0
+        withUnsafeMutableBytes(of: &digits) { buffer in
+            while magnitude > 0 {
+                count += 1
+                buffer[24 - count] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+            }
+            bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: buffer[(24 - count)...]))
+        }
+    }
+}
+
+/// Builds one JSON object as text, keys in the order they are added: ``JSONStream`` for
+/// what is not on the hot path.
+public struct JSONObjectWriter: Sendable {
+    private var stream = JSONStream(capacity: 64)
+
+    public init() {
+        stream.beginObject()
+    }
 
     /// Adds a string member.
-    public mutating func add(_ key: String, _ value: String) {
-        separator(key)
-        appendQuoted(value, to: &text)
-    }
+    public mutating func add(_ key: String, _ value: String) { stream.add(key, value) }
 
     /// Adds an integer member.
-    public mutating func add(_ key: String, _ value: Int) {
-        separator(key)
-        text += String(value)
-    }
+    public mutating func add(_ key: String, _ value: Int) { stream.add(key, value) }
 
     /// Adds a number member (whole numbers without a fraction).
-    public mutating func add(_ key: String, _ value: Double) {
-        separator(key)
-        text += jsonNumber(value)
-    }
+    public mutating func add(_ key: String, _ value: Double) { stream.add(key, value) }
 
     /// Adds a boolean member.
-    public mutating func add(_ key: String, _ value: Bool) {
-        separator(key)
-        text += value ? "true" : "false"
-    }
+    public mutating func add(_ key: String, _ value: Bool) { stream.add(key, value) }
 
     /// Adds a member whose value is already JSON text (a nested object or array).
-    public mutating func add(_ key: String, json value: String) {
-        separator(key)
-        text += value
-    }
+    public mutating func add(_ key: String, json value: String) { stream.add(key, json: value) }
 
     /// The finished object.
-    public var json: String { text + "}" }
-
-    private mutating func separator(_ key: String) {
-        if !empty { text += ", " }
-        empty = false
-        appendQuoted(key, to: &text)
-        text += ": "
+    public var json: String {
+        var stream = stream
+        stream.endObject()
+        return stream.text
     }
 }
 
 /// A number as JSON, and as people read it: whole numbers without a fraction (`16`, `0.5`).
 public func jsonNumber(_ value: Double) -> String {
-    if value == value.rounded(), abs(value) < 1e15 { return String(Int64(value)) }
-    return String(value)
+    var stream = JSONStream(capacity: 24)
+    stream.number(value)
+    return stream.text
 }
 
 /// A JSON array of strings.
 public func jsonArray(_ values: [String]) -> String {
-    var text = "["
-    for (index, value) in values.enumerated() {
-        if index > 0 { text += ", " }
-        appendQuoted(value, to: &text)
-    }
-    return text + "]"
+    var stream = JSONStream()
+    stream.beginArray()
+    for value in values { stream.string(value) }
+    stream.endArray()
+    return stream.text
 }
 
 /// A string as a JSON string literal.
 public func jsonQuoted(_ value: String) -> String {
-    var text = ""
-    appendQuoted(value, to: &text)
-    return text
-}
-
-private func appendQuoted(_ value: String, to text: inout String) {
-    text += "\""
-    var plainStart = value.utf8.startIndex
-    var index = plainStart
-    let utf8 = value.utf8
-    while index != utf8.endIndex {
-        let byte = utf8[index]
-        if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 {
-            text += value[plainStart..<index]
-            switch byte {
-            case UInt8(ascii: "\""): text += "\\\""
-            case UInt8(ascii: "\\"): text += "\\\\"
-            case 0x0A: text += "\\n"
-            case 0x0D: text += "\\r"
-            case 0x09: text += "\\t"
-            default:
-                let hex = String(byte, radix: 16)
-                text += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            }
-            plainStart = utf8.index(after: index)
-        }
-        index = utf8.index(after: index)
-    }
-    text += value[plainStart..<utf8.endIndex]
-    text += "\""
+    var stream = JSONStream(capacity: value.utf8.count + 2)
+    stream.string(value)
+    return stream.text
 }

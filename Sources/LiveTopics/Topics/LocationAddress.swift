@@ -129,12 +129,29 @@ public struct LocationAddress: Hashable, Sendable, CustomStringConvertible {
 
     /// The components as a JSON object, in topic order.
     public var json: String {
-        var object = JSONObjectWriter()
-        for component in LiveTopic.Component.allCases {
-            if let value = self[component] { object.add(component.rawValue, value) }
-        }
-        return object.json
+        var stream = JSONStream(capacity: 128)
+        write(to: &stream)
+        return stream.text
     }
+
+    /// Writes the components as a JSON object, in topic order, from the path's bytes.
+    public func write(to stream: inout JSONStream) {
+        withPathBytes { path in
+            stream.beginObject()
+            var start = 0
+            var position = 0
+            for index in 0...path.count where index == path.count || path[index] == UInt8(ascii: "/") {
+                stream.key(Self.componentNames[position])
+                stream.string(bytes: UnsafeRawBufferPointer(rebasing: path[start..<index]))
+                start = index + 1
+                position += 1
+            }
+            stream.endObject()
+        }
+    }
+
+    /// The components' names, in topic order.
+    private static let componentNames = LiveTopic.Component.allCases.filter { $0.position != nil }.map(\.rawValue)
 }
 
 extension LiveTopic.Component {

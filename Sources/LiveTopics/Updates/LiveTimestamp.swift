@@ -38,6 +38,15 @@ public struct LiveTimestamp: Hashable, Comparable, Sendable, CustomStringConvert
 
     /// The ISO-8601 UTC form with milliseconds.
     public var description: String {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(24)
+        write(to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Appends the ISO-8601 UTC form with milliseconds as UTF-8 (the published JSON is built
+    /// from bytes).
+    public func write(to bytes: inout [UInt8]) {
         let millis = millisecondsSince1970
         var days = millis / 86_400_000
         var rest = millis % 86_400_000
@@ -46,28 +55,21 @@ public struct LiveTimestamp: Hashable, Comparable, Sendable, CustomStringConvert
             days -= 1
         }
         let (year, month, day) = civil(fromDays: days)
-        let hour = rest / 3_600_000
-        let minute = rest / 60_000 % 60
-        let second = rest / 1000 % 60
-        let milli = rest % 1000
-        var out = ""
-        out.reserveCapacity(24)
-        if year < 0 { out += "-" }
-        pad(&out, abs(year), 4)
-        out += "-"
-        pad(&out, month, 2)
-        out += "-"
-        pad(&out, day, 2)
-        out += "T"
-        pad(&out, hour, 2)
-        out += ":"
-        pad(&out, minute, 2)
-        out += ":"
-        pad(&out, second, 2)
-        out += "."
-        pad(&out, milli, 3)
-        out += "Z"
-        return out
+        if year < 0 { bytes.append(UInt8(ascii: "-")) }
+        pad(&bytes, abs(year), 4)
+        bytes.append(UInt8(ascii: "-"))
+        pad(&bytes, month, 2)
+        bytes.append(UInt8(ascii: "-"))
+        pad(&bytes, day, 2)
+        bytes.append(UInt8(ascii: "T"))
+        pad(&bytes, rest / 3_600_000, 2)
+        bytes.append(UInt8(ascii: ":"))
+        pad(&bytes, rest / 60_000 % 60, 2)
+        bytes.append(UInt8(ascii: ":"))
+        pad(&bytes, rest / 1000 % 60, 2)
+        bytes.append(UInt8(ascii: "."))
+        pad(&bytes, rest % 1000, 3)
+        bytes.append(UInt8(ascii: "Z"))
     }
 
     /// Parses from raw UTF-8 bytes; used by the payload decoder without building a String.
@@ -178,10 +180,20 @@ private func daysInMonth(_ year: Int64, _ month: Int64) -> Int64 {
     }
 }
 
-private func pad(_ out: inout String, _ value: Int64, _ width: Int) {
-    let digits = String(value)
-    if digits.utf8.count < width { out += String(repeating: "0", count: width - digits.utf8.count) }
-    out += digits
+/// `value` in decimal, at least `width` digits (zeros in front).
+private func pad(_ bytes: inout [UInt8], _ value: Int64, _ width: Int) {
+    var digits = 1
+    var power: Int64 = 10
+    while power <= value {
+        digits += 1
+        power *= 10
+    }
+    for _ in digits..<max(width, digits) { bytes.append(UInt8(ascii: "0")) }
+    var divisor = power / 10
+    while divisor > 0 {
+        bytes.append(UInt8(ascii: "0") + UInt8(value / divisor % 10))
+        divisor /= 10
+    }
 }
 
 extension Duration {
