@@ -4,7 +4,7 @@ import LiveTopics
 import Yams
 
 extension LiveDataConfig {
-    static let topLevelKeys = ["broker", "subscriptions", "domains", "catalog", "styles", "rules", "output", "store", "http", "log", "limits"]
+    static let topLevelKeys = ["broker", "subscriptions", "domains", "catalog", "geometry", "styles", "rules", "output", "store", "http", "log", "limits"]
 
     /// Reads and checks a config file. Relative paths in it (catalog, password file, TLS
     /// files) are found from the working directory, or else from the file's directory.
@@ -76,6 +76,8 @@ extension LiveDataConfig {
         let resolver = PathResolver(directory: directory)
         var catalogNode: Node?
         var catalogPath: String?
+        var geometryNode: Node?
+        var geometryPath: String?
         var domains: [String: DomainSettings] = [:]
         var stylesNode: Node?
         var rulesNode: Node?
@@ -87,6 +89,9 @@ extension LiveDataConfig {
             case "catalog":
                 catalogNode = value
                 catalogPath = reader.nonEmptyString(value, "catalog").map(resolver.resolve)
+            case "geometry":
+                geometryNode = value
+                geometryPath = reader.nonEmptyString(value, "geometry").map(resolver.resolve)
             case "styles": stylesNode = value
             case "rules": rulesNode = value
             case "output": config.output = readOutput(value, reader)
@@ -107,6 +112,26 @@ extension LiveDataConfig {
                 }
             } else {
                 reader.error(catalogNode, "cannot read the catalog \(catalogPath)")
+            }
+        }
+        if let geometryPath, let geometryNode {
+            if let data = FileManager.default.contents(atPath: geometryPath) {
+                do {
+                    let geometry = try VenueGeometry(geoJSON: data, file: geometryPath)
+                    config.geometry = geometry
+                    if !catalog.entries.isEmpty {
+                        let unknown = geometry.unplacedUnknownIDs(known: Set(catalog.entries.keys))
+                        if !unknown.isEmpty {
+                            config.warnings.append(
+                                "\(geometryPath): \(unknown.count) feature ids are not in the catalog (drawn only if such a location reports): "
+                                    + unknown.prefix(5).joined(separator: ", ") + (unknown.count > 5 ? ", …" : ""))
+                        }
+                    }
+                } catch {
+                    for problem in error.problems { reader.error(geometryNode, "the geometry: \(problem)") }
+                }
+            } else {
+                reader.error(geometryNode, "cannot read the geometry file \(geometryPath)")
             }
         }
         let styles = stylesNode.map { readStyles($0, reader) } ?? (main: StyleTemplate.empty, types: [:], locations: [:])

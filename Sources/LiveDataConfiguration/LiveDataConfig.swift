@@ -16,6 +16,10 @@ public struct LiveDataConfig: Sendable {
     public var http: HTTPSettings
     public var log: LogSettings
     public var limits = LimitSettings()
+    /// `geometry:` — location shapes for the floor view, if given.
+    public var geometry: VenueGeometry?
+    /// What loading found odd but not wrong (logged at start).
+    public var warnings: [String] = []
 
     public init(
         file: String = "<defaults>", broker: BrokerSettings = BrokerSettings(),

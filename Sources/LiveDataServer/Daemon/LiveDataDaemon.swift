@@ -34,6 +34,7 @@ public struct LiveDataDaemon: Sendable {
         // A large state file and journal take seconds (a million locations: about 5 s).
         notifier.extendTimeout(.seconds(300))
         logger.info("starting", metadata: ["mqtt.broker": "\(mqtt.address)", "config.file": "\(configPath)"])
+        for warning in config.warnings { logger.warning("\(warning)") }
         let pipeline = try await LivePipeline(config: config, client: client, intake: intake, metrics: metrics, logger: logger)
         let httpListening = StartupGate()
         let http = try HTTPInterface.application(

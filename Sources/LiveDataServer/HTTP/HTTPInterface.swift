@@ -6,8 +6,8 @@ import LiveState
 import LiveTopics
 import ServiceLifecycle
 
-/// The HTTP interface: health, readiness, Prometheus metrics, current state, legend and
-/// layers. Errors are JSON: `{"error": "…"}`. Writes need `Authorization: Bearer <http.token>`.
+/// The HTTP interface: health, readiness, Prometheus metrics, current state, legend,
+/// layers, and the live floor view (``FloorView``). Errors are JSON: `{"error": "…"}`. Writes need `Authorization: Bearer <http.token>`.
 public enum HTTPInterface {
     /// `http.listen` is not `host:port`.
     public struct BadListenAddress: Error, CustomStringConvertible {
@@ -117,6 +117,7 @@ public enum HTTPInterface {
                 let changed = await pipeline.setLayer(name, hidden: hidden)
                 return json(.ok, #"{"layer": \#(jsonQuoted(name)), "hidden": \#(hidden), "changed": \#(changed)}"#)
             }
+        FloorView.add(to: router, pipeline: pipeline)
         return router
     }
 

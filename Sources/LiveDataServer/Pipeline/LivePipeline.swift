@@ -62,14 +62,20 @@ public actor LivePipeline {
     /// Restored, connected and subscribed.
     public private(set) var isReady = false
     private let metrics: DaemonMetrics
+    /// The floor view's live feed: what is published, for the viewers in scope.
+    public nonisolated let events: EventHub
+    private var lastHeartbeat = ContinuousClock.now
+    static let heartbeatInterval = Duration.seconds(15)
 
     /// Builds the core, restores the stored state and replays the journal's tail (publishing
     /// nothing yet).
     /// - Throws: when the state file cannot be opened or read.
     public init(
-        config: LiveDataConfig, client: MQTTClient, intake: Intake, metrics: DaemonMetrics = DaemonMetrics(), logger: Logger
+        config: LiveDataConfig, client: MQTTClient, intake: Intake, metrics: DaemonMetrics = DaemonMetrics(), logger: Logger,
+        events: EventHub = EventHub()
     ) async throws {
         self.config = config
+        self.events = events
         self.metrics = metrics
         self.client = client
         self.intake = intake
@@ -395,7 +401,13 @@ public actor LivePipeline {
         let now = LiveTimestamp.now
         for change in core.expire(now: now) { queue(change) }
         for summary in core.takeDueSummaries(now: now) {
-            publisher.send(summary: topics.publication(summary, updatedAt: now))
+            let publication = topics.publication(summary, updatedAt: now)
+            if events.hasViewers { events.publish("summary", place: EventHub.Place(summary.key), json: publication.payload) }
+            publisher.send(summary: publication)
+        }
+        if ContinuousClock.now - lastHeartbeat >= Self.heartbeatInterval {
+            lastHeartbeat = .now
+            events.heartbeat()
         }
         publisher.retryRefused()
         reportRefusals()
@@ -490,8 +502,74 @@ public actor LivePipeline {
         guard !replaying else { return }
         convergence?.published(change.address)
         // A location that moved: its old topic is cleared as the new one gets the style.
-        if let old = change.movedFrom { publisher.send(topics.clearing(styleOf: old)) }
-        publisher.send(change: topics.publication(change))
+        if let old = change.movedFrom { clear(old) }
+        let publication = topics.publication(change)
+        if events.hasViewers { events.publish("change", place: change.address.place, json: publication.payload) }
+        publisher.send(change: publication)
+    }
+
+    /// Clears a style topic (the location left it), and tells the floor view.
+    private func clear(_ address: LocationAddress) {
+        publisher.send(topics.clearing(styleOf: address))
+        if events.hasViewers {
+            var stream = JSONStream(capacity: 160)
+            stream.beginObject()
+            stream.add("location", address.location)
+            stream.key("topic")
+            address.write(to: &stream)
+            stream.endObject()
+            events.publish("remove", place: address.place, json: stream.bytes)
+        }
+    }
+
+    /// Opens a floor-view viewer's event stream: resumed after `lastEventID` when the hub
+    /// still has what followed it, else starting with a snapshot of the scope (on the
+    /// actor, so that no change falls between the snapshot and the stream).
+    public func openEvents(_ scope: EventHub.Scope, lastEventID: String?) -> EventHub.Subscription {
+        events.subscribe(scope, lastEventID: lastEventID) { snapshotJSON(scope) }
+    }
+
+    /// `{"features": [GeoJSON features…]}`: the shapes drawn on a floor (see
+    /// ``VenueGeometry/features(dataset:venue:building:floor:ids:)``); empty without a
+    /// `geometry:` file.
+    public func geometryJSON(dataset: String, venue: String, building: String, floor: String) -> String {
+        guard let geometry = config.geometry else { return #"{"features": []}"# }
+        let key = SummaryTracker.Key(dataset: dataset, venue: venue, building: building, floor: floor)
+        let ids = Set(core.store.records(floor: key).map(\.address.location))
+        let features = geometry.features(dataset: dataset, venue: venue, building: building, floor: floor, ids: ids)
+        return "{\"features\": [" + features.map(\.geoJSON).joined(separator: ", ") + "]}"
+    }
+
+    /// Every floor and building with locations, and their summaries, in key order.
+    public var summaries: [SummaryTracker.Summary] { core.store.summaries.all() }
+
+    /// Floors the geometry places shapes on, whether or not a location reported there yet.
+    public var geometryFloors: [SummaryTracker.Key] {
+        guard let geometry = config.geometry else { return [] }
+        return Set(
+            geometry.features.compactMap { feature -> SummaryTracker.Key? in
+                guard let dataset = feature.dataset, let venue = feature.venue, let building = feature.building,
+                    let floor = feature.floor
+                else { return nil }
+                return SummaryTracker.Key(dataset: dataset, venue: venue, building: building, floor: floor)
+            }
+        ).sorted()
+    }
+
+    /// `{"locations": [records…], "summaries": [summaries…], "legend": {…}}` for a scope.
+    func snapshotJSON(_ scope: EventHub.Scope) -> [UInt8] {
+        let summaries = core.store.summaries.all().filter { summary in
+            scope.holds(EventHub.Place(summary.key))
+        }
+        var records: [LocationRecord] = []
+        for summary in summaries where summary.key.floor != nil {
+            records += core.store.records(floor: summary.key)
+        }
+        let now = LiveTimestamp.now
+        let text = "{\"locations\": [" + records.map(\.json).joined(separator: ", ") + "], \"summaries\": ["
+            + summaries.map { $0.json(updatedAt: now) }.joined(separator: ", ") + "], \"legend\": "
+            + config.ruleSet.legend(dataset: scope.dataset).json + "}"
+        return Array(text.utf8)
     }
 
     /// Publishes a dataset's legend unless it is published already.

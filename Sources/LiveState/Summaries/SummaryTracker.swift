@@ -40,6 +40,14 @@ public struct SummaryTracker {
         public var people: Int
         public var capacity: Int
 
+        public init(key: Key, locations: Int, states: [String: Int], people: Int, capacity: Int) {
+            self.key = key
+            self.locations = locations
+            self.states = states
+            self.people = people
+            self.capacity = capacity
+        }
+
         /// `{"dataset": …, "venue": …, "building": …, "floor": …, "locations": N, "states": {…}, "people": N, "capacity": N, "updatedAt": …}`
         public func json(updatedAt: LiveTimestamp) -> String {
             var object = JSONObjectWriter()

@@ -46,9 +46,11 @@ struct RulesCommand: ParsableCommand {
         func run() throws {
             let config = try RulesCommand.load(file)
             let ruleSet = config.ruleSet
+            for warning in config.warnings { printError("warning: \(warning)") }
             printLine(
                 "\(file): ok: \(ruleSet.rules.count) rules, \(ruleSet.layers.count) layers, "
-                    + "\(config.subscriptions.count) subscriptions, \(ruleSet.catalog.count) catalog locations")
+                    + "\(config.subscriptions.count) subscriptions, \(ruleSet.catalog.count) catalog locations"
+                    + (config.geometry.map { ", \($0.features.count) shapes" } ?? ""))
         }
     }
 

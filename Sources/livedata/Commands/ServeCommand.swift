@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import LiveDataConfiguration
 import LiveDataServer
 import Logging
@@ -25,8 +26,22 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("The config file.", valueName: "path"))
     var config: String
 
+    @Option(help: ArgumentHelp("Location shapes for the floor view (GeoJSON, as `livedata simulate --write-geometry` writes them); overrides the config's geometry: key.", valueName: "path"))
+    var geometry: String?
+
     func run() async throws {
-        let settings = try RulesCommand.load(config)
+        var settings = try RulesCommand.load(config)
+        if let geometry {
+            guard let data = FileManager.default.contents(atPath: geometry) else {
+                throw CommandFailure(message: "cannot read the geometry file \(geometry)", exitCode: 78)
+            }
+            do {
+                settings.geometry = try VenueGeometry(geoJSON: data, file: geometry)
+            } catch {
+                for problem in error.problems { printError("error: \(problem)") }
+                throw CommandFailure(message: "\(geometry) has \(error.problems.count) problems", exitCode: 78)
+            }
+        }
         var logger = Logger(label: "livedata") { label in LineLogHandler(label: label) }
         logger.logLevel = Logger.Level(rawValue: settings.log.level) ?? .info
         let daemon = try await LiveDataDaemon(config: settings, configPath: config, logger: logger)

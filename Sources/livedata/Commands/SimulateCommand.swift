@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import LiveDataConfiguration
 import LiveTopics
 import Mosquitto
 
@@ -48,6 +49,12 @@ struct SimulateCommand: AsyncParsableCommand {
     @Flag(help: "Publish the updates retained.")
     var retain = false
 
+    @Option(help: ArgumentHelp("The simulated day's hour to start at (0-24, such as 9.5), so that rooms fill at once in a demo; default: the time now.", valueName: "hour"))
+    var startHour: Double?
+
+    @Option(help: ArgumentHelp("Write the venue's floor plans (rooms, desks and assets as GeoJSON, for the daemon's geometry: key) to this file and exit.", valueName: "file"))
+    var writeGeometry: String?
+
     @Flag(name: .shortAndLong, help: "Log connection details on standard error.")
     var verbose = false
 
@@ -56,6 +63,7 @@ struct SimulateCommand: AsyncParsableCommand {
         if rate <= 0 { throw ValidationError("--rate must be more than 0") }
         if speed <= 0 { throw ValidationError("--speed must be more than 0") }
         if let duration, duration <= 0 { throw ValidationError("--duration must be more than 0 seconds") }
+        if let startHour, !(0...24).contains(startHour) { throw ValidationError("--start-hour must be from 0 to 24") }
         for (name, value) in [("dataset", dataset), ("venue", venue)] {
             if value.isEmpty || value.contains(where: { "/+#".contains($0) }) {
                 throw ValidationError("--\(name) must be one topic level, without '/', '+' or '#'")
@@ -64,13 +72,26 @@ struct SimulateCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        if let writeGeometry {
+            let venue = SimulatedVenue(dataset: dataset, venue: self.venue, locations: locations)
+            let geometry = venue.geometry()
+            do {
+                try geometry.geoJSON.write(toFile: writeGeometry, atomically: true, encoding: .utf8)
+            } catch {
+                throw CommandFailure(message: "cannot write \(writeGeometry): \(error.localizedDescription)", exitCode: 1)
+            }
+            printError("wrote \(geometry.features.count) shapes on \(Set(geometry.features.compactMap(\.floor)).count) floor plans to \(writeGeometry)")
+            return
+        }
         let client = try MQTTClient(configuration: broker.configuration(), logger: makeLogger(verbose: verbose))
         try await client.connect()
         var venue = SimulatedVenue(dataset: dataset, venue: self.venue, locations: locations)
         let clock = ContinuousClock()
         let start = clock.now
         let interval = Duration.seconds(1 / rate)
-        let startOfDay = Date()
+        let startOfDay = startHour.map { hour in
+            Calendar(identifier: .gregorian).startOfDay(for: Date()).addingTimeInterval(hour * 3600)
+        } ?? Date()
         var next = start
         var published = 0
         var failed = 0
@@ -167,6 +188,48 @@ struct SimulatedVenue {
                 dataset: dataset, venue: venue, building: building, floor: floor, room: room, location: id)
             locations.append(Location(address: address, kind: kind, floorIndex: floorNumber % floorsPerBuilding))
         }
+    }
+
+    /// Floor plans of the venue, in metres: on each floor the meeting rooms side by side
+    /// along the north wall, a corridor, and the desks in two open-plan clusters to the
+    /// south. Assets are points in the corridor, drawn on whichever floor they report from.
+    func geometry() -> VenueGeometry {
+        func rectangle(_ x: Double, _ y: Double, _ width: Double, _ height: Double) -> VenueGeometry.Shape {
+            .polygon([[[x, y], [x + width, y], [x + width, y + height], [x, y + height], [x, y]]])
+        }
+        var features: [VenueGeometry.Feature] = []
+        var floors: [String: (rooms: Int, desks: Int, assets: Int)] = [:]
+        for location in locations {
+            let address = location.address
+            let floorKey = "\(address.building)/\(address.floor)"
+            var counts = floors[floorKey, default: (0, 0, 0)]
+            let shape: VenueGeometry.Shape
+            var placed = true
+            switch location.kind {
+            case .room:
+                // 8 rooms a floor, 7.5 m wide, 12 m deep, north of the corridor (y 18-30).
+                shape = rectangle(Double(counts.rooms % 8) * 7.5, 18 + Double(counts.rooms / 8) * 12, 7.5, 12)
+                counts.rooms += 1
+            case .desk:
+                // Clusters of 5 desks (2 rows), 3 m x 1.6 m each, west and east.
+                let cluster = counts.desks / 6
+                let seat = counts.desks % 6
+                let x = 4 + Double(cluster % 2) * 30 + Double(seat % 3) * 3.4 + Double(cluster / 2) * 12
+                let y = 4 + Double(seat / 3) * 2.2 + Double(cluster / 4) * 8
+                shape = rectangle(x, y, 3, 1.6)
+                counts.desks += 1
+            case .asset:
+                shape = .point([10 + Double(counts.assets) * 8, 15])
+                counts.assets += 1
+                placed = false
+            }
+            floors[floorKey] = counts
+            features.append(
+                VenueGeometry.Feature(
+                    id: address.location, name: nil, dataset: placed ? address.dataset : nil, venue: placed ? address.venue : nil,
+                    building: placed ? address.building : nil, floor: placed ? address.floor : nil, shape: shape))
+        }
+        return VenueGeometry(features: features)
     }
 
     /// How busy the building is at this time of day: 0 at night, about 0.7 at the peaks.

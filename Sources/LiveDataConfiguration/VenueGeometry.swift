@@ -1,0 +1,221 @@
+import Foundation
+
+/// Location shapes for the floor view, from a GeoJSON FeatureCollection (`geometry:`): one
+/// Feature per location, `properties.id` the location id, a Polygon, MultiPolygon or Point.
+/// Coordinates are longitude/latitude (WGS84) or plain metres; the page fits whatever
+/// bounds a floor has. A feature may name its place (`properties.dataset`, `venue`,
+/// `building`, `floor`) so that it is drawn before its location first reports; without
+/// them it is drawn wherever the state has a location with its id.
+public struct VenueGeometry: Sendable, Equatable {
+    public struct Feature: Sendable, Equatable {
+        public var id: String
+        /// `properties.name`, shown when no style label is set.
+        public var name: String?
+        /// Where it is drawn before its location reports: any of the four may be missing.
+        public var dataset: String?
+        public var venue: String?
+        public var building: String?
+        public var floor: String?
+        public var shape: Shape
+
+        public init(
+            id: String, name: String? = nil, dataset: String? = nil, venue: String? = nil, building: String? = nil,
+            floor: String? = nil, shape: Shape
+        ) {
+            self.id = id
+            self.name = name
+            self.dataset = dataset
+            self.venue = venue
+            self.building = building
+            self.floor = floor
+            self.shape = shape
+        }
+    }
+
+    public enum Shape: Sendable, Equatable {
+        /// Rings of `[x, y]` points; the first is the outline, the others holes.
+        case polygon([[[Double]]])
+        case multiPolygon([[[[Double]]]])
+        case point([Double])
+    }
+
+    public var features: [Feature]
+
+    public init(features: [Feature] = []) {
+        self.features = features
+    }
+
+    /// A problem in the geometry file, with the feature it is in.
+    public struct Problem: Error, Sendable, Equatable, CustomStringConvertible {
+        public var file: String
+        /// The feature's index in `features` (from 0) and its id, if the problem is in one.
+        public var feature: Int?
+        public var id: String?
+        public var message: String
+
+        public var description: String {
+            guard let feature else { return "\(file): \(message)" }
+            return "\(file): feature \(feature)" + (id.map { " (id \"\($0)\")" } ?? "") + ": \(message)"
+        }
+    }
+
+    /// Reads a FeatureCollection. Every bad feature is reported (not only the first).
+    /// - Throws: the problems, when there is any.
+    public init(geoJSON data: Data, file: String) throws(GeometryErrors) {
+        func fail(_ message: String) -> GeometryErrors { GeometryErrors([Problem(file: file, message: message)]) }
+        let root: Any
+        do {
+            root = try JSONSerialization.jsonObject(with: data)
+        } catch {
+            throw fail("not valid JSON: \((error as NSError).userInfo[NSDebugDescriptionErrorKey] ?? error)")
+        }
+        guard let collection = root as? [String: Any], collection["type"] as? String == "FeatureCollection" else {
+            throw fail(#"expected a GeoJSON object with "type": "FeatureCollection""#)
+        }
+        guard let list = collection["features"] as? [Any] else { throw fail(#"expected "features": [ … ]"#) }
+        var problems: [Problem] = []
+        var seen: [String: Int] = [:]
+        var features: [Feature] = []
+        for (index, item) in list.enumerated() {
+            func problem(_ message: String, _ id: String? = nil) {
+                problems.append(Problem(file: file, feature: index, id: id, message: message))
+            }
+            guard let object = item as? [String: Any], object["type"] as? String == "Feature" else {
+                problem(#"expected an object with "type": "Feature""#)
+                continue
+            }
+            let properties = object["properties"] as? [String: Any] ?? [:]
+            guard let id = properties["id"] as? String, !id.isEmpty else {
+                problem(#"properties.id (the location id, a string) is missing"#)
+                continue
+            }
+            if let first = seen[id] {
+                problem("the id is also feature \(first)'s: one feature per location", id)
+                continue
+            }
+            seen[id] = index
+            guard let geometry = object["geometry"] as? [String: Any], let type = geometry["type"] as? String else {
+                problem(#"expected "geometry": {"type": …, "coordinates": …}"#, id)
+                continue
+            }
+            let shape: Shape
+            switch (type, geometry["coordinates"]) {
+            case ("Polygon", let coordinates):
+                guard let rings = Self.rings(coordinates) else {
+                    problem("a Polygon's coordinates must be rings of at least 4 [x, y] points, finite numbers, each ring closed", id)
+                    continue
+                }
+                shape = .polygon(rings)
+            case ("MultiPolygon", let coordinates):
+                guard let polygons = coordinates as? [Any], !polygons.isEmpty else {
+                    problem("a MultiPolygon's coordinates must be a list of polygons", id)
+                    continue
+                }
+                let parsed = polygons.compactMap(Self.rings)
+                guard parsed.count == polygons.count else {
+                    problem("each polygon of a MultiPolygon must be rings of at least 4 [x, y] points, finite numbers, each ring closed", id)
+                    continue
+                }
+                shape = .multiPolygon(parsed)
+            case ("Point", let coordinates):
+                guard let point = Self.point(coordinates) else {
+                    problem("a Point's coordinates must be [x, y], finite numbers", id)
+                    continue
+                }
+                shape = .point(point)
+            default:
+                problem("geometry type \"\(type)\" is not drawn: use Polygon, MultiPolygon or Point", id)
+                continue
+            }
+            features.append(
+                Feature(
+                    id: id, name: properties["name"] as? String, dataset: properties["dataset"] as? String,
+                    venue: properties["venue"] as? String, building: properties["building"] as? String,
+                    floor: properties["floor"] as? String, shape: shape))
+        }
+        guard problems.isEmpty else { throw GeometryErrors(problems) }
+        self.features = features
+    }
+
+    private static func point(_ value: Any?) -> [Double]? {
+        // A JSON true or false is an NSNumber too, of type "c"; 0 and 1 also claim to be Bool.
+        func coordinate(_ value: Any) -> Double? {
+            guard let number = value as? NSNumber, String(cString: number.objCType) != "c" else { return nil }
+            return number.doubleValue.isFinite ? number.doubleValue : nil
+        }
+        guard let numbers = value as? [Any], numbers.count >= 2, let x = coordinate(numbers[0]), let y = coordinate(numbers[1])
+        else { return nil }
+        return [x, y]
+    }
+
+    private static func rings(_ value: Any?) -> [[[Double]]]? {
+        guard let list = value as? [Any], !list.isEmpty else { return nil }
+        var rings: [[[Double]]] = []
+        for ring in list {
+            guard let points = ring as? [Any], points.count >= 4 else { return nil }
+            let parsed = points.compactMap(point)
+            guard parsed.count == points.count, parsed.first == parsed.last else { return nil }
+            rings.append(parsed)
+        }
+        return rings
+    }
+
+    /// Ids of features without a floor of their own and with no location in `known` (the
+    /// catalog's): drawn only where a location with that id reports, so probably a typo.
+    public func unplacedUnknownIDs(known: Set<String>) -> [String] {
+        features.filter { $0.floor == nil && !known.contains($0.id) }.map(\.id)
+    }
+
+    /// The GeoJSON text of this geometry (what `livedata simulate --write-geometry` writes).
+    public var geoJSON: String {
+        "{\"type\": \"FeatureCollection\", \"features\": [\n" + features.map { "  " + $0.geoJSON }.joined(separator: ",\n") + "\n]}\n"
+    }
+
+    /// The features drawn on a floor: those placed on it, and those with the id of a
+    /// location the state has there (`ids`).
+    public func features(dataset: String, venue: String, building: String, floor: String, ids: Set<String>) -> [Feature] {
+        features.filter { feature in
+            if let placed = feature.floor {
+                return placed == floor && (feature.building ?? building) == building && (feature.venue ?? venue) == venue
+                    && (feature.dataset ?? dataset) == dataset
+            }
+            return ids.contains(feature.id)
+        }
+    }
+}
+
+extension VenueGeometry.Feature {
+    /// The feature as one line of GeoJSON.
+    public var geoJSON: String {
+        func number(_ value: Double) -> String {
+            value == value.rounded() && abs(value) < 1e15 ? String(Int64(value)) : String(value)
+        }
+        func point(_ point: [Double]) -> String { "[" + point.map(number).joined(separator: ", ") + "]" }
+        func ring(_ ring: [[Double]]) -> String { "[" + ring.map(point).joined(separator: ", ") + "]" }
+        func polygon(_ rings: [[[Double]]]) -> String { "[" + rings.map(ring).joined(separator: ", ") + "]" }
+        func quoted(_ text: String) -> String {
+            String(decoding: try! JSONSerialization.data(withJSONObject: text, options: .fragmentsAllowed), as: UTF8.self)
+        }
+        var properties = [#""id": \#(quoted(id))"#]
+        for (key, value) in [("name", name), ("dataset", dataset), ("venue", venue), ("building", building), ("floor", floor)] {
+            if let value { properties.append("\(quoted(key)): \(quoted(value))") }
+        }
+        let geometry: String = switch shape {
+        case .polygon(let rings): #"{"type": "Polygon", "coordinates": \#(polygon(rings))}"#
+        case .multiPolygon(let polygons): #"{"type": "MultiPolygon", "coordinates": [\#(polygons.map(polygon).joined(separator: ", "))]}"#
+        case .point(let value): #"{"type": "Point", "coordinates": \#(point(value))}"#
+        }
+        return #"{"type": "Feature", "properties": {\#(properties.joined(separator: ", "))}, "geometry": \#(geometry)}"#
+    }
+}
+
+/// Every problem found in a geometry file.
+public struct GeometryErrors: Error, Sendable, Equatable, CustomStringConvertible {
+    public var problems: [VenueGeometry.Problem]
+
+    public init(_ problems: [VenueGeometry.Problem]) {
+        self.problems = problems
+    }
+
+    public var description: String { problems.map(\.description).joined(separator: "\n") }
+}

@@ -1,0 +1,418 @@
+/// A floor's page: SVG shapes that take their locations' derived styles live, the legend
+/// with a count per state, the floor's summary, a zoom control, layer toggles and a floor
+/// picker. Plain HTML, CSS and JavaScript, shipped in the binary: no CDN, no build step.
+enum FloorPage {
+    static func render(dataset: String, venue: String, building: String, floor: String) -> String {
+        let scope = [("dataset", dataset), ("venue", venue), ("building", building), ("floor", floor)]
+            .map { "data-\($0.0)=\"\(htmlEscaped($0.1))\"" }.joined(separator: " ")
+        return """
+            <!doctype html>
+            <html lang="en">
+            <head>
+            <meta charset="utf-8">
+            <meta name="viewport" content="width=device-width, initial-scale=1">
+            <title>livedata: floor \(htmlEscaped(floor)), \(htmlEscaped(building))</title>
+            <link rel="stylesheet" href="/assets/floor.css">
+            </head>
+            <body class="floor" \(scope)>
+            <div id="banner" class="banner" role="alert" hidden>Disconnected from the daemon, retrying…</div>
+            <header>
+              <h1><a href="/">livedata</a> · \(htmlEscaped(venue)) · building \(htmlEscaped(building)) · floor \(htmlEscaped(floor))</h1>
+              <label>Floor <select id="floor-picker" aria-label="Choose a floor"></select></label>
+            </header>
+            <main>
+              <section class="plan" aria-label="Floor plan">
+                <svg id="plan" role="group" aria-label="Locations on floor \(htmlEscaped(floor))" preserveAspectRatio="xMidYMid meet"></svg>
+                <p id="no-geometry" hidden>No shapes for this floor: give the daemon a GeoJSON file (<code>geometry:</code> in its config) with one feature per location id.</p>
+              </section>
+              <aside>
+                <section aria-labelledby="summary-title"><h2 id="summary-title">Summary</h2><p id="summary">Waiting for the first update…</p></section>
+                <section aria-labelledby="legend-title"><h2 id="legend-title">Legend</h2><ul id="legend" class="legend"></ul></section>
+                <section aria-labelledby="zoom-title"><h2 id="zoom-title">Zoom</h2>
+                  <div class="zoom">
+                    <button type="button" id="zoom-out" aria-label="Zoom out">−</button>
+                    <input type="range" id="zoom" min="15" max="22" step="1" value="19" aria-label="Zoom level">
+                    <button type="button" id="zoom-in" aria-label="Zoom in">+</button>
+                    <output id="zoom-level" for="zoom">19</output>
+                  </div>
+                </section>
+                <section aria-labelledby="layers-title"><h2 id="layers-title">Layers</h2>
+                  <ul id="layers" class="layers"></ul>
+                  <label class="token">Token to change layers <input type="password" id="token" autocomplete="off"></label>
+                  <p id="layer-message" class="message" aria-live="polite"></p>
+                </section>
+              </aside>
+            </main>
+            <script src="/assets/floor.js"></script>
+            </body>
+            </html>
+
+            """
+    }
+
+    static let styleSheet = """
+        :root { --ink: #1d2330; --muted: #5b6475; --line: #d5d9e0; --panel: #f6f7f9; --accent: #2458c6; }
+        * { box-sizing: border-box; }
+        body { margin: 0; font: 15px/1.4 system-ui, sans-serif; color: var(--ink); background: #fff; }
+        header { display: flex; flex-wrap: wrap; gap: .5rem 1.5rem; align-items: baseline; padding: .75rem 1rem; border-bottom: 1px solid var(--line); }
+        header h1 { font-size: 1.1rem; margin: 0; }
+        header a { color: var(--accent); }
+        main { display: flex; flex-wrap: wrap; gap: 1rem; padding: 1rem; }
+        .plan { flex: 3 1 420px; min-height: 320px; border: 1px solid var(--line); border-radius: 6px; overflow: hidden; background: #fbfbfc; }
+        #plan { width: 100%; height: min(75vh, 900px); display: block; touch-action: manipulation; }
+        aside { flex: 1 1 240px; display: flex; flex-direction: column; gap: 1rem; }
+        aside section { background: var(--panel); border-radius: 6px; padding: .5rem .75rem; }
+        aside h2 { font-size: .95rem; margin: .25rem 0 .5rem; }
+        .legend, .layers { list-style: none; margin: 0; padding: 0; }
+        .legend li, .layers li { display: flex; align-items: center; gap: .5rem; padding: .15rem 0; }
+        .swatch { width: 1.1rem; height: 1.1rem; border-radius: 3px; border: 1px solid #0003; flex: none; }
+        .count { margin-left: auto; font-variant-numeric: tabular-nums; font-weight: 600; }
+        .zoom { display: flex; align-items: center; gap: .5rem; }
+        .zoom button { width: 2.2rem; height: 2.2rem; font-size: 1.2rem; }
+        .zoom input { flex: 1; }
+        .token { display: flex; flex-direction: column; gap: .25rem; margin-top: .5rem; font-size: .85rem; color: var(--muted); }
+        .message { font-size: .85rem; color: #a12a2a; min-height: 1em; margin: .25rem 0 0; }
+        .banner { position: sticky; top: 0; z-index: 10; background: #a12a2a; color: #fff; padding: .6rem 1rem; font-weight: 600; text-align: center; }
+        .loc { cursor: default; }
+        .loc:focus { outline: none; }
+        .loc:focus .shape { stroke: var(--accent) !important; stroke-width: 3px !important; }
+        .loc .shape { vector-effect: non-scaling-stroke; }
+        .loc text { pointer-events: none; text-anchor: middle; dominant-baseline: middle; fill: var(--ink); font-weight: 600; }
+        .loc .badge rect { stroke: #0004; vector-effect: non-scaling-stroke; }
+        .loc .badge text { font-weight: 700; }
+        .hidden-zoom, .hidden-style { display: none; }
+        .venues main { display: block; max-width: 60rem; }
+        .venues h2 { font-size: 1.05rem; margin: 1.25rem 0 .25rem; }
+        .venues h3 { font-size: .95rem; margin: .5rem 0; }
+        .floors { list-style: none; padding: 0; margin: 0; }
+        .floors li { padding: .4rem .6rem; border-bottom: 1px solid var(--line); display: flex; flex-wrap: wrap; gap: .25rem 1rem; }
+        .floors a { color: var(--accent); font-weight: 600; min-width: 6rem; }
+        .state { background: var(--panel); border-radius: 3px; padding: 0 .3rem; }
+        .empty { color: var(--muted); }
+        @media (max-width: 640px) { main { padding: .5rem; } #plan { height: 60vh; } }
+        """
+
+    static let script = #"""
+        "use strict";
+        (function () {
+          const body = document.body;
+          const scope = { dataset: body.dataset.dataset, venue: body.dataset.venue, building: body.dataset.building, floor: body.dataset.floor };
+          const query = new URLSearchParams(scope).toString();
+          const svgNS = "http://www.w3.org/2000/svg";
+          const plan = document.getElementById("plan");
+          const shapes = new Map();   // location id -> {group, shape, title, label, badge, name, anchor}
+          const records = new Map();  // location id -> the latest derived change or record
+          let legend = { entries: [] };
+          let ruleTitles = new Map();
+          let zoom = 19;
+          let unit = 1;
+
+          // --- Geometry ---------------------------------------------------------------
+          function project(features) {
+            const points = [];
+            const walk = (c) => { if (typeof c[0] === "number") points.push(c); else c.forEach(walk); };
+            features.forEach((f) => walk(f.geometry.coordinates));
+            if (points.length === 0) return null;
+            let minX = Infinity, minY = Infinity, maxX = -Infinity, maxY = -Infinity;
+            for (const [x, y] of points) { minX = Math.min(minX, x); maxX = Math.max(maxX, x); minY = Math.min(minY, y); maxY = Math.max(maxY, y); }
+            // Longitude/latitude when every point is in range and the floor spans less than
+            // a tenth of a degree; plain metres otherwise.
+            const degrees = minX >= -180 && maxX <= 180 && minY >= -90 && maxY <= 90 && maxX - minX < 0.1 && maxY - minY < 0.1;
+            const scaleX = degrees ? 111320 * Math.cos(((minY + maxY) / 2) * Math.PI / 180) : 1;
+            const scaleY = degrees ? 110540 : 1;
+            return { at: ([x, y]) => [(x - minX) * scaleX, (maxY - y) * scaleY], width: Math.max((maxX - minX) * scaleX, 1), height: Math.max((maxY - minY) * scaleY, 1) };
+          }
+
+          function pathData(rings, at) {
+            return rings.map((ring) => ring.map((p, i) => (i === 0 ? "M" : "L") + at(p).map((v) => v.toFixed(2)).join(" ")).join(" ") + " Z").join(" ");
+          }
+
+          function centroid(ring, at) {
+            let x = 0, y = 0;
+            const n = ring.length - 1;
+            for (let i = 0; i < n; i++) { const [px, py] = at(ring[i]); x += px; y += py; }
+            return [x / n, y / n];
+          }
+
+          function draw(features) {
+            plan.replaceChildren();
+            shapes.clear();
+            const projection = project(features);
+            document.getElementById("no-geometry").hidden = projection !== null;
+            if (!projection) return;
+            const pad = Math.max(projection.width, projection.height) * 0.03;
+            plan.dataset.width = projection.width + 2 * pad;
+            plan.dataset.height = projection.height + 2 * pad;
+            plan.dataset.pad = pad;
+            unit = Math.max(projection.width, projection.height) / 60;
+            const at = (p) => { const [x, y] = projection.at(p); return [x + pad, y + pad]; };
+            for (const feature of features) {
+              const id = feature.properties.id;
+              const group = document.createElementNS(svgNS, "g");
+              group.setAttribute("class", "loc");
+              group.setAttribute("data-location", id);
+              group.setAttribute("tabindex", "0");
+              group.setAttribute("role", "img");
+              const title = document.createElementNS(svgNS, "title");
+              group.appendChild(title);
+              let shape, anchor;
+              const g = feature.geometry;
+              if (g.type === "Point") {
+                shape = document.createElementNS(svgNS, "circle");
+                anchor = at(g.coordinates);
+                shape.setAttribute("cx", anchor[0]);
+                shape.setAttribute("cy", anchor[1]);
+                shape.setAttribute("r", unit * 0.8);
+              } else {
+                const polygons = g.type === "Polygon" ? [g.coordinates] : g.coordinates;
+                shape = document.createElementNS(svgNS, "path");
+                shape.setAttribute("d", polygons.map((rings) => pathData(rings, at)).join(" "));
+                shape.setAttribute("fill-rule", "evenodd");
+                anchor = centroid(polygons[0][0], at);
+              }
+              shape.setAttribute("class", "shape");
+              shape.setAttribute("fill", "#E0E0E0");
+              shape.setAttribute("stroke", "#8a93a3");
+              shape.setAttribute("stroke-width", "1");
+              group.appendChild(shape);
+              const label = document.createElementNS(svgNS, "text");
+              label.setAttribute("x", anchor[0]);
+              label.setAttribute("y", anchor[1]);
+              label.style.fontSize = (unit * 1.1) + "px";
+              group.appendChild(label);
+              plan.appendChild(group);
+              shapes.set(id, { group, shape, title, label, badge: null, anchor, name: feature.properties.name || id });
+            }
+            applyZoom();
+            for (const id of shapes.keys()) render(id);
+          }
+
+          // --- Styles -------------------------------------------------------------------
+          function stateOf(record) {
+            if (!record || !record.rules || record.rules.length === 0) return "none";
+            return ruleTitles.get(record.rules[record.rules.length - 1]) || "none";
+          }
+
+          function render(id) {
+            const item = shapes.get(id);
+            if (!item) return;
+            const record = records.get(id);
+            const style = (record && record.style) || {};
+            const state = record ? stateOf(record) : "no report";
+            const s = item.shape;
+            s.setAttribute("fill", style.polygonFillColor || "#E0E0E0");
+            s.setAttribute("fill-opacity", style.polygonFillOpacity ?? 1);
+            s.setAttribute("stroke", style.polygonStrokeColor || "#8a93a3");
+            s.setAttribute("stroke-opacity", style.polygonStrokeOpacity ?? 1);
+            s.setAttribute("stroke-width", style.polygonStrokeWidth ?? 1);
+            s.style.display = style.polygonVisible === false ? "none" : "";
+            item.group.classList.toggle("hidden-style", style.visible === false);
+            item.group.dataset.state = state;
+            item.group.dataset.zoomFrom = style.zoomFrom ?? "";
+            item.group.dataset.zoomTo = style.zoomTo ?? "";
+            const labelText = style.labelVisible === false ? "" : (style.label ?? "");
+            item.label.textContent = labelText;
+            const parts = [item.name + ": " + state];
+            if (style.label) parts.push(style.label);
+            if (style.badge && style.badge.text) parts.push("badge " + style.badge.text);
+            if (style.icon && style.iconVisible !== false) parts.push("icon " + style.icon);
+            item.title.textContent = parts.join(" · ");
+            item.group.setAttribute("aria-label", parts.join(", "));
+            renderBadge(item, style.badge);
+            zoomVisibility(item.group);
+          }
+
+          function renderBadge(item, badge) {
+            if (item.badge) { item.badge.remove(); item.badge = null; }
+            if (!badge || !badge.text) return;
+            const group = document.createElementNS(svgNS, "g");
+            group.setAttribute("class", "badge");
+            const size = unit * 1.2;
+            const width = size * (0.6 * badge.text.length + 0.8);
+            const rect = document.createElementNS(svgNS, "rect");
+            rect.setAttribute("x", item.anchor[0] - width / 2);
+            rect.setAttribute("y", item.anchor[1] + size * 0.7);
+            rect.setAttribute("width", width);
+            rect.setAttribute("height", size * 1.3);
+            rect.setAttribute("rx", size * 0.4);
+            rect.setAttribute("fill", badge.backgroundColor || "#ffffff");
+            const text = document.createElementNS(svgNS, "text");
+            text.setAttribute("x", item.anchor[0]);
+            text.setAttribute("y", item.anchor[1] + size * 1.35);
+            text.setAttribute("fill", badge.textColor || "#1d2330");
+            text.style.fontSize = size + "px";
+            text.textContent = badge.text;
+            group.append(rect, text);
+            item.group.appendChild(group);
+            item.badge = group;
+          }
+
+          // --- Legend and summary -------------------------------------------------------
+          function renderLegend() {
+            const counts = new Map();
+            for (const [id, record] of records) { if (shapes.size === 0 || shapes.has(id)) { const s = stateOf(record); counts.set(s, (counts.get(s) || 0) + 1); } }
+            const list = document.getElementById("legend");
+            list.replaceChildren();
+            const entries = legend.entries.map((e) => ({ title: e.title, swatch: e.swatch })).concat([{ title: "none", swatch: null }]);
+            for (const entry of entries) {
+              const li = document.createElement("li");
+              li.dataset.state = entry.title;
+              const swatch = document.createElement("span");
+              swatch.className = "swatch";
+              swatch.style.background = entry.swatch || "#E0E0E0";
+              swatch.setAttribute("aria-hidden", "true");
+              const name = document.createElement("span");
+              name.textContent = entry.title;
+              const count = document.createElement("span");
+              count.className = "count";
+              count.textContent = counts.get(entry.title) || 0;
+              li.append(swatch, name, count);
+              list.appendChild(li);
+            }
+          }
+
+          function renderSummary(summary) {
+            if (!summary) return;
+            const states = Object.entries(summary.states).map(([k, v]) => k + " " + v).join(", ");
+            const people = summary.capacity > 0 ? summary.people + " of " + summary.capacity + " people" : summary.people + " people";
+            document.getElementById("summary").textContent = summary.locations + " locations: " + (states || "no states") + "; " + people + ".";
+          }
+
+          function isThisFloor(topic) {
+            return topic.dataset === scope.dataset && topic.venue === scope.venue && topic.building === scope.building && topic.floor === scope.floor;
+          }
+
+          // --- Zoom ---------------------------------------------------------------------
+          function zoomVisibility(group) {
+            const from = parseFloat(group.dataset.zoomFrom), to = parseFloat(group.dataset.zoomTo);
+            group.classList.toggle("hidden-zoom", (!isNaN(from) && zoom < from) || (!isNaN(to) && zoom > to));
+          }
+
+          function applyZoom() {
+            document.getElementById("zoom").value = zoom;
+            document.getElementById("zoom-level").textContent = zoom;
+            const width = parseFloat(plan.dataset.width || 100), height = parseFloat(plan.dataset.height || 100);
+            // Level 19 shows the whole floor; each level up doubles the scale.
+            const factor = Math.pow(2, zoom - 19);
+            const w = width / factor, h = height / factor;
+            plan.setAttribute("viewBox", [(width - w) / 2, (height - h) / 2, w, h].map((v) => v.toFixed(2)).join(" "));
+            for (const item of shapes.values()) zoomVisibility(item.group);
+          }
+
+          document.getElementById("zoom").addEventListener("input", (e) => { zoom = parseInt(e.target.value, 10); applyZoom(); });
+          document.getElementById("zoom-in").addEventListener("click", () => { zoom = Math.min(22, zoom + 1); applyZoom(); });
+          document.getElementById("zoom-out").addEventListener("click", () => { zoom = Math.max(15, zoom - 1); applyZoom(); });
+
+          // --- Layers -------------------------------------------------------------------
+          const tokenInput = document.getElementById("token");
+          tokenInput.value = sessionStorage.getItem("livedata-token") || "";
+          tokenInput.addEventListener("input", () => { sessionStorage.setItem("livedata-token", tokenInput.value); loadLayers(); });
+
+          async function loadLayers() {
+            const list = document.getElementById("layers");
+            const message = document.getElementById("layer-message");
+            try {
+              const response = await fetch("/v1/layers");
+              const layers = (await response.json()).layers;
+              list.replaceChildren();
+              if (layers.length === 0) { list.textContent = "The rules name no layers."; return; }
+              for (const layer of layers) {
+                const li = document.createElement("li");
+                const box = document.createElement("input");
+                box.type = "checkbox";
+                box.id = "layer-" + layer.name;
+                box.checked = !layer.hidden;
+                box.disabled = !tokenInput.value;
+                const label = document.createElement("label");
+                label.htmlFor = box.id;
+                label.textContent = layer.name;
+                box.addEventListener("change", async () => {
+                  message.textContent = "";
+                  const put = await fetch("/v1/layers/" + encodeURIComponent(layer.name), {
+                    method: "PUT", headers: { "Authorization": "Bearer " + tokenInput.value, "Content-Type": "application/json" },
+                    body: JSON.stringify({ hidden: !box.checked }) });
+                  if (!put.ok) {
+                    box.checked = !box.checked;
+                    message.textContent = put.status === 401 || put.status === 403 ? "The token was refused." : "The layer could not be changed (" + put.status + ").";
+                  }
+                });
+                li.append(box, label);
+                list.appendChild(li);
+              }
+              if (!tokenInput.value) message.textContent = "Enter the daemon's HTTP token to switch layers.";
+            } catch (e) { message.textContent = "Layers could not be read."; }
+          }
+
+          // --- Floor picker -------------------------------------------------------------
+          async function loadFloors() {
+            const picker = document.getElementById("floor-picker");
+            try {
+              const summaries = (await (await fetch("/v1/venues")).json()).summaries.filter((s) => s.floor !== undefined);
+              picker.replaceChildren();
+              for (const s of summaries) {
+                const option = document.createElement("option");
+                option.value = "/floors/" + [s.dataset, s.venue, s.building, s.floor].map(encodeURIComponent).join("/");
+                option.textContent = s.venue + " · " + s.building + " · " + s.floor;
+                option.selected = s.dataset === scope.dataset && s.venue === scope.venue && s.building === scope.building && s.floor === scope.floor;
+                picker.appendChild(option);
+              }
+            } catch (e) { /* the picker stays empty; the page still works */ }
+          }
+          document.getElementById("floor-picker").addEventListener("change", (e) => { if (e.target.value) location.href = e.target.value; });
+
+          // --- Live feed ----------------------------------------------------------------
+          const banner = document.getElementById("banner");
+          let geometryLoaded = false;
+
+          async function loadGeometry() {
+            const response = await fetch("/v1/geometry?" + query);
+            draw((await response.json()).features);
+            geometryLoaded = true;
+          }
+
+          function connect() {
+            const events = new EventSource("/v1/events?" + query);
+            events.addEventListener("open", () => { banner.hidden = true; });
+            events.addEventListener("error", () => { banner.hidden = false; });
+            events.addEventListener("snapshot", async (e) => {
+              banner.hidden = true;
+              const snapshot = JSON.parse(e.data);
+              legend = snapshot.legend;
+              ruleTitles = new Map();
+              for (const entry of legend.entries) for (const rule of entry.rules) ruleTitles.set(rule, entry.title);
+              records.clear();
+              for (const record of snapshot.locations) records.set(record.location, record);
+              const floorSummary = snapshot.summaries.find((s) => s.floor === scope.floor);
+              renderSummary(floorSummary);
+              // Locations that reported since the shapes were read may have shapes now.
+              const missing = snapshot.locations.some((r) => !shapes.has(r.location));
+              if (!geometryLoaded || missing) await loadGeometry();
+              for (const id of shapes.keys()) render(id);
+              renderLegend();
+              body.dataset.ready = "true";
+            });
+            events.addEventListener("change", (e) => {
+              banner.hidden = true;
+              const change = JSON.parse(e.data);
+              if (!isThisFloor(change.topic)) { if (records.delete(change.location)) { render(change.location); renderLegend(); } return; }
+              records.set(change.location, change);
+              if (!shapes.has(change.location) && geometryLoaded) loadGeometry();
+              render(change.location);
+              renderLegend();
+            });
+            events.addEventListener("remove", (e) => {
+              const removal = JSON.parse(e.data);
+              if (records.delete(removal.location)) { render(removal.location); renderLegend(); }
+            });
+            events.addEventListener("summary", (e) => {
+              const summary = JSON.parse(e.data);
+              if (summary.floor === scope.floor) renderSummary(summary);
+            });
+          }
+
+          loadLayers();
+          loadFloors();
+          connect();
+        })();
+        """#
+}

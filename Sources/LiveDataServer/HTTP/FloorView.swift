@@ -1,0 +1,157 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import LiveState
+import LiveTopics
+import ServiceLifecycle
+
+/// The live floor view's routes: the venue list at `/`, a floor's page at
+/// `/floors/{dataset}/{venue}/{building}/{floor}`, its script and style sheet (shipped in
+/// the binary), the shapes (`/v1/geometry`), the floors (`/v1/venues`) and the live feed
+/// (`/v1/events`, Server-Sent Events).
+enum FloorView {
+    static func add(to router: Router<BasicRequestContext>, pipeline: LivePipeline) {
+        router.get("/") { _, _ in
+            html(VenuePage.render(summaries: await pipeline.summaries, geometryFloors: await pipeline.geometryFloors))
+        }
+        router.get("/floors/:dataset/:venue/:building/:floor") { _, context in
+            let parts = ["dataset", "venue", "building", "floor"].map { context.parameters.get($0) ?? "" }
+            return html(FloorPage.render(dataset: parts[0], venue: parts[1], building: parts[2], floor: parts[3]))
+        }
+        router.get("/assets/floor.js") { _, _ in
+            asset(FloorPage.script, type: "text/javascript; charset=utf-8")
+        }
+        router.get("/assets/floor.css") { _, _ in
+            asset(FloorPage.styleSheet, type: "text/css; charset=utf-8")
+        }
+        router.get("/v1/venues") { _, _ in
+            let summaries = await pipeline.summaries
+            let now = LiveTimestamp.now
+            var floors = summaries.map { $0.json(updatedAt: now) }
+            // Floors only the geometry knows yet: drawn, nothing reported.
+            let known = Set(summaries.map(\.key))
+            for key in await pipeline.geometryFloors where !known.contains(key) {
+                let empty = SummaryTracker.Summary(key: key, locations: 0, states: [:], people: 0, capacity: 0)
+                floors.append(empty.json(updatedAt: now))
+            }
+            return HTTPInterface.json(.ok, "{\"summaries\": [" + floors.joined(separator: ", ") + "]}")
+        }
+        router.get("/v1/geometry") { request, _ in
+            let query = request.uri.queryParameters
+            guard let dataset = query.get("dataset"), let venue = query.get("venue"), let building = query.get("building"),
+                let floor = query.get("floor")
+            else {
+                return HTTPInterface.error(.badRequest, "give dataset, venue, building and floor: /v1/geometry?dataset=…&venue=…&building=…&floor=…")
+            }
+            return HTTPInterface.json(.ok, await pipeline.geometryJSON(dataset: dataset, venue: venue, building: building, floor: floor))
+        }
+        router.get("/v1/events") { request, _ in
+            let query = request.uri.queryParameters
+            let scope = EventHub.Scope(
+                dataset: query.get("dataset"), venue: query.get("venue"), building: query.get("building"), floor: query.get("floor"))
+            let lastEventID = request.headers[HTTPField.Name("Last-Event-ID")!] ?? query.get("lastEventId")
+            let subscription = await pipeline.openEvents(scope, lastEventID: lastEventID)
+            let hub = pipeline.events
+            return Response(
+                status: .ok,
+                headers: [.contentType: "text/event-stream", .cacheControl: "no-cache", .init("X-Accel-Buffering")!: "no"],
+                body: ResponseBody { writer in
+                    // The server's shutdown ends the stream (it would never end by itself).
+                    try await withGracefulShutdownHandler {
+                        // Reconnect after 1 s (EventSource's default is 3 s).
+                        try await writer.write(ByteBuffer(staticString: "retry: 1000\n\n"))
+                        for await frame in subscription.frames { try await writer.write(frame) }
+                    } onGracefulShutdown: {
+                        hub.end(subscription)
+                    }
+                    try await writer.finish(nil)
+                })
+        }
+    }
+
+    static func html(_ text: String) -> Response {
+        Response(status: .ok, headers: [.contentType: "text/html; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(string: text)))
+    }
+
+    static func asset(_ text: String, type: String) -> Response {
+        Response(
+            status: .ok, headers: [.contentType: type, .cacheControl: "no-cache"], body: .init(byteBuffer: ByteBuffer(string: text)))
+    }
+}
+
+/// Text for HTML: `&`, `<`, `>` and quotes escaped.
+func htmlEscaped(_ text: String) -> String {
+    var out = ""
+    out.reserveCapacity(text.utf8.count)
+    for character in text {
+        switch character {
+        case "&": out += "&amp;"
+        case "<": out += "&lt;"
+        case ">": out += "&gt;"
+        case "\"": out += "&quot;"
+        case "'": out += "&#39;"
+        default: out.append(character)
+        }
+    }
+    return out
+}
+
+/// A path component in a URL.
+func urlComponent(_ text: String) -> String {
+    text.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._~"))) ?? text
+}
+
+/// `/`: datasets, venues, buildings and floors, each floor with its summary and a link to
+/// its page. Plain HTML that refreshes itself every 10 s.
+enum VenuePage {
+    static func render(summaries: [SummaryTracker.Summary], geometryFloors: [SummaryTracker.Key]) -> String {
+        var floors: [SummaryTracker.Key: SummaryTracker.Summary?] = [:]
+        for summary in summaries where summary.key.floor != nil { floors[summary.key] = summary }
+        for key in geometryFloors where floors[key] == nil { floors[key] = .some(nil) }
+        let buildings = Dictionary(grouping: floors.keys) { SummaryTracker.Key(dataset: $0.dataset, venue: $0.venue, building: $0.building) }
+        var body = ""
+        if buildings.isEmpty {
+            body += "<p class=\"empty\">No location has reported yet. Floors appear here as live updates arrive.</p>\n"
+        }
+        var lastDataset: String?
+        for building in buildings.keys.sorted() {
+            if building.dataset != lastDataset {
+                body += "<h2>Dataset \(htmlEscaped(building.dataset))</h2>\n"
+                lastDataset = building.dataset
+            }
+            body += "<section class=\"building\"><h3>\(htmlEscaped(building.venue)) · building \(htmlEscaped(building.building))</h3>\n<ul class=\"floors\">\n"
+            for key in buildings[building, default: []].sorted() {
+                let link = "/floors/" + [key.dataset, key.venue, key.building, key.floor ?? ""].map(urlComponent).joined(separator: "/")
+                body += "<li><a href=\"\(link)\">Floor \(htmlEscaped(key.floor ?? ""))</a> "
+                if let summary = floors[key] ?? nil {
+                    let states = summary.states.sorted { $0.key < $1.key }
+                        .map { "<span class=\"state\">\(htmlEscaped($0.key)) \($0.value)</span>" }.joined(separator: " ")
+                    let people = summary.capacity > 0 ? " · \(summary.people) of \(summary.capacity) people" : " · \(summary.people) people"
+                    body += "<span class=\"summary\">\(summary.locations) locations: \(states)\(people)</span>"
+                } else {
+                    body += "<span class=\"summary\">no reports yet</span>"
+                }
+                body += "</li>\n"
+            }
+            body += "</ul></section>\n"
+        }
+        return """
+            <!doctype html>
+            <html lang="en">
+            <head>
+            <meta charset="utf-8">
+            <meta name="viewport" content="width=device-width, initial-scale=1">
+            <meta http-equiv="refresh" content="10">
+            <title>livedata: venues</title>
+            <link rel="stylesheet" href="/assets/floor.css">
+            </head>
+            <body class="venues">
+            <header><h1>livedata</h1><p>Live state of every floor. Choose a floor to see it change.</p></header>
+            <main>
+            \(body)</main>
+            </body>
+            </html>
+
+            """
+    }
+}
