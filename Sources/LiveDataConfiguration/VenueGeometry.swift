@@ -1,4 +1,5 @@
 import Foundation
+import LiveTopics
 
 /// Location shapes for the floor view, from a GeoJSON FeatureCollection (`geometry:`): one
 /// Feature per location, `properties.id` the location id, a Polygon, MultiPolygon or Point.
@@ -187,18 +188,12 @@ public struct VenueGeometry: Sendable, Equatable {
 extension VenueGeometry.Feature {
     /// The feature as one line of GeoJSON.
     public var geoJSON: String {
-        func number(_ value: Double) -> String {
-            value == value.rounded() && abs(value) < 1e15 ? String(Int64(value)) : String(value)
-        }
-        func point(_ point: [Double]) -> String { "[" + point.map(number).joined(separator: ", ") + "]" }
+        func point(_ point: [Double]) -> String { "[" + point.map(jsonNumber).joined(separator: ", ") + "]" }
         func ring(_ ring: [[Double]]) -> String { "[" + ring.map(point).joined(separator: ", ") + "]" }
         func polygon(_ rings: [[[Double]]]) -> String { "[" + rings.map(ring).joined(separator: ", ") + "]" }
-        func quoted(_ text: String) -> String {
-            String(decoding: try! JSONSerialization.data(withJSONObject: text, options: .fragmentsAllowed), as: UTF8.self)
-        }
-        var properties = [#""id": \#(quoted(id))"#]
+        var properties = [#""id": \#(jsonQuoted(id))"#]
         for (key, value) in [("name", name), ("dataset", dataset), ("venue", venue), ("building", building), ("floor", floor)] {
-            if let value { properties.append("\(quoted(key)): \(quoted(value))") }
+            if let value { properties.append("\(jsonQuoted(key)): \(jsonQuoted(value))") }
         }
         let geometry: String = switch shape {
         case .polygon(let rings): #"{"type": "Polygon", "coordinates": \#(polygon(rings))}"#

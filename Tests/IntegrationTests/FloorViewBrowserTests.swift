@@ -118,6 +118,7 @@ struct FloorViewBrowserTests {
         func open(_ url: String) async throws { try await command("POST", "/url", ["url": url]) }
 
         /// Runs JavaScript in the page (its `return` value comes back).
+        @discardableResult
         func run(_ script: String, _ arguments: [Any] = []) async throws -> Any? {
             try await command("POST", "/execute/sync", ["script": script, "args": arguments])
         }

@@ -87,15 +87,18 @@ public final class EventHub: Sendable {
 
     private struct State {
         var next: UInt64 = 1
-        /// Frames `[first, next)`, oldest first: the history a viewer can resume from.
+        /// Frames `[first, next)` from `historyStart` on, oldest first: the history a viewer
+        /// can resume from.
         var history: [Frame] = []
         var historyStart = 0
-        var first: UInt64 = 1
         var viewers: [Int: Viewer] = [:]
         var nextViewer = 0
         /// No viewer watched since this number: frames were not kept.
         var unwatched = true
         var statistics = Statistics()
+
+        /// The number of the oldest frame kept (`next` when none is).
+        var first: UInt64 { historyStart < history.count ? history[historyStart].number : next }
     }
 
     /// Frames kept for viewers that reconnect.
@@ -175,7 +178,6 @@ public final class EventHub: Sendable {
                 state.history.removeAll()
                 state.historyStart = 0
                 state.next += 1
-                state.first = state.next
                 state.unwatched = false
             }
             let resumed: Bool
@@ -243,7 +245,6 @@ public final class EventHub: Sendable {
         state.history.append(frame)
         if state.history.count - state.historyStart > history {
             state.historyStart += 1
-            state.first = state.history[state.historyStart].number
             // Compact now and then rather than shift the array on every frame.
             if state.historyStart >= history {
                 state.history.removeFirst(state.historyStart)

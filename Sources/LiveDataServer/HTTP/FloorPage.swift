@@ -5,16 +5,7 @@ enum FloorPage {
     static func render(dataset: String, venue: String, building: String, floor: String) -> String {
         let scope = [("dataset", dataset), ("venue", venue), ("building", building), ("floor", floor)]
             .map { "data-\($0.0)=\"\(htmlEscaped($0.1))\"" }.joined(separator: " ")
-        return """
-            <!doctype html>
-            <html lang="en">
-            <head>
-            <meta charset="utf-8">
-            <meta name="viewport" content="width=device-width, initial-scale=1">
-            <title>livedata: floor \(htmlEscaped(floor)), \(htmlEscaped(building))</title>
-            <link rel="stylesheet" href="/assets/floor.css">
-            </head>
-            <body class="floor" \(scope)>
+        return htmlDocument(title: "livedata: floor \(floor), \(building)", bodyAttributes: "class=\"floor\" \(scope)", body: """
             <div id="banner" class="banner" role="alert" hidden>Disconnected from the daemon, retrying…</div>
             <header>
               <h1><a href="/">livedata</a> · \(htmlEscaped(venue)) · building \(htmlEscaped(building)) · floor \(htmlEscaped(floor))</h1>
@@ -44,10 +35,8 @@ enum FloorPage {
               </aside>
             </main>
             <script src="/assets/floor.js"></script>
-            </body>
-            </html>
 
-            """
+            """)
     }
 
     static let styleSheet = """

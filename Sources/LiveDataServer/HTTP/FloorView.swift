@@ -96,6 +96,25 @@ func htmlEscaped(_ text: String) -> String {
     return out
 }
 
+/// A page of the floor view: the shared head (character set, phone viewport, the style
+/// sheet), `head` added to it, and `body` (already HTML) in a body with `bodyAttributes`.
+func htmlDocument(title: String, head: String = "", bodyAttributes: String, body: String) -> String {
+    """
+    <!doctype html>
+    <html lang="en">
+    <head>
+    <meta charset="utf-8">
+    <meta name="viewport" content="width=device-width, initial-scale=1">
+    \(head)<title>\(htmlEscaped(title))</title>
+    <link rel="stylesheet" href="/assets/floor.css">
+    </head>
+    <body \(bodyAttributes)>
+    \(body)</body>
+    </html>
+
+    """
+}
+
 /// A path component in a URL.
 func urlComponent(_ text: String) -> String {
     text.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._~"))) ?? text
@@ -135,23 +154,13 @@ enum VenuePage {
             }
             body += "</ul></section>\n"
         }
-        return """
-            <!doctype html>
-            <html lang="en">
-            <head>
-            <meta charset="utf-8">
-            <meta name="viewport" content="width=device-width, initial-scale=1">
-            <meta http-equiv="refresh" content="10">
-            <title>livedata: venues</title>
-            <link rel="stylesheet" href="/assets/floor.css">
-            </head>
-            <body class="venues">
-            <header><h1>livedata</h1><p>Live state of every floor. Choose a floor to see it change.</p></header>
-            <main>
-            \(body)</main>
-            </body>
-            </html>
+        return htmlDocument(
+            title: "livedata: venues", head: "<meta http-equiv=\"refresh\" content=\"10\">\n", bodyAttributes: "class=\"venues\"",
+            body: """
+                <header><h1>livedata</h1><p>Live state of every floor. Choose a floor to see it change.</p></header>
+                <main>
+                \(body)</main>
 
-            """
+                """)
     }
 }

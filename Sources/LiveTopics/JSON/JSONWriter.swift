@@ -48,18 +48,14 @@ public struct JSONStream: Sendable {
     public mutating func key(_ key: String) {
         separate()
         appendQuoted(key)
-        bytes.append(UInt8(ascii: ":"))
-        bytes.append(UInt8(ascii: " "))
-        first = true
+        valueFollows()
     }
 
     /// A member's key given as bytes.
     public mutating func key(bytes key: UnsafeRawBufferPointer) {
         separate()
         appendQuoted(key)
-        bytes.append(UInt8(ascii: ":"))
-        bytes.append(UInt8(ascii: " "))
-        first = true
+        valueFollows()
     }
 
     // MARK: Values (a member's after its key, or an array's element)
@@ -142,6 +138,13 @@ public struct JSONStream: Sendable {
     public var text: String { String(decoding: bytes, as: UTF8.self) }
 
     // MARK: Bytes
+
+    /// After a key: `: `, and the value takes no separator.
+    private mutating func valueFollows() {
+        bytes.append(UInt8(ascii: ":"))
+        bytes.append(UInt8(ascii: " "))
+        first = true
+    }
 
     private mutating func separate() {
         if !first {
