@@ -112,7 +112,8 @@ struct DaemonTests {
     /// SIGTERM to the daemon (it must exit 0), then the clients disconnect.
     func stop(_ daemon: Daemon, _ clients: MQTTClient...) async throws {
         daemon.signal(SIGTERM)
-        #expect(try await daemon.running.result(timeout: .seconds(10)).status == 0)
+        let ended = try await daemon.running.result(timeout: .seconds(10))
+        #expect(ended.status == 0, "stderr: \(ended.standardError.suffix(3000))")
         for client in clients { await client.disconnect() }
     }
 
@@ -224,7 +225,8 @@ struct DaemonTests {
         try await publish(sensor, "room-2", people: 2)
         #expect(await inbox.wait { $0.count >= 2 })
         first.signal(SIGTERM)
-        #expect(try await first.running.result(timeout: .seconds(10)).status == 0)
+        let ended = try await first.running.result(timeout: .seconds(10))
+        #expect(ended.status == 0, "stderr: \(ended.standardError.suffix(3000))")
 
         // While it is down: the persistent session keeps this update for it.
         try await publish(sensor, "room-3", people: 3)
@@ -289,7 +291,8 @@ struct DaemonTests {
 
         // A restart keeps it on F2.
         first.signal(SIGTERM)
-        #expect(try await first.running.result(timeout: .seconds(10)).status == 0)
+        let ended = try await first.running.result(timeout: .seconds(10))
+        #expect(ended.status == 0, "stderr: \(ended.standardError.suffix(3000))")
         let second = try await startDaemon(port: broker.port, directory: first.directory, yaml: yaml)
         #expect(await second.notify.wait(for: "READY=1"))
         let location = try await LoopbackHTTP.request("GET", port: second.httpPort, path: "/v1/locations/asset-1").body
@@ -315,7 +318,8 @@ struct DaemonTests {
         try await broker.restart()
         #expect(await daemon.notify.wait(for: "READY=1", timeout: .seconds(30)))
         daemon.signal(SIGTERM)
-        #expect(try await daemon.running.result(timeout: .seconds(10)).status == 0)
+        let ended = try await daemon.running.result(timeout: .seconds(10))
+        #expect(ended.status == 0, "stderr: \(ended.standardError.suffix(3000))")
     }
 
     @Test("an oversize payload (a 3.1.1 session, where the broker cannot be asked for a maximum) is refused unread and counted; the next update applies")
@@ -426,7 +430,8 @@ struct DaemonTests {
         try await publish(sensor, "room-1", people: 1)
         try await Task.sleep(for: .milliseconds(300))
         daemon.signal(SIGTERM)
-        #expect(try await daemon.running.result(timeout: .seconds(10)).status == 0)
+        let ended = try await daemon.running.result(timeout: .seconds(10))
+        #expect(ended.status == 0, "stderr: \(ended.standardError.suffix(3000))")
         #expect(try StateDatabase(path: store.path).readAll().records.map(\.address.location) == ["room-1"])
         await sensor.disconnect()
     }
