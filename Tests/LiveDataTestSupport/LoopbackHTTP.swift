@@ -18,6 +18,8 @@ public enum LoopbackHTTP {
     ) async throws -> Response {
         var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!)
         request.httpMethod = method
+        // A daemon that stops answering fails the test rather than hanging the run.
+        request.timeoutInterval = 30
         for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
         if !body.isEmpty { request.httpBody = Data(body.utf8) }
         let (data, response) = try await URLSession.shared.data(for: request)
