@@ -26,6 +26,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-async-algorithms", from: "1.1.4"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        // Tests only: an event-stream viewer over NIO (already under Hummingbird).
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         // Tests only: child processes (brokers, daemons, tools) with a clean signal mask.
         .package(url: "https://github.com/swiftlang/swift-subprocess", from: "1.0.2"),
     ],
@@ -112,6 +114,8 @@ let package = Package(
                 "Mosquitto", "LiveTopics", "LiveDataTestSupport", "livedata", "LiveDataServer", "LiveDataConfiguration",
                 "LiveState", "LiveStatePersistence", "DisplayRules",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
             ]

@@ -27,14 +27,14 @@ struct HTTPInterfaceTests {
         store: {path: ":memory:"}
         """
 
-    func pipeline(metrics: DaemonMetrics) async throws -> LivePipeline {
+    func pipeline(metrics: DaemonMetrics, events: EventHub = EventHub()) async throws -> LivePipeline {
         let config = try LiveDataConfig.parse(yaml: Self.yaml, file: "test.yaml")
         // Port 1 is never listened on: the client is built, not started.
         let intake = try Intake(config: config, logger: Logger(label: "test"))
         let client = try MQTTClient(
             configuration: MQTTConfiguration(host: "127.0.0.1", port: 1), logger: Logger(label: "test"), onMessage: intake.handler)
         let pipeline = try await LivePipeline(
-            config: config, client: client, intake: intake, metrics: metrics, logger: Logger(label: "test"))
+            config: config, client: client, intake: intake, metrics: metrics, logger: Logger(label: "test"), events: events)
         for (location, floor, people) in [("room-7", "F3", 3), ("room-9", "F4", 0), ("desk-1", "F3", 1)] {
             await pipeline.handle(
                 IntakeMessage(

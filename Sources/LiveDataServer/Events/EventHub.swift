@@ -53,14 +53,112 @@ public final class EventHub: Sendable {
         }
     }
 
-    /// A viewer's stream of frames, and whether it started with a snapshot or resumed.
+    /// A viewer's stream, and whether it started with a snapshot or resumed. Each element
+    /// is every frame that waited since the last one, in one buffer: a viewer that keeps
+    /// up writes a frame at a time, one that lags catches up in fewer, larger writes.
     public struct Subscription: Sendable {
-        public let frames: AsyncStream<ByteBuffer>
+        public let frames: Frames
         public let resumed: Bool
         let id: Int
     }
 
-    public struct Statistics: Sendable {
+    /// The frames waiting for a viewer, as an async sequence that ends when the viewer is
+    /// dropped or ended (after what was waiting) or when the task reading it is cancelled.
+    public struct Frames: AsyncSequence, Sendable {
+        let mailbox: Mailbox
+
+        public func makeAsyncIterator() -> Iterator { Iterator(mailbox: mailbox) }
+
+        public struct Iterator: AsyncIteratorProtocol {
+            let mailbox: Mailbox
+            var doorbell: AsyncStream<Void>.Iterator
+
+            init(mailbox: Mailbox) {
+                self.mailbox = mailbox
+                doorbell = mailbox.doorbell.makeAsyncIterator()
+            }
+
+            public mutating func next() async -> ByteBuffer? {
+                while true {
+                    switch mailbox.take() {
+                    case .bytes(let bytes): return bytes
+                    case .ended: return nil
+                    case .empty:
+                        // Rung after every put; ends with the mailbox or the reader's task.
+                        guard await doorbell.next() != nil else { return mailbox.takeRest() }
+                    }
+                }
+            }
+        }
+    }
+
+    /// One viewer's waiting frames, bounded by count: a put beyond ``EventHub/viewerBuffer``
+    /// frames fails, and the hub drops the viewer.
+    final class Mailbox: Sendable {
+        enum Taken { case bytes(ByteBuffer), empty, ended }
+
+        private struct Box {
+            var bytes = ByteBuffer()
+            var frames = 0
+            var ended = false
+        }
+
+        private let box = Mutex(Box())
+        let doorbell: AsyncStream<Void>
+        private let ring: AsyncStream<Void>.Continuation
+        let capacity: Int
+
+        init(capacity: Int) {
+            self.capacity = capacity
+            (doorbell, ring) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        }
+
+        /// Adds a frame; `false` when the viewer already has `capacity` waiting (or ended).
+        func put(_ frame: ByteBuffer) -> Bool {
+            let kept = box.withLock { box -> Bool in
+                guard !box.ended, box.frames < capacity else { return false }
+                var frame = frame
+                box.bytes.writeBuffer(&frame)
+                box.frames += 1
+                return true
+            }
+            if kept { ring.yield() }
+            return kept
+        }
+
+        func take() -> Taken {
+            box.withLock { box in
+                if box.frames > 0 {
+                    defer {
+                        box.bytes = ByteBuffer()
+                        box.frames = 0
+                    }
+                    return .bytes(box.bytes)
+                }
+                return box.ended ? .ended : .empty
+            }
+        }
+
+        /// What is left once the doorbell ended (the reader was cancelled): nothing more.
+        func takeRest() -> ByteBuffer? {
+            if case .bytes(let bytes) = take() { return bytes }
+            return nil
+        }
+
+        /// No more frames; the reader gets what waits, then the end.
+        func end() {
+            box.withLock { $0.ended = true }
+            ring.yield()
+        }
+
+        /// Calls `handler` when the reader's task is cancelled while it waits (a reader that
+        /// stops otherwise calls ``EventHub/end(_:)``).
+        func onTermination(_ handler: @escaping @Sendable () -> Void) {
+            ring.onTermination = { _ in handler() }
+        }
+    }
+
+    public struct Statistics: Sendable, Equatable {
         public var viewers = 0
         /// Viewers dropped for falling behind.
         public var dropped = 0
@@ -71,11 +169,11 @@ public final class EventHub: Sendable {
 
     private final class Viewer: Sendable {
         let scope: Scope
-        let continuation: AsyncStream<ByteBuffer>.Continuation
+        let mailbox: Mailbox
 
-        init(scope: Scope, continuation: AsyncStream<ByteBuffer>.Continuation) {
+        init(scope: Scope, mailbox: Mailbox) {
             self.scope = scope
-            self.continuation = continuation
+            self.mailbox = mailbox
         }
     }
 
@@ -143,12 +241,12 @@ public final class EventHub: Sendable {
             keep(Frame(number: number, place: place, bytes: bytes), in: &state)
             var dropped: [Viewer] = []
             for (id, viewer) in state.viewers where viewer.scope.holds(place) {
-                if case .dropped = viewer.continuation.yield(bytes) { dropped.append(drop(id, in: &state)) }
+                if !viewer.mailbox.put(bytes) { dropped.append(drop(id, in: &state)) }
             }
             return dropped
         }
-        // Outside the lock: ending a stream runs its termination handler, which takes it.
-        for viewer in dropped { viewer.continuation.finish() }
+        // Outside the lock: a reader woken now may end and take the lock.
+        for viewer in dropped { viewer.mailbox.end() }
     }
 
     /// Sends a comment to every viewer, so that proxies keep idle streams open (and a
@@ -159,19 +257,19 @@ public final class EventHub: Sendable {
             let bytes = ByteBuffer(staticString: ": heartbeat\n\n")
             var dropped: [Viewer] = []
             for (id, viewer) in state.viewers {
-                if case .dropped = viewer.continuation.yield(bytes) { dropped.append(drop(id, in: &state)) }
+                if !viewer.mailbox.put(bytes) { dropped.append(drop(id, in: &state)) }
             }
             return dropped
         }
-        for viewer in dropped { viewer.continuation.finish() }
+        for viewer in dropped { viewer.mailbox.end() }
     }
 
     /// Opens a viewer's stream: the frames after `lastEventID` when the history still has
-    /// them all, else `snapshot()` (called under the hub's lock, so that no event falls
+    /// them all and they fit in the viewer's buffer, else `snapshot()` (called under the hub's lock, so that no event falls
     /// between it and the stream: the caller makes sure no event is published meanwhile,
     /// as the pipeline's actor does).
     public func subscribe(_ scope: Scope, lastEventID: String?, snapshot: () -> [UInt8]) -> Subscription {
-        let (frames, continuation) = AsyncStream<ByteBuffer>.makeStream(bufferingPolicy: .bufferingOldest(viewerBuffer))
+        let mailbox = Mailbox(capacity: viewerBuffer)
         return state.withLock { state in
             if state.unwatched {
                 // Frames were not kept while nobody watched: no id from before resumes.
@@ -180,13 +278,22 @@ public final class EventHub: Sendable {
                 state.next += 1
                 state.unwatched = false
             }
-            let resumed: Bool
+            // What it missed, if the history still has all of it and it fits the viewer's
+            // buffer (more would be dropped at once: a snapshot is smaller then).
+            var missed: [ByteBuffer]?
             if let after = resumePoint(lastEventID, state), after + 1 >= state.first {
+                var frames: [ByteBuffer] = []
+                for frame in state.history[state.historyStart...] where frame.number > after && scope.holds(frame.place) {
+                    frames.append(frame.bytes)
+                    if frames.count >= viewerBuffer { break }
+                }
+                if frames.count < viewerBuffer { missed = frames }
+            }
+            let resumed: Bool
+            if let missed {
                 resumed = true
                 state.statistics.resumed += 1
-                for frame in state.history[state.historyStart...] where frame.number > after && scope.holds(frame.place) {
-                    continuation.yield(frame.bytes)
-                }
+                for frame in missed { _ = mailbox.put(frame) }
             } else {
                 resumed = false
                 state.statistics.snapshots += 1
@@ -194,21 +301,21 @@ public final class EventHub: Sendable {
                 bytes.writeString("id: \(epoch)-\(state.next - 1)\nevent: snapshot\ndata: ")
                 bytes.writeBytes(snapshot())
                 bytes.writeStaticString("\n\n")
-                continuation.yield(bytes)
+                _ = mailbox.put(bytes)
             }
             let id = state.nextViewer
             state.nextViewer += 1
-            state.viewers[id] = Viewer(scope: scope, continuation: continuation)
+            state.viewers[id] = Viewer(scope: scope, mailbox: mailbox)
             viewerCount.store(state.viewers.count, ordering: .relaxed)
-            continuation.onTermination = { [weak self] _ in self?.remove(id) }
-            return Subscription(frames: frames, resumed: resumed, id: id)
+            mailbox.onTermination { [weak self] in self?.remove(id) }
+            return Subscription(frames: Frames(mailbox: mailbox), resumed: resumed, id: id)
         }
     }
 
     /// Ends one viewer's stream (its connection is being shut down).
     public func end(_ subscription: Subscription) {
-        let viewer = state.withLock { $0.viewers[subscription.id] }
-        viewer?.continuation.finish()
+        remove(subscription.id)
+        subscription.frames.mailbox.end()
     }
 
     /// Ends every stream (the server is shutting down).
@@ -221,7 +328,7 @@ public final class EventHub: Sendable {
             }
             return Array(state.viewers.values)
         }
-        for viewer in viewers { viewer.continuation.finish() }
+        for viewer in viewers { viewer.mailbox.end() }
     }
 
     private func remove(_ id: Int) {

@@ -56,6 +56,9 @@ enum FloorView {
                 status: .ok,
                 headers: [.contentType: "text/event-stream", .cacheControl: "no-cache", .init("X-Accel-Buffering")!: "no"],
                 body: ResponseBody { writer in
+                    // However the stream ends (the viewer hung up and a write failed, it was
+                    // dropped, the server stops), the hub lets the viewer go.
+                    defer { hub.end(subscription) }
                     // The server's shutdown ends the stream (it would never end by itself).
                     try await withGracefulShutdownHandler {
                         // Reconnect after 1 s (EventSource's default is 3 s).

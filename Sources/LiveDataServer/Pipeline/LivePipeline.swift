@@ -27,6 +27,8 @@ public actor LivePipeline {
         /// refused them ``Publisher/maximumAttempts`` times.
         public var publishesRefused = 0
         public var publishesDropped = 0
+        /// The floor view's viewers.
+        public var events = EventHub.Statistics()
     }
 
     nonisolated let client: MQTTClient
@@ -169,7 +171,8 @@ public actor LivePipeline {
             core: core.counters, store: core.store.counters, published: publisher.changes,
             summariesPublished: publisher.summaries, locations: core.store.count,
             refusedSubscriptions: refusedSubscriptions.count, intake: intake.statistics, replayed: replayed,
-            snapshotFailures: snapshotFailures, publishesRefused: client.refusedPublishes.count, publishesDropped: publisher.dropped)
+            snapshotFailures: snapshotFailures, publishesRefused: client.refusedPublishes.count, publishesDropped: publisher.dropped,
+            events: events.statistics)
     }
 
     /// Current record of a location.
