@@ -21,8 +21,30 @@ final class EventStreamViewer: Sendable {
         var status: Int?
         var pending: [UInt8] = []
         var events: [Event] = []
+        var keepEvents = true
         var ended = false
         var bytes = 0
+        /// Events received, the last one's id and number, and how many came with a number
+        /// not above the one before (out of order).
+        var count = 0
+        var lastID: String?
+        var lastNumber: UInt64 = 0
+        var outOfOrder = 0
+        var firstName: String?
+        /// `change` and `remove` events.
+        var changes = 0
+
+        mutating func add(_ event: Event) {
+            count += 1
+            if event.name == "change" || event.name == "remove" { changes += 1 }
+            if firstName == nil { firstName = event.name }
+            if let number = event.number {
+                if number <= lastNumber && lastNumber > 0 { outOfOrder += 1 }
+                lastNumber = number
+                lastID = event.id
+            }
+            if keepEvents { events.append(event) }
+        }
     }
 
     private let channel: any Channel
@@ -36,11 +58,13 @@ final class EventStreamViewer: Sendable {
     /// Connects to 127.0.0.1:`port` and asks for `path`.
     /// - Parameter receiveBuffer: the socket's receive buffer in bytes (small: a paused
     ///   viewer backs up into the server sooner).
+    /// - Parameter keepEvents: keep every event (else only the counts and the last id).
     static func open(
-        port: Int, path: String, lastEventID: String? = nil, receiveBuffer: Int? = nil,
+        port: Int, path: String, lastEventID: String? = nil, receiveBuffer: Int? = nil, keepEvents: Bool = true,
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> EventStreamViewer {
         let box = Box()
+        box.state.withLock { $0.keepEvents = keepEvents }
         var bootstrap = ClientBootstrap(group: group)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
@@ -66,6 +90,11 @@ final class EventStreamViewer: Sendable {
     /// Whether the server ended the stream (or the connection closed).
     var ended: Bool { box.state.withLock { $0.ended } }
     var bytesReceived: Int { box.state.withLock { $0.bytes } }
+    /// Events received (kept or not), the first one's name, the last id, and how many
+    /// were out of order.
+    var tally: (count: Int, changes: Int, first: String?, lastID: String?, outOfOrder: Int) {
+        box.state.withLock { ($0.count, $0.changes, $0.firstName, $0.lastID, $0.outOfOrder) }
+    }
 
     /// Stops reading from the socket (`false`) or reads again (`true`).
     func reading(_ on: Bool) async throws {
@@ -106,12 +135,14 @@ final class EventStreamViewer: Sendable {
                 box.state.withLock { state in
                     state.bytes += buffer.readableBytes
                     state.pending += buffer.readableBytesView
-                    // Complete events end with a blank line.
-                    while let end = state.pending.firstRange(of: [10, 10]) {
-                        let block = String(decoding: state.pending[..<end.lowerBound], as: UTF8.self)
-                        state.pending.removeSubrange(..<end.upperBound)
-                        if let event = Self.event(block) { state.events.append(event) }
+                    // Complete events end with a blank line; what follows the last waits.
+                    var start = 0
+                    while let end = state.pending[start...].firstRange(of: [10, 10]) {
+                        let block = String(decoding: state.pending[start..<end.lowerBound], as: UTF8.self)
+                        start = end.upperBound
+                        if let event = Self.event(block) { state.add(event) }
                     }
+                    state.pending.removeSubrange(..<start)
                 }
             case .end:
                 box.state.withLock { $0.ended = true }

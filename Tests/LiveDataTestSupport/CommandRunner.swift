@@ -14,6 +14,11 @@ public struct CommandRunner: Sendable {
     public let executable: URL
 
     public init() throws {
+        // A given build (the load figures use a release daemon under debug tests).
+        if let given = ProcessInfo.processInfo.environment["LIVEDATA_EXECUTABLE"] {
+            executable = URL(fileURLWithPath: given)
+            return
+        }
         // The test bundle is built next to the products: .build/<triple>/debug/.
         var directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
         if let exe = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {

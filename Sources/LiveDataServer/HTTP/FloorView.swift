@@ -10,6 +10,9 @@ import ServiceLifecycle
 /// the binary), the shapes (`/v1/geometry`), the floors (`/v1/venues`) and the live feed
 /// (`/v1/events`, Server-Sent Events).
 enum FloorView {
+    /// The shortest time between two writes to one event-stream viewer.
+    static let eventWriteInterval = Duration.milliseconds(100)
+
     static func add(to router: Router<BasicRequestContext>, pipeline: LivePipeline) {
         router.get("/") { _, _ in
             html(VenuePage.render(summaries: await pipeline.summaries, geometryFloors: await pipeline.geometryFloors))
@@ -63,7 +66,14 @@ enum FloorView {
                     try await withGracefulShutdownHandler {
                         // Reconnect after 1 s (EventSource's default is 3 s).
                         try await writer.write(ByteBuffer(staticString: "retry: 1000\n\n"))
-                        for await frame in subscription.frames { try await writer.write(frame) }
+                        // At most one write per viewer every `eventWriteInterval`: what comes
+                        // meanwhile waits in its mailbox and goes out in the next write. A
+                        // screen needs no more, and 200 viewers of a busy floor then cost
+                        // 2,000 writes a second rather than one per change each.
+                        for await frames in subscription.frames {
+                            try await writer.write(frames)
+                            try await Task.sleep(for: eventWriteInterval)
+                        }
                     } onGracefulShutdown: {
                         hub.end(subscription)
                     }
