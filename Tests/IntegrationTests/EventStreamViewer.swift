@@ -138,9 +138,14 @@ final class EventStreamViewer: Sendable {
                     // Complete events end with a blank line; what follows the last waits.
                     var start = 0
                     while let end = state.pending[start...].firstRange(of: [10, 10]) {
-                        let block = String(decoding: state.pending[start..<end.lowerBound], as: UTF8.self)
+                        let range = start..<end.lowerBound
                         start = end.upperBound
-                        if let event = Self.event(block) { state.add(event) }
+                        if state.keepEvents {
+                            if let event = Self.event(String(decoding: state.pending[range], as: UTF8.self)) { state.add(event) }
+                        } else if let event = Self.brief(state.pending[range]) {
+                            // Counting only: the id and the name, without building text.
+                            state.add(event)
+                        }
                     }
                     state.pending.removeSubrange(..<start)
                 }
@@ -153,6 +158,28 @@ final class EventStreamViewer: Sendable {
             box.state.withLock { $0.ended = true }
             context.fireChannelInactive()
         }
+
+        /// An event's id and name (its data left out), read from the bytes.
+        static func brief(_ block: ArraySlice<UInt8>) -> Event? {
+            var id: String?
+            var name: String?
+            var lineStart = block.startIndex
+            while lineStart < block.endIndex {
+                let lineEnd = block[lineStart...].firstIndex(of: 10) ?? block.endIndex
+                let line = block[lineStart..<lineEnd]
+                if line.starts(with: Self.idPrefix) {
+                    id = String(decoding: line.dropFirst(4), as: UTF8.self)
+                } else if line.starts(with: Self.eventPrefix) {
+                    let value = line.dropFirst(7)
+                    name = value.elementsEqual("change".utf8) ? "change" : value.elementsEqual("remove".utf8) ? "remove" : String(decoding: value, as: UTF8.self)
+                }
+                lineStart = lineEnd + 1
+            }
+            return name.map { Event(id: id, name: $0, data: "") }
+        }
+
+        static let idPrefix = Array("id: ".utf8)
+        static let eventPrefix = Array("event: ".utf8)
 
         static func event(_ block: String) -> Event? {
             var id: String?

@@ -243,6 +243,10 @@ struct FloorViewBrowserTests {
                 as? [Double]
             let png = try #require(try await browser.screenshot())
             try png.write(to: directory.appendingPathComponent("floor.png"))
+            // The README's picture is this one: `LIVEDATA_SCREENSHOT=docs/floor-view.png`.
+            if let keep = ProcessInfo.processInfo.environment["LIVEDATA_SCREENSHOT"] {
+                try png.write(to: URL(fileURLWithPath: keep))
+            }
             let pixel = try await browser.runAsync(
                 """
                 const done = arguments[arguments.length - 1];
