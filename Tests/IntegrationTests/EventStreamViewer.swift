@@ -140,12 +140,7 @@ final class EventStreamViewer: Sendable {
                     while let end = state.pending[start...].firstRange(of: [10, 10]) {
                         let range = start..<end.lowerBound
                         start = end.upperBound
-                        if state.keepEvents {
-                            if let event = Self.event(String(decoding: state.pending[range], as: UTF8.self)) { state.add(event) }
-                        } else if let event = Self.brief(state.pending[range]) {
-                            // Counting only: the id and the name, without building text.
-                            state.add(event)
-                        }
+                        if let event = Self.event(state.pending[range], withData: state.keepEvents) { state.add(event) }
                     }
                     state.pending.removeSubrange(..<start)
                 }
@@ -159,38 +154,30 @@ final class EventStreamViewer: Sendable {
             context.fireChannelInactive()
         }
 
-        /// An event's id and name (its data left out), read from the bytes.
-        static func brief(_ block: ArraySlice<UInt8>) -> Event? {
+        /// An event from its lines (`id:`, `event:`, `data:`), read from the bytes; its data
+        /// only when `withData` (counting needs none, and is cheaper without the text).
+        static func event(_ block: ArraySlice<UInt8>, withData: Bool) -> Event? {
             var id: String?
             var name: String?
+            var data = ""
             var lineStart = block.startIndex
             while lineStart < block.endIndex {
                 let lineEnd = block[lineStart...].firstIndex(of: 10) ?? block.endIndex
                 let line = block[lineStart..<lineEnd]
                 if line.starts(with: Self.idPrefix) {
-                    id = String(decoding: line.dropFirst(4), as: UTF8.self)
+                    id = String(decoding: line.dropFirst(Self.idPrefix.count), as: UTF8.self)
                 } else if line.starts(with: Self.eventPrefix) {
-                    let value = line.dropFirst(7)
-                    name = value.elementsEqual("change".utf8) ? "change" : value.elementsEqual("remove".utf8) ? "remove" : String(decoding: value, as: UTF8.self)
+                    name = String(decoding: line.dropFirst(Self.eventPrefix.count), as: UTF8.self)
+                } else if withData && line.starts(with: Self.dataPrefix) {
+                    data = String(decoding: line.dropFirst(Self.dataPrefix.count), as: UTF8.self)
                 }
                 lineStart = lineEnd + 1
             }
-            return name.map { Event(id: id, name: $0, data: "") }
+            return name.map { Event(id: id, name: $0, data: data) }
         }
 
         static let idPrefix = Array("id: ".utf8)
         static let eventPrefix = Array("event: ".utf8)
-
-        static func event(_ block: String) -> Event? {
-            var id: String?
-            var name: String?
-            var data = ""
-            for line in block.split(separator: "\n") {
-                if line.hasPrefix("id: ") { id = String(line.dropFirst(4)) }
-                if line.hasPrefix("event: ") { name = String(line.dropFirst(7)) }
-                if line.hasPrefix("data: ") { data = String(line.dropFirst(6)) }
-            }
-            return name.map { Event(id: id, name: $0, data: data) }
-        }
+        static let dataPrefix = Array("data: ".utf8)
     }
 }

@@ -174,11 +174,7 @@ struct FloorViewLoadTests {
             }
         }
         // All connected before the stream starts.
-        for _ in 0..<200 {
-            let metrics = try await LoopbackHTTP.request("GET", port: daemon.httpPort, path: "/metrics").body
-            if Int(CrashRecoveryTests.metric(metrics, "livedata_event_viewers") ?? 0) == Self.viewerCount { break }
-            try await Task.sleep(for: .milliseconds(50))
-        }
+        _ = try await daemons.waitForMetric(daemon, "livedata_event_viewers", atLeast: Double(Self.viewerCount))
         let watched = try await phase(publisher, daemon: daemon, start: 2_000_000)
         // Let the viewers read what is on its way (up to 30 s), then stop them.
         let floorChanges = await published.items.count - retained

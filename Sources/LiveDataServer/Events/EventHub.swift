@@ -239,11 +239,7 @@ public final class EventHub: Sendable {
             bytes.writeBytes(json)
             bytes.writeStaticString("\n\n")
             keep(Frame(number: number, place: place, bytes: bytes), in: &state)
-            var dropped: [Viewer] = []
-            for (id, viewer) in state.viewers where viewer.scope.holds(place) {
-                if !viewer.mailbox.put(bytes) { dropped.append(drop(id, in: &state)) }
-            }
-            return dropped
+            return deliver(bytes, to: place, in: &state)
         }
         // Outside the lock: a reader woken now may end and take the lock.
         for viewer in dropped { viewer.mailbox.end() }
@@ -253,15 +249,19 @@ public final class EventHub: Sendable {
     /// viewer that went away is noticed).
     public func heartbeat() {
         guard hasViewers else { return }
-        let dropped = state.withLock { state -> [Viewer] in
-            let bytes = ByteBuffer(staticString: ": heartbeat\n\n")
-            var dropped: [Viewer] = []
-            for (id, viewer) in state.viewers {
-                if !viewer.mailbox.put(bytes) { dropped.append(drop(id, in: &state)) }
-            }
-            return dropped
-        }
+        let dropped = state.withLock { deliver(ByteBuffer(staticString: ": heartbeat\n\n"), to: nil, in: &$0) }
         for viewer in dropped { viewer.mailbox.end() }
+    }
+
+    /// Puts `bytes` in the mailbox of every viewer whose scope holds `place` (every viewer
+    /// when `nil`); takes out the ones whose mailbox is full and returns them, for the
+    /// caller to end outside the lock.
+    private func deliver(_ bytes: ByteBuffer, to place: Place?, in state: inout State) -> [Viewer] {
+        var dropped: [Viewer] = []
+        for (id, viewer) in state.viewers where place.map(viewer.scope.holds) ?? true {
+            if !viewer.mailbox.put(bytes) { dropped.append(drop(id, in: &state)) }
+        }
+        return dropped
     }
 
     /// Opens a viewer's stream: the frames after `lastEventID` when the history still has
