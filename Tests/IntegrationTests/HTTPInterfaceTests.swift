@@ -31,8 +31,8 @@ struct HTTPInterfaceTests {
         let config = try LiveDataConfig.parse(yaml: Self.yaml, file: "test.yaml")
         // Port 1 is never listened on: the client is built, not started.
         let intake = try Intake(config: config, logger: Logger(label: "test"))
-        let client = try MQTTClient(
-            configuration: MQTTConfiguration(host: "127.0.0.1", port: 1), logger: Logger(label: "test"), onMessage: intake.handler)
+        let client = try intake.makeClient(
+            configuration: MQTTConfiguration(host: "127.0.0.1", port: 1), logger: Logger(label: "test"))
         let pipeline = try await LivePipeline(
             config: config, client: client, intake: intake, metrics: metrics, logger: Logger(label: "test"), events: events)
         for (location, floor, people) in [("room-7", "F3", 3), ("room-9", "F4", 0), ("desk-1", "F3", 1)] {

@@ -46,7 +46,7 @@ struct PipelineIntegrationTests {
         var mqtt = try config.broker.mqttConfiguration(topics: OutputTopics(prefix: config.output.prefix))
         mqtt.reconnect = MQTTBackoff(initial: .milliseconds(100), maximum: .milliseconds(500), jitter: 0)
         let intake = try Intake(config: config, logger: logger)
-        let client = try MQTTClient(configuration: mqtt, logger: logger, onMessage: intake.handler)
+        let client = try intake.makeClient(configuration: mqtt, logger: logger)
         let pipeline = try await LivePipeline(config: config, client: client, intake: intake, logger: logger)
         try await client.connect()
         try await pipeline.subscribe()

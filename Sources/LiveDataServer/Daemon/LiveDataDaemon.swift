@@ -28,7 +28,7 @@ public struct LiveDataDaemon: Sendable {
         var mqtt = try config.broker.mqttConfiguration(topics: topics, payloadLimit: config.limits.payload.size)
         mqtt.reconnect = reconnect
         let intake = try Intake(config: config, logger: logger)
-        let client = try MQTTClient(configuration: mqtt, logger: logger, onMessage: intake.handler)
+        let client = try intake.makeClient(configuration: mqtt, logger: logger)
         let metrics = DaemonMetrics()
         notifier.status("restoring the state")
         // A large state file and journal take seconds (a million locations: about 5 s).

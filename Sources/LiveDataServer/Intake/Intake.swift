@@ -6,11 +6,12 @@ import Logging
 import Mosquitto
 import Synchronization
 
-/// Where received updates enter the daemon, on the MQTT client's network thread: each is
-/// appended to the intake journal, then handed to the pipeline through the bounded
-/// ``IntakeQueue``, all before the message callback returns and libmosquitto writes the
-/// QoS 1 acknowledgement (see ``MessageHandler``). So an update the broker counts as
-/// delivered is in the journal, whatever happens to the process next.
+/// Where received updates enter the daemon, on the MQTT client's network thread. Each
+/// update of a read pass is staged in the intake journal and kept; at the pass's end the
+/// staged records are written in one `write(2)` and the pass's updates handed to the
+/// pipeline through the bounded ``IntakeQueue`` in one go, all before the client writes
+/// any of their QoS 1 acknowledgements (see ``ReadEndHandler``). So an update the broker
+/// counts as delivered is in the journal, whatever happens to the process next.
 ///
 /// When the journal cannot be written (a full or read-only disk) the network thread keeps
 /// the update and tries again every half second: nothing is acknowledged meanwhile, the
@@ -37,6 +38,8 @@ public final class Intake: Sendable {
     private let payloadLimit: Int
     private let oversize = Atomic<Int>(0)
     private let oversizeLog = Mutex(RateLimitedLog(interval: .seconds(10)))
+    /// The read pass's updates, until its end (the network thread's alone).
+    private let batch = Mutex<[IntakeMessage]>([])
 
     /// Opens the journal beside the state file (unless the store is in memory).
     /// - Throws: ``IntakeJournal/Failure`` when its folder cannot be opened.
@@ -49,9 +52,15 @@ public final class Intake: Sendable {
         self.logger = logger
     }
 
-    /// The client's message handler.
-    public var handler: MessageHandler { { [self] message in receive(message) } }
+    /// A client that hands what it receives to this intake: every message to ``receive(_:)``,
+    /// the end of every read pass to ``finishBatch()``.
+    public func makeClient(configuration: MQTTConfiguration, logger: Logger) throws(MQTTError) -> MQTTClient {
+        try MQTTClient(
+            configuration: configuration, logger: logger, onMessage: { [self] message in receive(message) },
+            onReadEnd: { [self] in finishBatch() })
+    }
 
+    /// Stages one update in the journal and keeps it for ``finishBatch()``.
     func receive(_ message: MQTTIncomingMessage) -> MQTTReceipt {
         // An oversize payload (an MQTT 3.1.1 session, or a broker that ignores the Maximum
         // Packet Size asked for) is refused before anything copies or journals it.
@@ -61,26 +70,44 @@ public final class Intake: Sendable {
         }
         let arrived = ContinuousClock.now
         let receivedAt = LiveTimestamp.now
-        var end: UInt64 = 0
-        if let journal {
-            var failed = false
-            while true {
-                do {
-                    end = try journal.append(
-                        topic: message.topic, payload: message.payload, receivedAt: receivedAt, retain: message.retain)
-                    break
-                } catch {
-                    failed = true
-                    noteFault("cannot write the intake journal: \(error)")
-                    // Shutting down: leave the update unacknowledged for the next session.
-                    if stopping.load(ordering: .acquiring) { return .refused }
-                    usleep(500_000)
-                }
-            }
-            if failed { clearFault(after: "the intake journal is writable again") }
-        }
-        queue.push(IntakeMessage(message, receivedAt: receivedAt, journalEnd: end, arrived: arrived))
+        let end =
+            journal?.stage(topic: message.topic, payload: message.payload, receivedAt: receivedAt, retain: message.retain)
+            ?? 0
+        let kept = IntakeMessage(message, receivedAt: receivedAt, journalEnd: end, arrived: arrived)
+        batch.withLock { $0.append(kept) }
         return .taken
+    }
+
+    /// The end of a read pass: writes the staged journal records, then hands the pass's
+    /// updates to the pipeline (waiting while the queue is full).
+    func finishBatch() -> MQTTReceipt {
+        batch.withLock { messages -> MQTTReceipt in
+            guard !messages.isEmpty else { return .taken }
+            if let journal {
+                var failed = false
+                while true {
+                    do {
+                        try journal.commit()
+                        break
+                    } catch {
+                        failed = true
+                        noteFault("cannot write the intake journal: \(error)")
+                        // Shutting down: leave the updates unacknowledged for the next session.
+                        if stopping.load(ordering: .acquiring) {
+                            journal.discardStaged()
+                            messages.removeAll(keepingCapacity: true)
+                            return .refused
+                        }
+                        usleep(500_000)
+                    }
+                }
+                if failed { clearFault(after: "the intake journal is writable again") }
+            }
+            // A closed queue (the daemon is stopping) takes nothing: leave them unacknowledged.
+            let taken = queue.push(contentsOf: messages)
+            messages.removeAll(keepingCapacity: true)
+            return taken ? .taken : .refused
+        }
     }
 
     /// Stops waiting for a failing disk (the update stays unacknowledged); called on shutdown.

@@ -71,12 +71,13 @@ final class IntakeQueue: Sendable {
          .nanoseconds(blockedNanoseconds.load(ordering: .relaxed)))
     }
 
-    /// Hands a message over, waiting while the queue is full (call it from the network
-    /// thread, never from a task).
-    /// - Returns: `false` when the queue is closed (the message was not taken).
+    /// Hands messages over, in order, waiting while the queue is full (call it from the
+    /// network thread, never from a task).
+    /// - Returns: `false` when the queue is closed (the messages not handed over yet were
+    ///   not taken).
     @discardableResult
-    func push(_ message: IntakeMessage) -> Bool {
-        let size = message.topic.utf8.count + message.payload.count
+    func push(contentsOf messages: [IntakeMessage]) -> Bool {
+        var next = 0
         var waitedSince: ContinuousClock.Instant?
         defer {
             if let waitedSince {
@@ -84,36 +85,46 @@ final class IntakeQueue: Sendable {
                 blockedNanoseconds.add(Int(waited.nanoseconds), ordering: .relaxed)
             }
         }
-        while true {
-            enum Next { case closed, wait, done(CheckedContinuation<[IntakeMessage], Never>?, [IntakeMessage]) }
-            let next = state.withLock { state -> Next in
+        while next < messages.count {
+            enum Step { case closed, wait, moved(CheckedContinuation<[IntakeMessage], Never>?, [IntakeMessage]) }
+            let step = state.withLock { state -> Step in
                 if state.closed { return .closed }
-                // One message always fits, however large: the queue must never stall on it.
-                guard state.pending.isEmpty || (state.pending.count < capacity && state.bytes + size <= byteCapacity) else {
+                let before = next
+                while next < messages.count {
+                    let size = messages[next].topic.utf8.count + messages[next].payload.count
+                    // One message always fits, however large: the queue must never stall on it.
+                    guard state.pending.isEmpty || (state.pending.count < capacity && state.bytes + size <= byteCapacity)
+                    else { break }
+                    state.pending.append(messages[next])
+                    state.bytes += size
+                    next += 1
+                }
+                if next == before {
                     state.producerWaiting = true
                     return .wait
                 }
-                state.pending.append(message)
-                state.bytes += size
                 depthNow.store(state.pending.count, ordering: .relaxed)
                 if state.pending.count > depthPeak.load(ordering: .relaxed) {
                     depthPeak.store(state.pending.count, ordering: .relaxed)
                 }
-                guard let consumer = state.consumer else { return .done(nil, []) }
+                guard let consumer = state.consumer else { return .moved(nil, []) }
                 state.consumer = nil
-                return .done(consumer, take(&state))
+                return .moved(consumer, take(&state))
             }
-            switch next {
+            switch step {
             case .closed: return false
-            case .done(let consumer, let batch):
-                consumer?.resume(returning: batch)
-                return true
+            case .moved(let consumer, let batch): consumer?.resume(returning: batch)
             case .wait:
                 if waitedSince == nil { waitedSince = .now }
                 room.wait()
             }
         }
+        return true
     }
+
+    /// Hands one message over; see ``push(contentsOf:)``.
+    @discardableResult
+    func push(_ message: IntakeMessage) -> Bool { push(contentsOf: [message]) }
 
     /// Everything that waits, at once; suspends while nothing does.
     /// - Returns: `nil` once the queue is closed and empty.

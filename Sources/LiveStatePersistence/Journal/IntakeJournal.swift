@@ -13,9 +13,9 @@ import Glibc
 /// whole journal) of its first record. A record is its body's length and CRC-32C, then the
 /// body: receipt time, flags, topic, payload. The state file records the position its
 /// snapshot covers; a start replays what follows, and segments the snapshot covers are
-/// deleted. Appending is a single `write(2)` (in the page cache, which a killed process
-/// does not take with it); a thread of its own calls `fdatasync` every `syncInterval`,
-/// for a machine that loses power.
+/// deleted. Records are staged, then committed together in a single `write(2)` (to the
+/// page cache, which a killed process does not take with it); a thread of its own calls
+/// `fdatasync` every `syncInterval`, for a machine that loses power.
 ///
 /// One thread appends; ``covered(through:)`` and the statistics may be called from others.
 public final class IntakeJournal: Sendable {
@@ -82,7 +82,9 @@ public final class IntakeJournal: Sendable {
         var end: UInt64 = 0
         var bytes: UInt64 = 0
         var appended = 0
-        var buffer: [UInt8] = []
+        /// Records staged for the next ``commit()``, and how many.
+        var staged: [UInt8] = []
+        var stagedRecords = 0
         var closed = false
         /// Bytes of an incomplete last record cut off at open, reported by the next replay.
         var droppedTail = 0
@@ -137,7 +139,7 @@ public final class IntakeJournal: Sendable {
             bytes += valid
         }
         initial.bytes = bytes
-        initial.buffer.reserveCapacity(1024)
+        initial.staged.reserveCapacity(4096)
         state = Mutex(initial)
         if let syncInterval { startSyncThread(every: syncInterval) }
     }
@@ -165,7 +167,7 @@ public final class IntakeJournal: Sendable {
 
     // MARK: - Appending
 
-    /// Appends one update, in one `write(2)`.
+    /// Appends one update, in one `write(2)` (with whatever was staged before it).
     /// - Returns: the position after it.
     /// - Throws: ``Failure`` (a full disk: ``Failure/isNoSpace``); nothing of the record
     ///   stays in the file then, and the caller may try again.
@@ -173,45 +175,83 @@ public final class IntakeJournal: Sendable {
     public func append(
         topic: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, receivedAt: LiveTimestamp, retain: Bool
     ) throws(Failure) -> UInt64 {
-        try state.withLock { state throws(Failure) -> UInt64 in
+        let end = stage(topic: topic, payload: payload, receivedAt: receivedAt, retain: retain)
+        try commit()
+        return end
+    }
+
+    /// Adds one update to the records that ``commit()`` writes together.
+    /// - Returns: the position after it, once committed.
+    public func stage(
+        topic: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, receivedAt: LiveTimestamp, retain: Bool
+    ) -> UInt64 {
+        state.withLock { state -> UInt64 in
             let bodyLength = Self.bodyPrefix + topic.count + payload.count
-            let length = Self.headerSize + bodyLength
-            // A record that would take the active segment past its size starts the next one
-            // (an empty segment takes it whatever its size).
+            let start = state.staged.count
+            state.staged.reserveCapacity(start + Self.headerSize + bodyLength)
+            Self.appendUInt32(UInt32(bodyLength), to: &state.staged)
+            Self.appendUInt32(0, to: &state.staged)  // the checksum, filled in below
+            var time = UInt64(bitPattern: receivedAt.millisecondsSince1970).littleEndian
+            withUnsafeBytes(of: &time) { state.staged.append(contentsOf: $0) }
+            state.staged.append(retain ? 1 : 0)
+            state.staged.append(UInt8(topic.count & 0xFF))
+            state.staged.append(UInt8(topic.count >> 8))
+            state.staged.append(contentsOf: topic)
+            state.staged.append(contentsOf: payload)
+            state.staged.withUnsafeMutableBytes { bytes in
+                let crc = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: bytes[(start + Self.headerSize)...]))
+                bytes.storeBytes(of: crc.littleEndian, toByteOffset: start + 4, as: UInt32.self)
+            }
+            state.stagedRecords += 1
+            return state.end + UInt64(state.staged.count)
+        }
+    }
+
+    /// Writes every staged record, in one `write(2)`.
+    /// - Throws: ``Failure`` (a full disk: ``Failure/isNoSpace``); nothing of them stays in
+    ///   the file then, they stay staged, and the caller may try again.
+    public func commit() throws(Failure) {
+        try state.withLock { state throws(Failure) in
+            guard !state.staged.isEmpty else { return }
+            let length = state.staged.count
+            // Records that would take the active segment past its size start the next one
+            // (an empty segment takes them whatever their size).
             let used = state.end - (state.segments.last ?? 0)
             if state.descriptor < 0 || (used > 0 && used + UInt64(length) > segmentSize) {
                 try startSegment(&state)
             }
-            state.buffer.removeAll(keepingCapacity: true)
-            state.buffer.reserveCapacity(length)
-            Self.appendUInt32(UInt32(bodyLength), to: &state.buffer)
-            Self.appendUInt32(0, to: &state.buffer)  // the checksum, filled in below
-            var time = UInt64(bitPattern: receivedAt.millisecondsSince1970).littleEndian
-            withUnsafeBytes(of: &time) { state.buffer.append(contentsOf: $0) }
-            state.buffer.append(retain ? 1 : 0)
-            state.buffer.append(UInt8(topic.count & 0xFF))
-            state.buffer.append(UInt8(topic.count >> 8))
-            state.buffer.append(contentsOf: topic)
-            state.buffer.append(contentsOf: payload)
-            let written = state.buffer.withUnsafeMutableBytes { record -> Int in
-                let crc = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: record[Self.headerSize...]))
-                record.storeBytes(of: crc.littleEndian, toByteOffset: 4, as: UInt32.self)
-                return write(state.descriptor, record.baseAddress, record.count)
-            }
+            let descriptor = state.descriptor
+            let written = state.staged.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
             guard written == length else {
                 let code = written < 0 ? errno : ENOSPC
-                // A part of the record may be in the file: take it out, so the next record
-                // starts where this one did.
+                // A part of the records may be in the file: take it out, so that the next
+                // try starts where this one did.
                 let start = state.end - (state.segments.last ?? 0)
                 _ = ftruncate(state.descriptor, off_t(start))
                 throw Failure(operation: "appending to", path: Self.path(directory, state.segments.last ?? 0), code: code)
             }
             state.end += UInt64(length)
             state.bytes += UInt64(length)
-            state.appended += 1
-            return state.end
+            state.appended += state.stagedRecords
+            state.stagedRecords = 0
+            // A flood's buffer is not kept for ever.
+            if state.staged.capacity > Self.stagedCapacityKept {
+                state.staged = []
+            } else {
+                state.staged.removeAll(keepingCapacity: true)
+            }
         }
     }
+
+    /// Forgets what is staged (its updates were not acknowledged; the broker sends them again).
+    public func discardStaged() {
+        state.withLock { state in
+            state.staged.removeAll(keepingCapacity: true)
+            state.stagedRecords = 0
+        }
+    }
+
+    static let stagedCapacityKept = 1 << 20
 
     private func startSegment(_ state: inout State) throws(Failure) {
         let start = state.end

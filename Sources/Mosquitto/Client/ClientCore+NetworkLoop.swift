@@ -79,10 +79,64 @@ extension ClientCore {
 
     /// Runs the socket until the connection ends; after a stop request, for at most two
     /// more seconds so that the DISCONNECT gets out.
+    ///
+    /// The loop is libmosquitto's own parts (`mosquitto_loop_read`, `_write`, `_misc`) in
+    /// passes, rather than `mosquitto_loop`, which selects for every packet and writes each
+    /// one as a TCP segment of its own. A pass:
+    /// 1. waits in `poll` for the socket, or for the wake-up descriptor that other threads
+    ///    signal when they queue a packet while the loop sleeps;
+    /// 2. reads every packet that has arrived (bounded), handing each to the message
+    ///    handler, then calls the read-end handler once (see ``ReadEndHandler``);
+    /// 3. writes everything queued (acknowledgements of step 2, publishes of other
+    ///    threads) with the socket corked, so that the pass leaves in as few segments as
+    ///    fit: one write phase per pass instead of one segment per packet;
+    /// 4. lets libmosquitto send a PINGREQ or notice a silent broker.
+    ///
+    /// No acknowledgement is written before step 3, so the read-end handler still runs
+    /// before the broker hears of any message of its pass.
+    ///
+    /// While passes find work, the next one starts no sooner than `passInterval` after the
+    /// last one started: under a steady stream a pass then carries all that came meanwhile,
+    /// rather than one message per pass and a TCP segment per acknowledgement.
     private func pump() -> (Int32, Int32) {
         var deadline: ContinuousClock.Instant?
+        var busySince: ContinuousClock.Instant?
+        let interval = configuration.passInterval
         while true {
-            let code = mosquitto_loop(mosq, 100, 1)
+            if let busySince, interval > .zero {
+                let wait = busySince + interval - .now
+                if wait > .zero { pause(wait) }
+            }
+            let socket = mosquitto_socket(mosq)
+            guard socket >= 0 else { return (MOSQ_ERR_NO_CONN.raw, 0) }
+            // Armed before looking for queued packets: a thread that queues one after the
+            // look sees the loop armed and wakes it (see `wakeNetworkLoop()`).
+            _ = loopArmed.exchange(true, ordering: .sequentiallyConsistent)
+            let wantWrite = mosquitto_want_write(mosq)
+            var descriptors = [
+                pollfd(fd: socket, events: Int16(POLLIN) | (wantWrite ? Int16(POLLOUT) : 0), revents: 0),
+                pollfd(fd: wakeDescriptor, events: Int16(POLLIN), revents: 0),
+            ]
+            let ready = poll(&descriptors, 2, Self.pollTimeoutMilliseconds)
+            loopArmed.store(false, ordering: .relaxed)
+            if ready < 0 && errno != EINTR { return (MOSQ_ERR_ERRNO.raw, errno) }
+            let passStart = ContinuousClock.now
+            busySince = nil
+            if descriptors[1].revents != 0 {
+                var count: UInt64 = 0
+                _ = read(wakeDescriptor, &count, MemoryLayout<UInt64>.size)
+            }
+            if descriptors[0].revents & Int16(POLLIN | POLLERR | POLLHUP) != 0 {
+                busySince = passStart
+                let code = readPass()
+                if code != MOSQ_ERR_SUCCESS.raw { return (code, errno) }
+            }
+            if mosquitto_want_write(mosq) {
+                busySince = passStart
+                let code = writePass()
+                if code != MOSQ_ERR_SUCCESS.raw { return (code, errno) }
+            }
+            let code = mosquitto_loop_misc(mosq)
             if code != MOSQ_ERR_SUCCESS.raw { return (code, errno) }
             if stopFlag.load(ordering: .acquiring) {
                 let now = ContinuousClock.now
@@ -95,11 +149,83 @@ extension ClientCore {
         }
     }
 
+    /// Long enough to cost nothing when idle, short enough for keepalive (at least 5 s).
+    static let pollTimeoutMilliseconds: Int32 = 1000
+    /// At most this many `mosquitto_loop_read` calls in one pass (each reads one packet,
+    /// or as many as there are messages in flight), so that acknowledgements and
+    /// publishes go out at least that often under a flood.
+    static let readCallsPerPass = 1024
+
+    /// Reads what has arrived, until the socket has no more or the pass's bound, then
+    /// calls the read-end handler.
+    private func readPass() -> Int32 {
+        for _ in 0..<Self.readCallsPerPass {
+            errno = 0
+            let code = mosquitto_loop_read(mosq, 1)
+            if code != MOSQ_ERR_SUCCESS.raw {
+                finishReadPass()
+                return code
+            }
+            let socket = mosquitto_socket(mosq)
+            if socket < 0 { break }
+            // libmosquitto's own test for "nothing more to read now" is errno EAGAIN, but
+            // queueing an acknowledgement leaves EAGAIN too (the write to its full wake-up
+            // socket pair, which this loop does not use): ask the socket.
+            if errno == EAGAIN || errno == EWOULDBLOCK {
+                var waiting: Int32 = 0
+                if ioctl(socket, UInt(FIONREAD), &waiting) != 0 || waiting == 0 { break }
+            }
+        }
+        finishReadPass()
+        return MOSQ_ERR_SUCCESS.raw
+    }
+
+    private func finishReadPass() {
+        guard let readEnd else { return }
+        if case .refused = readEnd() { cutConnection() }
+    }
+
+    /// Writes everything queued, corked: the packets leave together when the cork comes off.
+    private func writePass() -> Int32 {
+        let socket = mosquitto_socket(mosq)
+        var on: Int32 = 1
+        let corked = socket >= 0 && setsockopt(socket, Int32(IPPROTO_TCP), TCP_CORK, &on, socklen_t(MemoryLayout<Int32>.size)) == 0
+        let code = mosquitto_loop_write(mosq, 1)
+        let savedErrno = errno
+        // A DISCONNECT closes the socket as it goes: uncork only the socket still in use.
+        if corked && mosquitto_socket(mosq) == socket {
+            var off: Int32 = 0
+            _ = setsockopt(socket, Int32(IPPROTO_TCP), TCP_CORK, &off, socklen_t(MemoryLayout<Int32>.size))
+        }
+        errno = savedErrno
+        return code
+    }
+
+    /// Called by a thread that has just queued a packet: wakes the loop if it sleeps in
+    /// `poll` (a running loop writes the packet in its next pass anyway). Inside
+    /// ``MQTTClient/withBatchedSends(_:)`` the wake-up waits for the batch's end.
+    func wakeNetworkLoop() {
+        guard batchDepth.load(ordering: .relaxed) == 0 else { return }
+        if loopArmed.exchange(false, ordering: .sequentiallyConsistent) { signalWake() }
+    }
+
+    /// Wakes the loop whatever it is doing.
+    func signalWake() {
+        var one: UInt64 = 1
+        _ = write(wakeDescriptor, &one, MemoryLayout<UInt64>.size)
+    }
+
     private func describeLoopEnd(_ code: Int32, errno: Int32) -> String {
         if code == MOSQ_ERR_CONN_LOST.raw || code == MOSQ_ERR_NO_CONN.raw {
             return "the broker closed the connection"
         }
         return describeResult(code, errno: errno)
+    }
+
+    /// Sleeps a pass interval's rest (a millisecond or so: not cut short by a stop).
+    private func pause(_ delay: Duration) {
+        var time = timespec(tv_sec: Int(delay.components.seconds), tv_nsec: Int(delay.components.attoseconds / 1_000_000_000))
+        _ = nanosleep(&time, nil)
     }
 
     /// Waits for `delay`, or less when a stop is requested.

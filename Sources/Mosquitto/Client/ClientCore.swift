@@ -60,6 +60,7 @@ final class ClientCore: Sendable {
     let eventContinuation: AsyncStream<MQTTEvent>.Continuation
     let messageContinuation: AsyncStream<MQTTMessage>.Continuation
     let handler: MessageHandler?
+    let readEnd: ReadEndHandler?
     let state = Mutex(State())
     /// Open from the broker's CONNACK until the network thread starts another connection.
     /// Every call that makes libmosquitto queue a packet (publish, subscribe, unsubscribe)
@@ -71,18 +72,31 @@ final class ClientCore: Sendable {
     let stopFlag = Atomic<Bool>(false)
     /// Signalled to cut a backoff sleep short when stopping.
     let wakeup = DispatchSemaphore(value: 0)
+    /// An eventfd the network loop polls beside the socket: written to wake it when a
+    /// packet is queued while it sleeps.
+    let wakeDescriptor: Int32
+    /// Set while the network loop is about to sleep or sleeps in `poll`.
+    let loopArmed = Atomic<Bool>(false)
+    /// Open ``MQTTClient/withBatchedSends(_:)`` scopes: their sends wake the loop once, at the end.
+    let batchDepth = Atomic<Int>(0)
 
     init(
         handle: Handle, configuration: MQTTConfiguration, logger: Logger,
         events: AsyncStream<MQTTEvent>.Continuation, messages: AsyncStream<MQTTMessage>.Continuation,
-        handler: MessageHandler? = nil
+        handler: MessageHandler? = nil, readEnd: ReadEndHandler? = nil
     ) {
         self.handler = handler
+        self.readEnd = readEnd
+        wakeDescriptor = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
         self.handle = handle
         self.configuration = configuration
         self.logger = logger
         self.eventContinuation = events
         self.messageContinuation = messages
+    }
+
+    deinit {
+        if wakeDescriptor >= 0 { close(wakeDescriptor) }
     }
 
     var mosq: OpaquePointer { handle.mosq }
@@ -147,6 +161,7 @@ final class ClientCore: Sendable {
         stopFlag.store(true, ordering: .releasing)
         if connected { sendGate.withLock { open in if open { _ = mosquitto_disconnect_v5(mosq, 0, nil) } } }
         wakeup.signal()
+        signalWake()
         if !launched { finish() }
     }
 
@@ -219,6 +234,7 @@ final class ClientCore: Sendable {
         if code == MOSQ_ERR_NO_CONN.raw {
             return  // The connection dropped meanwhile; it goes out again on reconnection.
         }
+        wakeNetworkLoop()
         if code != MOSQ_ERR_SUCCESS.raw {
             let error = MQTTError.library(
                 function: "mosquitto_subscribe_v5", code: code, reason: describeResult(code, errno: errno))
@@ -261,6 +277,7 @@ final class ClientCore: Sendable {
         }
         var mid: Int32 = 0
         let code = sendGate.withLock { open in open ? mosquitto_unsubscribe_v5(mosq, &mid, filter, nil) : MOSQ_ERR_NO_CONN.raw }
+        if code == MOSQ_ERR_SUCCESS.raw { wakeNetworkLoop() }
         guard code == MOSQ_ERR_SUCCESS.raw else {
             if code == MOSQ_ERR_NO_CONN.raw {
                 eventContinuation.yield(.unsubscribed(filter: filter))
@@ -308,6 +325,7 @@ final class ClientCore: Sendable {
             waiter.resume(throwing: error)
             return
         }
+        wakeNetworkLoop()
         let pending = PublishWaiter(topic: topic, continuation: waiter)
         if let reason = state.withLock({ $0.publishes.sent(mid: mid, waiter: pending) }) {
             complete(pending, reason: reason)

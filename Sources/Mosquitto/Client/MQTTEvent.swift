@@ -89,3 +89,10 @@ public enum MQTTReceipt: Sendable {
 /// `packet__queue`). While it runs nothing else is read from the socket, so a handler that
 /// waits for room pushes back on the broker through TCP.
 public typealias MessageHandler = @Sendable (MQTTIncomingMessage) -> MQTTReceipt
+
+/// Called on the client's network thread after each read pass: after the ``MessageHandler``
+/// calls for every message the pass read, before any of their acknowledgements is written.
+/// A handler that keeps messages in batches finishes its batch here (one journal write,
+/// one hand-off per pass). `.refused` cuts the connection: none of the pass's messages is
+/// acknowledged, and the broker delivers them again on the next connection.
+public typealias ReadEndHandler = @Sendable () -> MQTTReceipt

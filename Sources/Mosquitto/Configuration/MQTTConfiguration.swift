@@ -27,13 +27,19 @@ public struct MQTTConfiguration: Sendable {
     /// MQTT 5: the largest packet we accept, sent on CONNECT so that the broker drops
     /// larger messages instead of sending them. `nil`: no limit.
     public var maximumPacketSize: UInt32?
+    /// While traffic keeps coming, the network thread starts a pass (read what arrived,
+    /// write what is queued) at most this often, so that a pass carries many packets: one
+    /// TCP segment out and a few system calls for a whole pass rather than for each packet.
+    /// A message waits at most this long more. Zero: a pass for every wake-up. Default 1 ms.
+    public var passInterval: Duration
 
     public init(
         host: String = "127.0.0.1", port: Int = 1883, clientID: String? = nil,
         protocolVersion: MQTTProtocolVersion = .v5, cleanStart: Bool = true,
         sessionExpiry: Duration = .seconds(86_400), keepalive: Duration = .seconds(30),
         credentials: MQTTCredentials? = nil, tls: MQTTTLSConfiguration? = nil, will: MQTTWill? = nil,
-        reconnect: MQTTBackoff = MQTTBackoff(), maximumPacketSize: UInt32? = nil
+        reconnect: MQTTBackoff = MQTTBackoff(), maximumPacketSize: UInt32? = nil,
+        passInterval: Duration = .milliseconds(1)
     ) {
         self.host = host
         self.port = port
@@ -47,6 +53,7 @@ public struct MQTTConfiguration: Sendable {
         self.will = will
         self.reconnect = reconnect
         self.maximumPacketSize = maximumPacketSize
+        self.passInterval = passInterval
     }
 
     /// `host:port`, as error messages name the broker.
