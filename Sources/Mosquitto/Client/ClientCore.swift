@@ -109,6 +109,15 @@ final class ClientCore: Sendable {
         try check(
             mosquitto_int_option(mosq, MOSQ_OPT_PROTOCOL_VERSION, version), "mosquitto_int_option(PROTOCOL_VERSION)")
         try check(mosquitto_int_option(mosq, MOSQ_OPT_TCP_NODELAY, 1), "mosquitto_int_option(TCP_NODELAY)")
+        if configuration.protocolVersion == .v5 {
+            try check(
+                mosquitto_int_option(mosq, MOSQ_OPT_SEND_MAXIMUM, Int32(clamping: min(max(configuration.sendMaximum, 1), 65_535))),
+                "mosquitto_int_option(SEND_MAXIMUM)")
+            try check(
+                mosquitto_int_option(
+                    mosq, MOSQ_OPT_RECEIVE_MAXIMUM, Int32(clamping: min(max(configuration.receiveMaximum, 1), 65_535))),
+                "mosquitto_int_option(RECEIVE_MAXIMUM)")
+        }
         if let credentials = configuration.credentials {
             try check(
                 mosquitto_username_pw_set(mosq, credentials.username, credentials.password?.value),

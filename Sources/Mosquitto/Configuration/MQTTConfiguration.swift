@@ -32,6 +32,12 @@ public struct MQTTConfiguration: Sendable {
     /// TCP segment out and a few system calls for a whole pass rather than for each packet.
     /// A message waits at most this long more. Zero: a pass for every wake-up. Default 1 ms.
     public var passInterval: Duration
+    /// MQTT 5: how many of our QoS 1 and 2 messages may await the broker's acknowledgement
+    /// at once (the broker's Receive Maximum may lower it), and how many of its messages
+    /// may await ours. libmosquitto's default, 20, caps a client that acknowledges in
+    /// passes at 20 messages a pass. Default 1,000 each.
+    public var sendMaximum: Int
+    public var receiveMaximum: Int
 
     public init(
         host: String = "127.0.0.1", port: Int = 1883, clientID: String? = nil,
@@ -39,7 +45,7 @@ public struct MQTTConfiguration: Sendable {
         sessionExpiry: Duration = .seconds(86_400), keepalive: Duration = .seconds(30),
         credentials: MQTTCredentials? = nil, tls: MQTTTLSConfiguration? = nil, will: MQTTWill? = nil,
         reconnect: MQTTBackoff = MQTTBackoff(), maximumPacketSize: UInt32? = nil,
-        passInterval: Duration = .milliseconds(1)
+        passInterval: Duration = .milliseconds(1), sendMaximum: Int = 1000, receiveMaximum: Int = 1000
     ) {
         self.host = host
         self.port = port
@@ -54,6 +60,8 @@ public struct MQTTConfiguration: Sendable {
         self.reconnect = reconnect
         self.maximumPacketSize = maximumPacketSize
         self.passInterval = passInterval
+        self.sendMaximum = sendMaximum
+        self.receiveMaximum = receiveMaximum
     }
 
     /// `host:port`, as error messages name the broker.
