@@ -287,6 +287,57 @@ struct ClientIntegrationTests {
         await watcher.disconnect()
     }
 
+    @Test("messages are read in passes: the read-end handler follows each pass's messages, and a refused pass comes again whole")
+    func readPasses() async throws {
+        let broker = try await MosquittoBroker.start()
+        /// Per pass, the messages read; a pass ends at each read-end call.
+        let passes = Mutex<(closed: [[String]], open: [String])>(([], []))
+        let refuseFirstPass = Atomic<Bool>(true)
+        var configuration = MQTTConfiguration.test(port: broker.port)
+        configuration.clientID = "passes-test"
+        configuration.cleanStart = false
+        // Long passes, so that a burst lands in few of them.
+        configuration.passInterval = .milliseconds(20)
+        let subscriber = try MQTTClient(
+            configuration: configuration, logger: logger,
+            onMessage: { message in
+                passes.withLock { $0.open.append(String(decoding: message.payload, as: UTF8.self)) }
+                return .taken
+            },
+            onReadEnd: {
+                let pass = passes.withLock { state -> [String] in
+                    defer { state.open = [] }
+                    return state.open
+                }
+                guard !pass.isEmpty else { return .taken }
+                if refuseFirstPass.exchange(false, ordering: .relaxed) { return .refused }
+                passes.withLock { $0.closed.append(pass) }
+                return .taken
+            })
+        try await subscriber.connect()
+        try await subscriber.subscribe("passes/#", qos: .atLeastOnce)
+        let publisher = try await connectedClient(broker)
+        let sent = (0..<500).map { "m\($0)" }
+        try publisher.withBatchedSends {
+            for text in sent { try publisher.send("passes/t", payload: Array(text.utf8), qos: .atLeastOnce) }
+        }
+        let deadline = ContinuousClock.now + .seconds(20)
+        while !passes.withLock({ $0.closed.joined().contains("m499") }) && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let closed = passes.withLock { $0.closed }
+        let kept = Array(closed.joined())
+        // The refused pass was not acknowledged: all of it came again, after the
+        // reconnection, and every message was kept exactly once after that.
+        #expect(Set(kept) == Set(sent))
+        #expect(kept.count == sent.count)
+        #expect(kept == sent)
+        // A burst is read in passes of many messages, not one pass per message.
+        #expect(closed.count < sent.count / 4, "\(closed.count) passes for \(sent.count) messages")
+        await subscriber.disconnect()
+        await publisher.disconnect()
+    }
+
     @Test("a message handler on the network thread: a refused message comes again on the next connection")
     func handlerRefusalRedelivers() async throws {
         let broker = try await MosquittoBroker.start()

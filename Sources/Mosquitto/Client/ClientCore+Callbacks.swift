@@ -41,6 +41,8 @@ extension ClientCore {
             guard let message = message?.pointee else { return }
             let core = ClientCore.from(userData)
             if let handler = core.handler {
+                // Read after a refusal cut the connection: it comes again, after the refused one.
+                if core.connectionCut.load(ordering: .relaxed) { return }
                 let incoming = MQTTIncomingMessage(
                     topic: UnsafeRawBufferPointer(start: message.topic, count: strlen(message.topic)),
                     payload: UnsafeRawBufferPointer(start: message.payload, count: Int(message.payloadlen)),
@@ -57,6 +59,18 @@ extension ClientCore {
                 MQTTMessage(
                     topic: String(cString: message.topic), payload: payload,
                     qos: MQTTQoS(rawValue: message.qos) ?? .atMostOnce, retain: message.retain))
+        }
+        setLibraryLog(on: true)
+    }
+
+    /// libmosquitto formats a log line for every packet it sends or receives whenever a log
+    /// callback is set, which costs more than the rest of a packet's handling. So the
+    /// callback is on while connecting (its error lines say why TLS or a connection
+    /// failed) and, once connected, only when this client logs at debug level or below.
+    func setLibraryLog(on: Bool) {
+        guard on || logger.logLevel <= .debug else {
+            mosquitto_log_callback_set(mosq, nil)
+            return
         }
         mosquitto_log_callback_set(mosq) { _, userData, level, text in
             guard let text else { return }
@@ -78,6 +92,7 @@ extension ClientCore {
             return
         }
         sendGate.withLock { $0 = true }
+        setLibraryLog(on: false)
         let (resubscribe, firstConnect, held) = state.withLock { state in
             state.attemptConnected = true
             state.hasConnected = true

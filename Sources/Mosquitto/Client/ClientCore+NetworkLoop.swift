@@ -27,6 +27,8 @@ extension ClientCore {
             guard proceed else { break }
             // Nothing may be queued between the socket's opening and the CONNECT.
             sendGate.withLock { $0 = false }
+            connectionCut.store(false, ordering: .relaxed)
+            setLibraryLog(on: true)
             logger.debug("connecting to the MQTT broker")
             let code = mosquitto_connect_bind_v5(
                 mosq, configuration.host, Int32(configuration.port), keepalive, nil, handle.connectProperties)
@@ -167,7 +169,7 @@ extension ClientCore {
                 return code
             }
             let socket = mosquitto_socket(mosq)
-            if socket < 0 { break }
+            if socket < 0 || connectionCut.load(ordering: .relaxed) { break }
             // libmosquitto's own test for "nothing more to read now" is errno EAGAIN, but
             // queueing an acknowledgement leaves EAGAIN too (the write to its full wake-up
             // socket pair, which this loop does not use): ask the socket.
@@ -241,7 +243,11 @@ extension ClientCore {
     /// is sent (the broker publishes the will), and what libmosquitto has queued but not
     /// written (a PUBACK) is discarded by the reconnection. For a refused message, and for
     /// tests of reconnection.
+    ///
+    /// What the socket still holds is not handed to the message handler any more: the
+    /// broker sends it again after the refused one, in order, on the next connection.
     func cutConnection() {
+        connectionCut.store(true, ordering: .relaxed)
         let socket = mosquitto_socket(mosq)
         if socket >= 0 { shutdown(socket, Int32(SHUT_RDWR)) }
     }

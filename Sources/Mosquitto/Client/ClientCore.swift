@@ -79,6 +79,8 @@ final class ClientCore: Sendable {
     let loopArmed = Atomic<Bool>(false)
     /// Open ``MQTTClient/withBatchedSends(_:)`` scopes: their sends wake the loop once, at the end.
     let batchDepth = Atomic<Int>(0)
+    /// The network thread cut the connection under a refused message (see ``cutConnection()``).
+    let connectionCut = Atomic<Bool>(false)
 
     init(
         handle: Handle, configuration: MQTTConfiguration, logger: Logger,
