@@ -117,7 +117,8 @@ def daemon_run(tools, args, folder):
     config = os.path.join(folder, "livedata.yaml")
     with open(config, "w") as f:
         http = free_port()
-        f.write(RULES + f"store: {{path: {folder}/state.db}}\nbroker: {{host: 127.0.0.1, port: {broker.port}, clientId: bench-daemon}}\n"
+        rules = RULES.replace("output: {qos: 1, retain: true}", f"output: {{qos: 1, retain: true, minInterval: {args.min_interval}}}") if args.min_interval else RULES
+        f.write(rules + f"store: {{path: {folder}/state.db}}\nbroker: {{host: 127.0.0.1, port: {broker.port}, clientId: bench-daemon}}\n"
                 + f"http: {{listen: \"127.0.0.1:{http}\"}}\n")
     log = open(os.path.join(folder, "daemon.log"), "w+")
     daemon = subprocess.Popen([args.livedata, "serve", "--config", config], stdout=log, stderr=subprocess.STDOUT)
@@ -167,6 +168,7 @@ def daemon_run(tools, args, folder):
             "rss_mb": peak_resident_mb(daemon.pid),
             "p99_ms": histogram_p99(values) * 1000,
             "queue_peak": int(values.get("livedata_intake_queue_peak", 0)),
+            "coalesced": int(values.get("livedata_derived_changes_coalesced_total", 0)),
         }
     finally:
         if publisher and publisher.poll() is None:
@@ -184,6 +186,7 @@ def main():
     parser.add_argument("--updates", type=int, default=200_000)
     parser.add_argument("--locations", type=int, default=10_000)
     parser.add_argument("--window", type=int, default=1_000)
+    parser.add_argument("--min-interval", metavar="DURATION", help="run the daemon with output.minInterval, e.g. 100ms")
     parser.add_argument("--perf", metavar="FILE", help="record the daemon with `perf record -g` into FILE")
     args = parser.parse_args()
     print(f"{args.updates} QoS 1 updates over {args.locations} locations x 5 domains, publisher window {args.window}; "
@@ -198,7 +201,8 @@ def main():
         ratios.append(ratio); results.append(daemon)
         lost = args.updates - daemon["received"]
         print(f"run {run}: bare {bare['rate']:,.0f} msg/s ({bare['cpu_us']:.1f} us CPU/msg); daemon {daemon['rate']:,.0f} msg/s; ratio {ratio:.2f}; "
-              f"daemon CPU {daemon['cpu_us']:.1f} us/update; derived changes published {daemon['published']:,}; "
+              f"daemon CPU {daemon['cpu_us']:.1f} us/update; derived changes published {daemon['published']:,}"
+              + (f" (coalesced {daemon['coalesced']:,})" if args.min_interval else "") + "; "
               f"peak RSS {daemon['rss_mb']:.0f} MB; intake queue peak {daemon['queue_peak']:,}; processing p99 <= {daemon['p99_ms']:g} ms; lost {lost}", flush=True)
     print(f"median: ratio {statistics.median(ratios):.2f}; daemon CPU {statistics.median(r['cpu_us'] for r in results):.1f} us/update; "
           f"peak RSS {statistics.median(r['rss_mb'] for r in results):.0f} MB; "

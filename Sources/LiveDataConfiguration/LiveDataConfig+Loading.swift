@@ -438,7 +438,7 @@ extension LiveDataConfig {
 
     private static func readOutput(_ node: Node, _ reader: ConfigReader) -> OutputSettings {
         var output = OutputSettings()
-        for (key, _, value) in reader.mapping(node, "output", allowed: ["prefix", "retain", "qos", "summaryInterval"]) {
+        for (key, _, value) in reader.mapping(node, "output", allowed: ["prefix", "retain", "qos", "summaryInterval", "minInterval"]) {
             switch key {
             case "prefix":
                 if let prefix = reader.nonEmptyString(value, "output.prefix") {
@@ -450,6 +450,8 @@ extension LiveDataConfig {
                 }
             case "retain": output.retain = reader.bool(value, "output.retain") ?? output.retain
             case "qos": output.qos = reader.int(value, "output.qos", range: 0...2) ?? output.qos
+            case "minInterval":
+                output.minInterval = reader.duration(value, "output.minInterval", range: .zero...(.seconds(3600))) ?? output.minInterval
             default: output.summaryInterval = reader.duration(value, "output.summaryInterval") ?? output.summaryInterval
             }
         }

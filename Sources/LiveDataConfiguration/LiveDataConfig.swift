@@ -89,6 +89,11 @@ public struct OutputSettings: Sendable, Equatable {
     public var qos = 1
     /// `summaryInterval`: at most one summary per floor or building per interval, default 1s.
     public var summaryInterval: Duration = .seconds(1)
+    /// `minInterval` (duration, default 0: publish at once): at most one derived change per
+    /// location per interval. The first goes out at once; later ones within the interval
+    /// wait, each replacing the one before, and the last goes out when the interval ends:
+    /// the final state is never lost. The floor view still gets every change.
+    public var minInterval: Duration = .zero
 
     public init() {}
 }

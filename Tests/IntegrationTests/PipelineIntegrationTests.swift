@@ -75,6 +75,44 @@ struct PipelineIntegrationTests {
         }
     }
 
+    @Test("output.minInterval: a room that changes five times within it publishes the first style at once and the last when it ends")
+    func coalescing() async throws {
+        let broker = try await MosquittoBroker.start()
+        var config = try config(port: broker.port)
+        config.output.minInterval = .milliseconds(400)
+        let (pipeline, client, serving) = try await startPipeline(config)
+        let (watcher, inbox) = try await observer(broker, "livedata/style/#")
+        let (sensor, _) = try await observer(broker, "unused")
+
+        let started = ContinuousClock.now
+        for people in 1...5 { try await publish(sensor, "room-7", people: people) }
+        #expect(await inbox.wait { items in items.count >= 2 })
+        let arrived = ContinuousClock.now - started
+        try await Task.sleep(for: .milliseconds(600))
+        let labels = await styles(inbox).compactMap { ($0["style"] as? [String: Any])?["label"] as? String }
+        #expect(labels == ["1/8", "5/8"])
+        // The last one waited for the interval's end, not much longer.
+        #expect(arrived >= .milliseconds(350) && arrived < .seconds(2), "\(arrived)")
+        let statistics = await pipeline.statistics
+        #expect(statistics.published == 2)
+        #expect(statistics.coalesced == 3)
+        // A location that changes once publishes at once.
+        let before = ContinuousClock.now
+        try await publish(sensor, "room-8", people: 2)
+        #expect(await inbox.wait { items in items.contains { $0.topic.hasSuffix("/room-8") } })
+        #expect(ContinuousClock.now - before < .milliseconds(300))
+
+        // A change still waiting at shutdown is published before the daemon goes.
+        try await publish(sensor, "room-8", people: 3)
+        try await Task.sleep(for: .milliseconds(100))
+        await pipeline.publishOffline()
+        #expect(await inbox.wait { items in items.contains { $0.topic.hasSuffix("/room-8") && $0.payloadString.contains("3/8") } })
+        await client.disconnect()
+        await serving.value
+        await watcher.disconnect()
+        await sensor.disconnect()
+    }
+
     @Test("updates become retained derived changes; an update that changes nothing publishes nothing; a layer toggle re-publishes")
     func derivedChanges() async throws {
         let broker = try await MosquittoBroker.start()

@@ -32,6 +32,7 @@ struct ConfigLoadingTests {
         #expect(config.ruleSet.catalog["room-102"]?.capacity == 8)
         #expect(config.ruleSet.domains["occupancy"]?.staleAfter == .seconds(900))
         #expect(config.output.summaryInterval == .seconds(1))
+        #expect(config.output.minInterval == .zero)
         #expect(config.store.path == "data/state.db")
         #expect(config.ruleSet.layers == ["climate", "desks", "occupancy"])
     }
@@ -112,6 +113,7 @@ struct ConfigLoadingTests {
                 "domains:\n  occupancy: {staleAfter: 99999999999999999999s}\n",
                 #"test.yaml:2:27: domains.occupancy.staleAfter must be at most 3650d (ten years), found "99999999999999999999s""#
             ),
+            ("output: {minInterval: 2h}\n", #"test.yaml:1:23: output.minInterval must be between 0ms and 3600s, found 7200s"#),
             ("output: {summaryInterval: 1e30}\n", #"test.yaml:1:27: output.summaryInterval must be at most 3650d (ten years), found "1e30""#),
             ("domains:\n  occupancy: {staleAfter: -5s}\n", #"test.yaml:2:27: domains.occupancy.staleAfter must be a duration such as 500ms, 30s, 15m or 2h, found "-5s""#),
             ("subscriptions:\n  - {building: \"B/1\"}\n", #"test.yaml:2:16: building "B/1": a component cannot contain '/' (it separates levels)"#),

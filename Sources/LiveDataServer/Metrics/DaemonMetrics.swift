@@ -44,6 +44,10 @@ public final class DaemonMetrics: Sendable {
             statistics.core.retainedNotNew)
         total("values_expired", "Values that went stale.", statistics.store.expired)
         total("derived_changes_published", "Derived changes published.", statistics.published)
+        total(
+            "derived_changes_coalesced",
+            "Derived changes replaced by a later one of their location within output.minInterval, never published.",
+            statistics.coalesced)
         total("summaries_published", "Summaries published.", statistics.summariesPublished)
         total("publishes_refused", "Publications refused, by whom: the broker, or the MQTT library (dropped after retries).", statistics.publishesRefused, label: ("by", "broker"))
         total("publishes_refused", "Publications refused, by whom: the broker, or the MQTT library (dropped after retries).", statistics.publishesDropped, label: ("by", "library"))

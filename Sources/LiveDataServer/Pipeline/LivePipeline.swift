@@ -17,6 +17,9 @@ public actor LivePipeline {
         public var core = LiveCore.Counters()
         public var store = LiveStore.Counters()
         public var published = 0
+        /// Derived changes that a later one of their location replaced within
+        /// `output.minInterval`, never published.
+        public var coalesced = 0
         public var summariesPublished = 0
         public var locations = 0
         public var refusedSubscriptions = 0
@@ -57,6 +60,8 @@ public actor LivePipeline {
     /// a crash, which neither the snapshot nor the journal recorded).
     private let firstConvergence = StartupGate()
     private var publisher: Publisher
+    /// `output.minInterval`, when set.
+    private var coalescer: PublishCoalescer?
     private var rejections = RateLimitedLog()
     /// Publications the broker refused and the publisher dropped, as of the last report.
     private var reportedRefusals = (broker: 0, library: 0)
@@ -84,6 +89,7 @@ public actor LivePipeline {
         self.logger = logger
         topics = OutputTopics(prefix: config.output.prefix, retain: config.output.retain)
         publisher = Publisher(client: client, qos: MQTTQoS(rawValue: Int32(config.output.qos)) ?? .atLeastOnce)
+        coalescer = config.output.minInterval > .zero ? PublishCoalescer(interval: config.output.minInterval) : nil
         core = LiveCore(
             ruleSet: config.ruleSet, subscriptions: config.subscriptions, summaryInterval: config.output.summaryInterval,
             limits: LiveLimits(
@@ -168,7 +174,7 @@ public actor LivePipeline {
 
     public var statistics: Statistics {
         Statistics(
-            core: core.counters, store: core.store.counters, published: publisher.changes,
+            core: core.counters, store: core.store.counters, published: publisher.changes, coalesced: coalescer?.coalesced ?? 0,
             summariesPublished: publisher.summaries, locations: core.store.count,
             refusedSubscriptions: refusedSubscriptions.count, intake: intake.statistics, replayed: replayed,
             snapshotFailures: snapshotFailures, publishesRefused: client.refusedPublishes.count, publishesDropped: publisher.dropped,
@@ -295,6 +301,8 @@ public actor LivePipeline {
     /// disconnect does not trigger the will).
     public func publishOffline() async {
         // Not connected: the broker has published the will already, or will.
+        // The last styles that waited for their interval go out before `offline`.
+        sendAllCoalesced()
         guard client.state == .connected else { return }
         let client = client
         let offline = topics.statusPublication(online: false)
@@ -350,24 +358,35 @@ public actor LivePipeline {
                 await self.tick()
                 for await _ in AsyncTimerSequence(interval: tickInterval, clock: .continuous) { await self.tick() }
             }
+            if let interval = coalescer?.interval {
+                // The trailing edge of `output.minInterval`: late by at most a quarter of it.
+                let cadence = max(min(interval / 4, .milliseconds(100)), .milliseconds(5))
+                group.addTask {
+                    for await _ in AsyncTimerSequence(interval: cadence, clock: .continuous) { await self.sendDueCoalesced() }
+                }
+            }
             // The message stream ends when the client disconnects: stop the rest.
             await group.next()
             group.cancelAll()
         }
         converging?.cancel()
         await converging?.value
+        sendAllCoalesced()
         await flush()
     }
 
     /// Processes messages in groups of 16 whose memory is loaded together (see
     /// ``LiveCore/prefetch(_:topic:)``).
     public func handle(_ messages: [IntakeMessage]) {
-        var start = 0
-        while start < messages.count {
-            let end = min(start + 16, messages.count)
-            core.prefetch(end - start) { messages[start + $0].topic }
-            for index in start..<end { handle(messages[index]) }
-            start = end
+        // The batch's publications wake the client's network thread once, at the end.
+        client.withBatchedSends {
+            var start = 0
+            while start < messages.count {
+                let end = min(start + 16, messages.count)
+                core.prefetch(end - start) { messages[start + $0].topic }
+                for index in start..<end { handle(messages[index]) }
+                start = end
+            }
         }
     }
 
@@ -508,12 +527,31 @@ public actor LivePipeline {
         if let old = change.movedFrom { clear(old) }
         let publication = topics.publication(change)
         if events.hasViewers { events.publish("change", place: change.address.place, json: publication.payload) }
-        publisher.send(change: publication)
+        if coalescer?.admit(publication, now: .now) ?? true { publisher.send(change: publication) }
+    }
+
+    /// Sends the coalesced changes whose `output.minInterval` has ended.
+    private func sendDueCoalesced() {
+        guard coalescer?.waitingCount ?? 0 > 0, let due = coalescer?.due(now: .now) else { return }
+        client.withBatchedSends {
+            for publication in due { publisher.send(change: publication) }
+        }
+    }
+
+    /// Sends every coalesced change that waits (on shutdown).
+    private func sendAllCoalesced() {
+        guard let waiting = coalescer?.takeAll(now: .now), !waiting.isEmpty else { return }
+        client.withBatchedSends {
+            for publication in waiting { publisher.send(change: publication) }
+        }
     }
 
     /// Clears a style topic (the location left it), and tells the floor view.
     private func clear(_ address: LocationAddress) {
-        publisher.send(topics.clearing(styleOf: address))
+        let clearing = topics.clearing(styleOf: address)
+        // A style waiting for its interval must not land after the clearing.
+        coalescer?.drop(topic: clearing.topic)
+        publisher.send(clearing)
         if events.hasViewers {
             var stream = JSONStream(capacity: 160)
             stream.beginObject()
