@@ -531,18 +531,15 @@ public actor LivePipeline {
     }
 
     /// Sends the coalesced changes whose `output.minInterval` has ended.
-    private func sendDueCoalesced() {
-        guard coalescer?.waitingCount ?? 0 > 0, let due = coalescer?.due(now: .now) else { return }
-        client.withBatchedSends {
-            for publication in due { publisher.send(change: publication) }
-        }
-    }
+    private func sendDueCoalesced() { sendCoalesced(coalescer?.due(now: .now)) }
 
     /// Sends every coalesced change that waits (on shutdown).
-    private func sendAllCoalesced() {
-        guard let waiting = coalescer?.takeAll(now: .now), !waiting.isEmpty else { return }
+    private func sendAllCoalesced() { sendCoalesced(coalescer?.takeAll(now: .now)) }
+
+    private func sendCoalesced(_ publications: [Publication]?) {
+        guard let publications, !publications.isEmpty else { return }
         client.withBatchedSends {
-            for publication in waiting { publisher.send(change: publication) }
+            for publication in publications { publisher.send(change: publication) }
         }
     }
 

@@ -12,6 +12,7 @@ public struct PublishCoalescer: Sendable {
     private var lastSent: [String: ContinuousClock.Instant] = [:]
     /// The latest publication per topic that waits for its interval to end.
     private var waiting: [String: Publication] = [:]
+    private var lastPruned: ContinuousClock.Instant?
     /// Publications replaced by a later one (or dropped with their topic) before they went out.
     public private(set) var coalesced = 0
 
@@ -21,6 +22,8 @@ public struct PublishCoalescer: Sendable {
 
     /// Publications waiting now.
     public var waitingCount: Int { waiting.count }
+    /// Topics whose last send still holds the next one back (or may: pruned once an interval).
+    public var trackedCount: Int { lastSent.count }
 
     /// Whether `publication` may go out now. If not, it waits for ``due(now:)``, replacing
     /// whatever waited for its topic.
@@ -45,10 +48,12 @@ public struct PublishCoalescer: Sendable {
             waiting[publication.topic] = nil
             lastSent[publication.topic] = now
         }
-        // Keep the table to the topics sent within the interval: bounded by the rate, not
-        // by the number of locations ever seen.
-        if lastSent.count > 2 * waiting.count + 4096 {
-            lastSent = lastSent.filter { now - $0.value < interval || waiting[$0.key] != nil }
+        // Keep the table to the topics sent within the last interval or two: bounded by the
+        // rate, not by the number of locations ever seen. Pruned once an interval, whether
+        // or not anything waits.
+        if now - (lastPruned ?? now - interval) >= interval {
+            lastPruned = now
+            lastSent = lastSent.filter { now - $0.value < interval }
         }
         return ready
     }

@@ -188,7 +188,6 @@ public final class IntakeJournal: Sendable {
         state.withLock { state -> UInt64 in
             let bodyLength = Self.bodyPrefix + topic.count + payload.count
             let start = state.staged.count
-            state.staged.reserveCapacity(start + Self.headerSize + bodyLength)
             Self.appendUInt32(UInt32(bodyLength), to: &state.staged)
             Self.appendUInt32(0, to: &state.staged)  // the checksum, filled in below
             var time = UInt64(bitPattern: receivedAt.millisecondsSince1970).littleEndian

@@ -161,13 +161,11 @@ extension ClientCore {
     /// Reads what has arrived, until the socket has no more or the pass's bound, then
     /// calls the read-end handler.
     private func readPass() -> Int32 {
+        defer { finishReadPass() }
         for _ in 0..<Self.readCallsPerPass {
             errno = 0
             let code = mosquitto_loop_read(mosq, 1)
-            if code != MOSQ_ERR_SUCCESS.raw {
-                finishReadPass()
-                return code
-            }
+            if code != MOSQ_ERR_SUCCESS.raw { return code }
             let socket = mosquitto_socket(mosq)
             if socket < 0 || connectionCut.load(ordering: .relaxed) { break }
             // libmosquitto's own test for "nothing more to read now" is errno EAGAIN, but
@@ -178,7 +176,6 @@ extension ClientCore {
                 if ioctl(socket, UInt(FIONREAD), &waiting) != 0 || waiting == 0 { break }
             }
         }
-        finishReadPass()
         return MOSQ_ERR_SUCCESS.raw
     }
 

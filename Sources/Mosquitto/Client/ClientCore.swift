@@ -112,13 +112,13 @@ final class ClientCore: Sendable {
             mosquitto_int_option(mosq, MOSQ_OPT_PROTOCOL_VERSION, version), "mosquitto_int_option(PROTOCOL_VERSION)")
         try check(mosquitto_int_option(mosq, MOSQ_OPT_TCP_NODELAY, 1), "mosquitto_int_option(TCP_NODELAY)")
         if configuration.protocolVersion == .v5 {
-            try check(
-                mosquitto_int_option(mosq, MOSQ_OPT_SEND_MAXIMUM, Int32(clamping: min(max(configuration.sendMaximum, 1), 65_535))),
-                "mosquitto_int_option(SEND_MAXIMUM)")
-            try check(
-                mosquitto_int_option(
-                    mosq, MOSQ_OPT_RECEIVE_MAXIMUM, Int32(clamping: min(max(configuration.receiveMaximum, 1), 65_535))),
-                "mosquitto_int_option(RECEIVE_MAXIMUM)")
+            let maximums: [(mosq_opt_t, Int, StaticString)] = [
+                (MOSQ_OPT_SEND_MAXIMUM, configuration.sendMaximum, "mosquitto_int_option(SEND_MAXIMUM)"),
+                (MOSQ_OPT_RECEIVE_MAXIMUM, configuration.receiveMaximum, "mosquitto_int_option(RECEIVE_MAXIMUM)"),
+            ]
+            for (option, value, function) in maximums {
+                try check(mosquitto_int_option(mosq, option, Int32(min(max(value, 1), 65_535))), function)
+            }
         }
         if let credentials = configuration.credentials {
             try check(
