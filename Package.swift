@@ -37,10 +37,13 @@ let package = Package(
             pkgConfig: "libmosquitto",
             providers: [.apt(["libmosquitto-dev"])]
         ),
+        // libmosquitto's socket calls through user-space buffers (its GOT entries redirected).
+        .target(name: "CMosquittoIO"),
         .target(
             name: "Mosquitto",
             dependencies: [
                 "CMosquitto",
+                "CMosquittoIO",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

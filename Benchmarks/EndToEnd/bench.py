@@ -58,6 +58,13 @@ def publish(tools, port, args):
                             stdout=subprocess.PIPE, text=True)
 
 
+def wait_cpu(process):
+    """Waits for `process` to end; its CPU seconds (user and system)."""
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    return usage.ru_utime + usage.ru_stime
+
+
 def bare_run(tools, args, folder):
     broker = Broker(folder)
     publisher = None
@@ -65,15 +72,18 @@ def bare_run(tools, args, folder):
         subscriber = subprocess.Popen([os.path.join(tools, "bare-subscriber"), str(broker.port), "bench/#", str(args.updates), "120"],
                                       stdout=subprocess.PIPE, text=True)
         assert subscriber.stdout.readline().strip() == "subscribed"
+        broker_before = cpu_seconds(broker.process.pid)
         started = time.monotonic()
         publisher = publish(tools, broker.port, args)
         line = subscriber.stdout.readline().strip()
         subscriber.wait(timeout=130)
         elapsed = time.monotonic() - started
-        publisher.wait(timeout=130)
+        broker_cpu = cpu_seconds(broker.process.pid) - broker_before
+        publisher_cpu = wait_cpu(publisher)
         received = int(line.split()[1])
         cpu = float(line.split()[-2]) if "cpu" in line else 0.0
-        return {"rate": received / elapsed, "received": received, "cpu_us": cpu * 1e6 / max(received, 1)}
+        return {"rate": received / elapsed, "received": received, "cpu_us": cpu * 1e6 / max(received, 1),
+                "broker_us": broker_cpu * 1e6 / max(received, 1), "publisher_us": publisher_cpu * 1e6 / max(received, 1)}
     finally:
         if publisher and publisher.poll() is None:
             publisher.kill()
@@ -112,6 +122,12 @@ def histogram_p99(values, name="livedata_processing_seconds"):
     return float("inf")
 
 
+# The system calls `--syscalls` counts one by one (all of them are counted together too).
+SYSCALLS = ["read", "write", "writev", "sendto", "recvfrom", "poll", "ppoll", "epoll_wait", "ioctl", "futex",
+            "clock_nanosleep", "nanosleep", "fsync", "fdatasync", "pwrite64", "pread64", "lseek", "sched_yield",
+            "timerfd_settime", "epoll_ctl", "mmap", "munmap", "madvise", "setsockopt"]
+
+
 def daemon_run(tools, args, folder):
     broker = Broker(folder)
     config = os.path.join(folder, "livedata.yaml")
@@ -135,11 +151,14 @@ def daemon_run(tools, args, folder):
             log.seek(0)
             raise SystemExit("the daemon did not become ready:\n" + log.read()[-3000:])
         profiler = None
-        if args.perf:
-            profiler = subprocess.Popen(["perf", "record", "-g", "-o", args.perf, "-p", str(daemon.pid)],
+        if args.perf or args.syscalls:
+            command = (["perf", "record", "-g", "-o", args.perf] if args.perf
+                       else ["perf", "stat", "-e", ",".join(["raw_syscalls:sys_enter"] + [f"syscalls:sys_enter_{name}" for name in SYSCALLS]), "-o", args.syscalls])
+            profiler = subprocess.Popen(command + ["-p", str(daemon.pid)],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(1)
         cpu_before = cpu_seconds(daemon.pid)
+        broker_before = cpu_seconds(broker.process.pid)
         started = time.monotonic()
         publisher = publish(tools, broker.port, args)
         received = 0
@@ -155,15 +174,18 @@ def daemon_run(tools, args, folder):
             time.sleep(0.01 if received >= 0.97 * args.updates else 0.2)
         elapsed = time.monotonic() - started
         cpu = cpu_seconds(daemon.pid) - cpu_before
+        broker_cpu = cpu_seconds(broker.process.pid) - broker_before
         if profiler:
             profiler.send_signal(signal.SIGINT)
             profiler.wait(timeout=60)
-        publisher.wait(timeout=130)
+        publisher_cpu = wait_cpu(publisher)
         time.sleep(0.5)
         values = metrics(http)
         return {
             "rate": received / elapsed, "received": received,
             "cpu_us": cpu * 1e6 / max(received, 1),
+            "broker_us": broker_cpu * 1e6 / max(received, 1),
+            "publisher_us": publisher_cpu * 1e6 / max(received, 1),
             "published": int(values.get("livedata_derived_changes_published_total", 0)),
             "rss_mb": peak_resident_mb(daemon.pid),
             "p99_ms": histogram_p99(values) * 1000,
@@ -188,6 +210,7 @@ def main():
     parser.add_argument("--window", type=int, default=1_000)
     parser.add_argument("--min-interval", metavar="DURATION", help="run the daemon with output.minInterval, e.g. 100ms")
     parser.add_argument("--perf", metavar="FILE", help="record the daemon with `perf record -g` into FILE")
+    parser.add_argument("--syscalls", metavar="FILE", help="count the daemon's system calls with `perf stat` into FILE")
     args = parser.parse_args()
     print(f"{args.updates} QoS 1 updates over {args.locations} locations x 5 domains, publisher window {args.window}; "
           f"{args.runs} runs, bare and daemon alternating", flush=True)
@@ -200,7 +223,8 @@ def main():
         ratio = daemon["rate"] / bare["rate"]
         ratios.append(ratio); results.append(daemon)
         lost = args.updates - daemon["received"]
-        print(f"run {run}: bare {bare['rate']:,.0f} msg/s ({bare['cpu_us']:.1f} us CPU/msg); daemon {daemon['rate']:,.0f} msg/s; ratio {ratio:.2f}; "
+        print(f"run {run}: bare {bare['rate']:,.0f} msg/s ({bare['cpu_us']:.1f} us CPU/msg; broker {bare['broker_us']:.1f}, publisher {bare['publisher_us']:.1f}); "
+              f"daemon {daemon['rate']:,.0f} msg/s (broker {daemon['broker_us']:.1f}, publisher {daemon['publisher_us']:.1f} us CPU/update); ratio {ratio:.2f}; "
               f"daemon CPU {daemon['cpu_us']:.1f} us/update; derived changes published {daemon['published']:,}"
               + (f" (coalesced {daemon['coalesced']:,})" if args.min_interval else "") + "; "
               f"peak RSS {daemon['rss_mb']:.0f} MB; intake queue peak {daemon['queue_peak']:,}; processing p99 <= {daemon['p99_ms']:g} ms; lost {lost}", flush=True)

@@ -198,7 +198,7 @@ extension LiveDataConfig {
 
     private static func readBroker(_ node: Node, _ reader: ConfigReader, _ resolver: PathResolver) -> BrokerSettings {
         var broker = BrokerSettings()
-        let keys = ["host", "port", "clientId", "protocol", "username", "passwordFile", "keepalive", "qos", "cleanStart", "tls"]
+        let keys = ["host", "port", "clientId", "protocol", "username", "passwordFile", "keepalive", "qos", "cleanStart", "bufferedSocket", "tls"]
         for (key, _, value) in reader.mapping(node, "broker", allowed: keys) {
             switch key {
             case "host": broker.host = reader.nonEmptyString(value, "broker.host") ?? broker.host
@@ -217,6 +217,8 @@ extension LiveDataConfig {
             case "keepalive": broker.keepalive = reader.duration(value, "broker.keepalive") ?? broker.keepalive
             case "qos": broker.qos = reader.int(value, "broker.qos", range: 0...2) ?? broker.qos
             case "cleanStart": broker.cleanStart = reader.bool(value, "broker.cleanStart") ?? broker.cleanStart
+            case "bufferedSocket":
+                broker.bufferedSocket = reader.bool(value, "broker.bufferedSocket") ?? broker.bufferedSocket
             case "tls":
                 var tls = TLSSettings()
                 for (tlsKey, _, tlsValue) in reader.mapping(value, "broker.tls", allowed: ["caFile", "certFile", "keyFile"]) {

@@ -338,6 +338,53 @@ struct ClientIntegrationTests {
         await publisher.disconnect()
     }
 
+    @Test(
+        "socket calls through buffers or not: a burst arrives whole and in order, a 12 MB message (more than a socket takes at once) crosses intact",
+        arguments: [true, false])
+    func bufferedSocket(buffered: Bool) async throws {
+        let broker = try await MosquittoBroker.start()
+        if buffered { #expect(MQTTSocketBuffering.unavailableReason == nil) }
+        let received = Mutex<[[UInt8]]>([])
+        var configuration = MQTTConfiguration.test(port: broker.port)
+        configuration.bufferedSocket = buffered
+        let subscriber = try MQTTClient(configuration: configuration, logger: logger) { message in
+            received.withLock { $0.append(Array(message.payload)) }
+            return .taken
+        }
+        try await subscriber.connect()
+        try await subscriber.subscribe("buffered/#", qos: .atLeastOnce)
+        let publisher = try await connectedClient(broker) { $0.bufferedSocket = buffered }
+        let before = MQTTSocketBuffering.statistics
+        let burst = (0..<2000).map { Array("message \($0)".utf8) }
+        try publisher.withBatchedSends {
+            for payload in burst { try publisher.send("buffered/burst", payload: payload, qos: .atLeastOnce) }
+        }
+        // Bigger than the input buffer, and than what a socket takes at once: the collected
+        // output goes out over several passes.
+        let large = (0..<12_000_000).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 11) }
+        try await publisher.publish("buffered/large", payload: large, qos: .atLeastOnce)
+        let deadline = ContinuousClock.now + .seconds(30)
+        while received.withLock({ $0.count }) < burst.count + 1 && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let messages = received.withLock { $0 }
+        #expect(messages.count == burst.count + 1)
+        #expect(Array(messages.prefix(burst.count)) == burst)
+        #expect(messages.last == large)
+        let after = MQTTSocketBuffering.statistics
+        if buffered {
+            // Every test's buffered sockets count here; all of them read in bulk.
+            let socketReads = after.socketReads - before.socketReads
+            let bufferedReads = after.bufferedReads - before.bufferedReads
+            #expect(bufferedReads >= 3 * UInt64(burst.count), "libmosquitto reads a packet in three calls")
+            #expect(socketReads * 4 < bufferedReads, "\(socketReads) read(2) calls for \(bufferedReads) reads")
+            #expect(after.collectedWrites > before.collectedWrites)
+            #expect(after.skippedWakeWrites > before.skippedWakeWrites)
+        }
+        await subscriber.disconnect()
+        await publisher.disconnect()
+    }
+
     @Test("a message handler on the network thread: a refused message comes again on the next connection")
     func handlerRefusalRedelivers() async throws {
         let broker = try await MosquittoBroker.start()

@@ -25,6 +25,7 @@ struct ConfigLoadingTests {
         let config = try LiveDataConfig.load(path: "config/livedata.yaml", environment: [:])
         #expect(config.broker.clientId == "livedata")
         #expect(config.broker.cleanStart == false)
+        #expect(config.broker.bufferedSocket)
         #expect(config.subscriptions.count == 5)
         #expect(config.subscriptions.first?.filter.string == "demo/+/+/+/+/+/occupancy")
         #expect(config.ruleSet.rules.count == 9)
@@ -82,6 +83,8 @@ struct ConfigLoadingTests {
             yaml: "rules: []\n", file: "t.yaml", environment: ["LIVEDATA_MQTT_PASSWORD": "p", "LIVEDATA_HTTP_TOKEN": "t"])
         #expect(config.broker.host == "127.0.0.1" && config.broker.port == 1883 && config.broker.protocolVersion == "mqtt5")
         #expect(config.broker.passwordFromEnvironment == "p")
+        #expect(config.broker.bufferedSocket)
+        #expect(try parse("broker: {bufferedSocket: false}\n").broker.bufferedSocket == false)
         #expect(config.http.token == "t" && config.http.listen == "127.0.0.1:8080")
         #expect(config.subscriptions.map(\.filter.string) == ["+/+/+/+/+/+/+"])
         #expect(config.output.prefix == "livedata" && config.output.retain && config.output.qos == 1)
@@ -93,7 +96,7 @@ struct ConfigLoadingTests {
         arguments: [
             (
                 "broker:\n  hots: x\n",
-                #"test.yaml:2:3: unknown key "hots" in broker (did you mean "host"? expected one of: host, port, clientId, protocol, username, passwordFile, keepalive, qos, cleanStart, tls)"#
+                #"test.yaml:2:3: unknown key "hots" in broker (did you mean "host"? expected one of: host, port, clientId, protocol, username, passwordFile, keepalive, qos, cleanStart, bufferedSocket, tls)"#
             ),
             ("colour: red\n", #"test.yaml:1:1: unknown key "colour" in the config file (expected one of: broker, subscriptions, domains, catalog, geometry, styles, rules, output, store, http, log, limits)"#),
             (
@@ -113,6 +116,7 @@ struct ConfigLoadingTests {
                 "domains:\n  occupancy: {staleAfter: 99999999999999999999s}\n",
                 #"test.yaml:2:27: domains.occupancy.staleAfter must be at most 3650d (ten years), found "99999999999999999999s""#
             ),
+            ("broker: {bufferedSocket: maybe}\n", #"test.yaml:1:26: broker.bufferedSocket must be true or false, found "maybe""#),
             ("output: {minInterval: 2h}\n", #"test.yaml:1:23: output.minInterval must be between 0ms and 3600s, found 7200s"#),
             ("output: {summaryInterval: 1e30}\n", #"test.yaml:1:27: output.summaryInterval must be at most 3650d (ten years), found "1e30""#),
             ("domains:\n  occupancy: {staleAfter: -5s}\n", #"test.yaml:2:27: domains.occupancy.staleAfter must be a duration such as 500ms, 30s, 15m or 2h, found "-5s""#),

@@ -11,6 +11,7 @@ extension BrokerSettings {
         var configuration = MQTTConfiguration(
             host: host, port: port, clientID: clientId, protocolVersion: protocolVersion == "mqtt311" ? .v311 : .v5,
             cleanStart: cleanStart, keepalive: keepalive)
+        configuration.bufferedSocket = bufferedSocket
         if let username {
             var password = passwordFromEnvironment.map(MQTTSecret.init)
             if password == nil, let passwordFile { password = try MQTTSecret.contentsOfFile(passwordFile) }

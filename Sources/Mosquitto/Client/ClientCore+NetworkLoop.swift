@@ -1,4 +1,5 @@
 import CMosquitto
+import CMosquittoIO
 import Foundation
 import Logging
 
@@ -37,7 +38,10 @@ extension ClientCore {
                 let savedErrno = errno
                 failure = state.withLock { $0.libraryError } ?? describeResult(code, errno: savedErrno)
             } else {
-                let (loopCode, loopErrno) = pump()
+                // libmosquitto drops the buffers when it closes the socket.
+                let socket = mosquitto_socket(mosq)
+                let buffered = handle.buffered && socket >= 0 && livedata_io_attach(socket) == 0
+                let (loopCode, loopErrno) = pump(buffered: buffered)
                 sendGate.withLock { $0 = false }
                 if stopFlag.load(ordering: .acquiring) { break }
                 let (connected, refusal, libraryError) = state.withLock {
@@ -97,10 +101,15 @@ extension ClientCore {
     /// No acknowledgement is written before step 3, so the read-end handler still runs
     /// before the broker hears of any message of its pass.
     ///
+    /// With `buffered` sockets (see ``MQTTSocketBuffering``) step 2 reads the socket into a
+    /// buffer in one call, libmosquitto taking its packets from there, and step 3 collects
+    /// what libmosquitto writes and sends it in one call: a pass then costs a few system
+    /// calls, whatever the number of packets in it.
+    ///
     /// While passes find work, the next one starts no sooner than `passInterval` after the
     /// last one started: under a steady stream a pass then carries all that came meanwhile,
     /// rather than one message per pass and a TCP segment per acknowledgement.
-    private func pump() -> (Int32, Int32) {
+    private func pump(buffered: Bool) -> (Int32, Int32) {
         var deadline: ContinuousClock.Instant?
         var busySince: ContinuousClock.Instant?
         let interval = configuration.passInterval
@@ -114,12 +123,14 @@ extension ClientCore {
             // Armed before looking for queued packets: a thread that queues one after the
             // look sees the loop armed and wakes it (see `wakeNetworkLoop()`).
             _ = loopArmed.exchange(true, ordering: .sequentiallyConsistent)
-            let wantWrite = mosquitto_want_write(mosq)
+            // Bytes already in the buffer are invisible to poll: do not wait for them.
+            let buffersInput = buffered && livedata_io_buffered_input(socket) > 0
+            let wantWrite = mosquitto_want_write(mosq) || (buffered && livedata_io_pending_output(socket) > 0)
             var descriptors = [
                 pollfd(fd: socket, events: Int16(POLLIN) | (wantWrite ? Int16(POLLOUT) : 0), revents: 0),
                 pollfd(fd: wakeDescriptor, events: Int16(POLLIN), revents: 0),
             ]
-            let ready = poll(&descriptors, 2, Self.pollTimeoutMilliseconds)
+            let ready = poll(&descriptors, 2, buffersInput ? 0 : Self.pollTimeoutMilliseconds)
             loopArmed.store(false, ordering: .relaxed)
             if ready < 0 && errno != EINTR { return (MOSQ_ERR_ERRNO.raw, errno) }
             let passStart = ContinuousClock.now
@@ -128,14 +139,14 @@ extension ClientCore {
                 var count: UInt64 = 0
                 _ = read(wakeDescriptor, &count, MemoryLayout<UInt64>.size)
             }
-            if descriptors[0].revents & Int16(POLLIN | POLLERR | POLLHUP) != 0 {
+            if descriptors[0].revents & Int16(POLLIN | POLLERR | POLLHUP) != 0 || buffersInput {
                 busySince = passStart
-                let code = readPass()
+                let code = readPass(buffered: buffered)
                 if code != MOSQ_ERR_SUCCESS.raw { return (code, errno) }
             }
-            if mosquitto_want_write(mosq) {
+            if mosquitto_want_write(mosq) || (buffered && livedata_io_pending_output(socket) > 0) {
                 busySince = passStart
-                let code = writePass()
+                let code = buffered ? bufferedWritePass(socket) : writePass()
                 if code != MOSQ_ERR_SUCCESS.raw { return (code, errno) }
             }
             let code = mosquitto_loop_misc(mosq)
@@ -154,13 +165,18 @@ extension ClientCore {
     /// Long enough to cost nothing when idle, short enough for keepalive (at least 5 s).
     static let pollTimeoutMilliseconds: Int32 = 1000
     /// At most this many `mosquitto_loop_read` calls in one pass (each reads one packet,
-    /// or as many as there are messages in flight), so that acknowledgements and
-    /// publishes go out at least that often under a flood.
+    /// or, while errno stays clear, as many as there are messages in flight), so that
+    /// acknowledgements and publishes go out at least that often under a flood.
     static let readCallsPerPass = 1024
 
     /// Reads what has arrived, until the socket has no more or the pass's bound, then
     /// calls the read-end handler.
-    private func readPass() -> Int32 {
+    ///
+    /// libmosquitto stops reading when errno is EAGAIN: that is how it learns the socket
+    /// is empty. Queueing an acknowledgement leaves EAGAIN too when its write to the full
+    /// wake-up pair fails (buffered sockets leave that write out), so on EAGAIN the pass
+    /// asks the buffer and the socket whether anything is left.
+    private func readPass(buffered: Bool) -> Int32 {
         defer { finishReadPass() }
         for _ in 0..<Self.readCallsPerPass {
             errno = 0
@@ -168,10 +184,8 @@ extension ClientCore {
             if code != MOSQ_ERR_SUCCESS.raw { return code }
             let socket = mosquitto_socket(mosq)
             if socket < 0 || connectionCut.load(ordering: .relaxed) { break }
-            // libmosquitto's own test for "nothing more to read now" is errno EAGAIN, but
-            // queueing an acknowledgement leaves EAGAIN too (the write to its full wake-up
-            // socket pair, which this loop does not use): ask the socket.
             if errno == EAGAIN || errno == EWOULDBLOCK {
+                if buffered && livedata_io_buffered_input(socket) > 0 { continue }
                 var waiting: Int32 = 0
                 if ioctl(socket, UInt(FIONREAD), &waiting) != 0 || waiting == 0 { break }
             }
@@ -195,6 +209,21 @@ extension ClientCore {
         if corked && mosquitto_socket(mosq) == socket {
             var off: Int32 = 0
             _ = setsockopt(socket, Int32(IPPROTO_TCP), TCP_CORK, &off, socklen_t(MemoryLayout<Int32>.size))
+        }
+        errno = savedErrno
+        return code
+    }
+
+    /// Writes everything queued into the socket's buffer, then sends the buffer in one
+    /// call (what the socket does not take now goes in a later pass, before anything newer).
+    private func bufferedWritePass(_ socket: Int32) -> Int32 {
+        livedata_io_collect(socket)
+        let code = mosquitto_loop_write(mosq, 1)
+        let savedErrno = errno
+        // A DISCONNECT closes the socket as it goes, and the close sends what was collected.
+        if mosquitto_socket(mosq) == socket && livedata_io_flush(socket) < 0 {
+            // The socket failed: the next read finds out, and libmosquitto closes it.
+            shutdown(socket, Int32(SHUT_RDWR))
         }
         errno = savedErrno
         return code

@@ -1,4 +1,5 @@
 import CMosquitto
+import CMosquittoIO
 
 /// Owns the libmosquitto client and its CONNECT properties.
 ///
@@ -13,9 +14,21 @@ final class Handle: @unchecked Sendable {
     /// connection attempt.
     let connectProperties: OpaquePointer?
 
-    init(clientID: String?, cleanStart: Bool, sessionExpirySeconds: UInt32?, maximumPacketSize: UInt32?) throws(MQTTError) {
+    /// Whether the client's socket calls go through buffers (see ``MQTTSocketBuffering``).
+    let buffered: Bool
+
+    /// - Parameter buffered: ask for buffered socket calls; `buffered` says whether they
+    ///   are in place.
+    init(
+        clientID: String?, cleanStart: Bool, sessionExpirySeconds: UInt32?, maximumPacketSize: UInt32?, buffered: Bool
+    ) throws(MQTTError) {
         LibMosquitto.initialized
-        guard let mosq = mosquitto_new(clientID, cleanStart, nil) else {
+        self.buffered = buffered && MQTTSocketBuffering.unavailableReason == nil
+        // The wake-up pair that mosquitto_new makes is this client's, unused: mark it.
+        livedata_io_claim_pairs(self.buffered ? 1 : 0)
+        let made = mosquitto_new(clientID, cleanStart, nil)
+        livedata_io_claim_pairs(0)
+        guard let mosq = made else {
             throw .library(function: "mosquitto_new", code: MOSQ_ERR_NOMEM.raw, reason: "out of memory or invalid client id")
         }
         self.mosq = mosq

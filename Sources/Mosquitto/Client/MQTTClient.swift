@@ -55,7 +55,8 @@ public final class MQTTClient: Sendable {
             clientID: configuration.clientID, cleanStart: configuration.cleanStart,
             sessionExpirySeconds: !configuration.cleanStart && v5
                 ? UInt32(clamping: configuration.sessionExpiry.components.seconds) : nil,
-            maximumPacketSize: v5 ? configuration.maximumPacketSize : nil)
+            maximumPacketSize: v5 ? configuration.maximumPacketSize : nil,
+            buffered: configuration.bufferedSocket && configuration.tls == nil)
         core = ClientCore(
             handle: handle, configuration: configuration, logger: logger, events: eventContinuation,
             messages: messageContinuation, handler: onMessage, readEnd: onReadEnd)

@@ -38,6 +38,11 @@ public struct MQTTConfiguration: Sendable {
     /// passes at 20 messages a pass. Default 1,000 each.
     public var sendMaximum: Int
     public var receiveMaximum: Int
+    /// Serve libmosquitto's socket reads from a buffer filled by one system call, collect
+    /// its writes for one call per pass, and leave out its writes to a wake-up pair nobody
+    /// reads (see ``MQTTSocketBuffering``): a few system calls per pass instead of about
+    /// five per packet. Plain TCP only. Default on; off gives libmosquitto's own calls.
+    public var bufferedSocket: Bool
 
     public init(
         host: String = "127.0.0.1", port: Int = 1883, clientID: String? = nil,
@@ -45,7 +50,8 @@ public struct MQTTConfiguration: Sendable {
         sessionExpiry: Duration = .seconds(86_400), keepalive: Duration = .seconds(30),
         credentials: MQTTCredentials? = nil, tls: MQTTTLSConfiguration? = nil, will: MQTTWill? = nil,
         reconnect: MQTTBackoff = MQTTBackoff(), maximumPacketSize: UInt32? = nil,
-        passInterval: Duration = .milliseconds(1), sendMaximum: Int = 1000, receiveMaximum: Int = 1000
+        passInterval: Duration = .milliseconds(1), sendMaximum: Int = 1000, receiveMaximum: Int = 1000,
+        bufferedSocket: Bool = true
     ) {
         self.host = host
         self.port = port
@@ -62,6 +68,7 @@ public struct MQTTConfiguration: Sendable {
         self.passInterval = passInterval
         self.sendMaximum = sendMaximum
         self.receiveMaximum = receiveMaximum
+        self.bufferedSocket = bufferedSocket
     }
 
     /// `host:port`, as error messages name the broker.

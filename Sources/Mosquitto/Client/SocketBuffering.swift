@@ -1,0 +1,53 @@
+import CMosquittoIO
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// libmosquitto's socket calls through user-space buffers.
+///
+/// libmosquitto reads a packet in three system calls (its first byte, its length byte by
+/// byte, its body), writes each packet with a call of its own, and with every packet it
+/// queues writes a byte to a wake-up socket pair that only `mosquitto_loop` reads. A
+/// client that receives tens of thousands of packets a second spends most of its CPU in
+/// those calls. With buffering, libmosquitto's imports of `read`, `write`, `close` and
+/// `socketpair` (its own entries in its import table; nothing else in the process) go to
+/// CMosquittoIO, which
+/// - serves reads of a client's socket from a 64 KiB buffer filled by one `read(2)`;
+/// - collects the writes of a pass's write step and sends them in one call at its end;
+/// - leaves out the writes to the wake-up pair of a client made here: this client's
+///   network loop never waits in `mosquitto_loop`, and wakes through its own eventfd.
+///
+/// Every other descriptor goes straight to the C library, and so does everything when
+/// the redirection cannot be made (libmosquitto linked statically, an unknown
+/// architecture): the client then works as before, with a call per step.
+public enum MQTTSocketBuffering {
+    /// Made once per process, before the first client is created: `nil` when it is in
+    /// place, else why not.
+    public static let unavailableReason: String? = {
+        let code = livedata_io_install()
+        return code == 0 ? nil : String(cString: strerror(code))
+    }()
+
+    /// What the buffers did since the process started.
+    public struct Statistics: Sendable, Equatable {
+        /// `read(2)` calls on buffered sockets.
+        public var socketReads: UInt64
+        /// libmosquitto's reads served from a buffer.
+        public var bufferedReads: UInt64
+        /// Calls that wrote to a buffered socket.
+        public var socketWrites: UInt64
+        /// libmosquitto's writes collected for a pass's single write.
+        public var collectedWrites: UInt64
+        /// Writes to an unused wake-up pair left out.
+        public var skippedWakeWrites: UInt64
+    }
+
+    public static var statistics: Statistics {
+        let counters = livedata_io_counters_read()
+        return Statistics(
+            socketReads: counters.socketReads, bufferedReads: counters.bufferedReads,
+            socketWrites: counters.socketWrites, collectedWrites: counters.collectedWrites,
+            skippedWakeWrites: counters.skippedWakeWrites)
+    }
+}
