@@ -90,8 +90,10 @@ public final class ChildProcess: Sendable {
     /// Standard error so far.
     public var standardError: String { state.errors.withLock { String(decoding: $0, as: UTF8.self) } }
 
-    /// Sends a signal (SIGTERM, SIGHUP, SIGKILL…).
+    /// Sends a signal (SIGTERM, SIGHUP, SIGKILL…), unless it has ended: once reaped, its id
+    /// may belong to another process.
     public func signal(_ signal: Int32) {
+        guard isRunning else { return }
         kill(processIdentifier, signal)
     }
 

@@ -59,5 +59,16 @@ struct JSONStreamTests {
             let timestamp = LiveTimestamp(millisecondsSince1970: millis)
             #expect(LiveTimestamp(parsing: timestamp.description) == timestamp)
         }
+        // Years 0 to 9999 take the fixed-width path; the rest the general one.
+        var random = SystemRandomNumberGenerator()
+        for _ in 0..<2000 {
+            let millis = Int64.random(in: -62_167_219_200_000...253_402_300_799_999, using: &random)
+            let timestamp = LiveTimestamp(millisecondsSince1970: millis)
+            #expect(timestamp.description.count == 24)
+            #expect(LiveTimestamp(parsing: timestamp.description) == timestamp, "\(millis): \(timestamp)")
+        }
+        #expect(LiveTimestamp(millisecondsSince1970: -62_167_219_200_000).description == "0000-01-01T00:00:00.000Z")
+        #expect(LiveTimestamp(millisecondsSince1970: 253_402_300_800_000).description == "10000-01-01T00:00:00.000Z")
+        #expect(LiveTimestamp(millisecondsSince1970: -62_167_219_200_001).description == "-0001-12-31T23:59:59.999Z")
     }
 }

@@ -97,15 +97,16 @@ public struct DerivedChange: Sendable, Equatable {
     public func write(to stream: inout JSONStream) {
         let style = self.style
         writeLocationJSON(
-            to: &stream, address, ruleEngine.derivedStyle(style, key.selection), changed: changedFields(style), live: live,
+            to: &stream, address, ruleEngine.derivedStyle(style, key.selection), changed: changedFields(style), values: values,
             version: version, updatedAt: updatedAt)
     }
 }
 
-/// A location's state as JSON, in the derived-change layout (`changed` and `updatedAt` when given).
+/// A location's state as JSON, in the derived-change layout (`changed` and `updatedAt` when
+/// given); of `values`, the fresh ones (stale ones are left out, without a filtered copy).
 func writeLocationJSON(
     to stream: inout JSONStream, _ address: LocationAddress, _ derived: DerivedStyle?, changed: StyleFieldSet?,
-    live: [DomainValue], version: UInt64, updatedAt: LiveTimestamp?
+    values: [DomainValue], version: UInt64, updatedAt: LiveTimestamp?
 ) {
     stream.beginObject()
     address.withPathBytes { path in
@@ -117,7 +118,7 @@ func writeLocationJSON(
     address.write(to: &stream)
     stream.key("style")
     (derived?.style ?? Style()).write(to: &stream)
-    writePosition(to: &stream, live)
+    writePosition(to: &stream, values)
     if let changed {
         stream.key("changed")
         stream.beginArray()
@@ -130,7 +131,7 @@ func writeLocationJSON(
     stream.endArray()
     stream.key("live")
     stream.beginObject()
-    for value in live {
+    for value in values where !value.stale {
         stream.key(value.domain)
         stream.beginObject()
         for property in value.properties { stream.add(property.name, property.value) }
@@ -149,10 +150,10 @@ func writeLocationJSON(
 }
 
 /// `"position": {"latitude": …, "longitude": …, "floorIndex": …}` from the fresh value of
-/// the placement domain (``BuiltInDomain/placement``), as numbers; nothing without one. A
-/// property that is not a number is left out.
-func writePosition(to stream: inout JSONStream, _ live: [DomainValue]) {
-    guard let value = live.first(where: { $0.domain == BuiltInDomain.placement.rawValue }) else { return }
+/// the placement domain (``BuiltInDomain/placement``) among `values`, as numbers; nothing
+/// without one. A property that is not a number is left out.
+func writePosition(to stream: inout JSONStream, _ values: [DomainValue]) {
+    guard let value = values.first(where: { !$0.stale && $0.domain == BuiltInDomain.placement.rawValue }) else { return }
     stream.key("position")
     stream.beginObject()
     for property in BuiltInDomain.placement.properties {
@@ -179,7 +180,7 @@ extension LocationRecord {
     /// `{"location": …, "topic": {…}, "style": {…}, "rules": […], "live": {…}, "version": N}`
     public var json: String {
         var stream = JSONStream(capacity: 512)
-        writeLocationJSON(to: &stream, address, published, changed: nil, live: fresh, version: version, updatedAt: nil)
+        writeLocationJSON(to: &stream, address, published, changed: nil, values: fresh, version: version, updatedAt: nil)
         return stream.text
     }
 }

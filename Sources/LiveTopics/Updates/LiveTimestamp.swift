@@ -55,6 +55,34 @@ public struct LiveTimestamp: Hashable, Comparable, Sendable, CustomStringConvert
             days -= 1
         }
         let (year, month, day) = civil(fromDays: days)
+        if (0...9999).contains(year) {
+            // The usual case, on every published change: all 24 bytes at once.
+            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 24) { text in
+                func put(_ value: Int64, _ width: Int, at end: Int) {
+                    var value = value
+                    for index in stride(from: end - 1, through: end - width, by: -1) {
+                        text[index] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: value % 10)
+                        value /= 10
+                    }
+                }
+                put(year, 4, at: 4)
+                put(month, 2, at: 7)
+                put(day, 2, at: 10)
+                put(rest / 3_600_000, 2, at: 13)
+                put(rest / 60_000 % 60, 2, at: 16)
+                put(rest / 1000 % 60, 2, at: 19)
+                put(rest % 1000, 3, at: 23)
+                text[4] = UInt8(ascii: "-")
+                text[7] = UInt8(ascii: "-")
+                text[10] = UInt8(ascii: "T")
+                text[13] = UInt8(ascii: ":")
+                text[16] = UInt8(ascii: ":")
+                text[19] = UInt8(ascii: ".")
+                text[23] = UInt8(ascii: "Z")
+                bytes.append(contentsOf: text)
+            }
+            return
+        }
         if year < 0 { bytes.append(UInt8(ascii: "-")) }
         pad(&bytes, abs(year), 4)
         bytes.append(UInt8(ascii: "-"))
