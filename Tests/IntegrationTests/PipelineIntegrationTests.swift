@@ -91,8 +91,9 @@ struct PipelineIntegrationTests {
         try await Task.sleep(for: .milliseconds(600))
         let labels = await styles(inbox).compactMap { ($0["style"] as? [String: Any])?["label"] as? String }
         #expect(labels == ["1/8", "5/8"])
-        // The last one waited for the interval's end, not much longer.
-        #expect(arrived >= .milliseconds(350) && arrived < .seconds(2), "\(arrived)")
+        // The last one waited for the interval's end, and was not held much longer (the
+        // bound leaves room for a loaded machine running the whole suite).
+        #expect(arrived >= .milliseconds(350) && arrived < .seconds(5), "\(arrived)")
         let statistics = await pipeline.statistics
         #expect(statistics.published == 2)
         #expect(statistics.coalesced == 3)
