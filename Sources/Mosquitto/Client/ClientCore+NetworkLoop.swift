@@ -123,11 +123,12 @@ extension ClientCore {
             // Armed before looking for queued packets: a thread that queues one after the
             // look sees the loop armed and wakes it (see `wakeNetworkLoop()`).
             _ = loopArmed.exchange(true, ordering: .sequentiallyConsistent)
+            // Queued in libmosquitto, or collected and not yet taken by a full socket.
+            func wantsWrite() -> Bool { mosquitto_want_write(mosq) || (buffered && livedata_io_pending_output(socket) > 0) }
             // Bytes already in the buffer are invisible to poll: do not wait for them.
             let buffersInput = buffered && livedata_io_buffered_input(socket) > 0
-            let wantWrite = mosquitto_want_write(mosq) || (buffered && livedata_io_pending_output(socket) > 0)
             var descriptors = [
-                pollfd(fd: socket, events: Int16(POLLIN) | (wantWrite ? Int16(POLLOUT) : 0), revents: 0),
+                pollfd(fd: socket, events: Int16(POLLIN) | (wantsWrite() ? Int16(POLLOUT) : 0), revents: 0),
                 pollfd(fd: wakeDescriptor, events: Int16(POLLIN), revents: 0),
             ]
             let ready = poll(&descriptors, 2, buffersInput ? 0 : Self.pollTimeoutMilliseconds)
@@ -144,7 +145,7 @@ extension ClientCore {
                 let code = readPass(buffered: buffered)
                 if code != MOSQ_ERR_SUCCESS.raw { return (code, errno) }
             }
-            if mosquitto_want_write(mosq) || (buffered && livedata_io_pending_output(socket) > 0) {
+            if wantsWrite() {
                 busySince = passStart
                 let code = buffered ? bufferedWritePass(socket) : writePass()
                 if code != MOSQ_ERR_SUCCESS.raw { return (code, errno) }

@@ -135,7 +135,7 @@ final class ClientCore: Sendable {
             }
             try check(code, "mosquitto_will_set_v5")
         }
-        if configuration.bufferedSocket && configuration.tls == nil, let reason = MQTTSocketBuffering.unavailableReason {
+        if configuration.buffersSocket, let reason = MQTTSocketBuffering.unavailableReason {
             logger.debug("libmosquitto's socket calls are not buffered: \(reason)")
         }
         installCallbacks()

@@ -56,7 +56,7 @@ public final class MQTTClient: Sendable {
             sessionExpirySeconds: !configuration.cleanStart && v5
                 ? UInt32(clamping: configuration.sessionExpiry.components.seconds) : nil,
             maximumPacketSize: v5 ? configuration.maximumPacketSize : nil,
-            buffered: configuration.bufferedSocket && configuration.tls == nil)
+            buffered: configuration.buffersSocket)
         core = ClientCore(
             handle: handle, configuration: configuration, logger: logger, events: eventContinuation,
             messages: messageContinuation, handler: onMessage, readEnd: onReadEnd)

@@ -73,6 +73,9 @@ public struct MQTTConfiguration: Sendable {
         self.bufferedSocket = bufferedSocket
     }
 
+    /// Whether to ask for buffered socket calls: ``bufferedSocket`` on a plain TCP connection.
+    var buffersSocket: Bool { bufferedSocket && tls == nil }
+
     /// `host:port`, as error messages name the broker.
     public var address: String {
         host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
