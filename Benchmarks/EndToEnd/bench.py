@@ -134,8 +134,8 @@ def daemon_run(tools, args, folder):
     with open(config, "w") as f:
         http = free_port()
         rules = RULES.replace("output: {qos: 1, retain: true}", f"output: {{qos: 1, retain: true, minInterval: {args.min_interval}}}") if args.min_interval else RULES
-        buffered = ", bufferedSocket: true" if args.buffered_socket else ""
-        f.write(rules + f"store: {{path: {folder}/state.db}}\nbroker: {{host: 127.0.0.1, port: {broker.port}, clientId: bench-daemon{buffered}}}\n"
+        plain = ", bufferedSocket: false" if args.plain_socket else ""
+        f.write(rules + f"store: {{path: {folder}/state.db}}\nbroker: {{host: 127.0.0.1, port: {broker.port}, clientId: bench-daemon{plain}}}\n"
                 + f"http: {{listen: \"127.0.0.1:{http}\"}}\n")
     log = open(os.path.join(folder, "daemon.log"), "w+")
     daemon = subprocess.Popen([args.livedata, "serve", "--config", config], stdout=log, stderr=subprocess.STDOUT)
@@ -211,7 +211,7 @@ def main():
     parser.add_argument("--window", type=int, default=1_000)
     parser.add_argument("--min-interval", metavar="DURATION", help="run the daemon with output.minInterval, e.g. 100ms")
     parser.add_argument("--perf", metavar="FILE", help="record the daemon with `perf record -g` into FILE")
-    parser.add_argument("--buffered-socket", action="store_true", help="run the daemon with broker.bufferedSocket: true")
+    parser.add_argument("--plain-socket", action="store_true", help="run the daemon with broker.bufferedSocket: false (libmosquitto's own socket calls)")
     parser.add_argument("--syscalls", metavar="FILE", help="count the daemon's system calls with `perf stat` into FILE")
     args = parser.parse_args()
     print(f"{args.updates} QoS 1 updates over {args.locations} locations x 5 domains, publisher window {args.window}; "

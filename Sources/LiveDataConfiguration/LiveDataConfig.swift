@@ -60,11 +60,11 @@ public struct BrokerSettings: Sendable, Equatable {
     public var qos = 1
     /// `cleanStart`, default false: a persistent session keeps updates while the daemon is down.
     public var cleanStart = false
-    /// `bufferedSocket`, default false: when true, libmosquitto's socket reads and writes go
-    /// through buffers, a few system calls per network pass instead of about five per
-    /// message (see ``MQTTConfiguration/bufferedSocket`` for why it is not the default yet).
-    /// Plain TCP only; TLS connections are never buffered.
-    public var bufferedSocket = false
+    /// `bufferedSocket`, default true: libmosquitto's socket reads and writes go through
+    /// buffers, a few system calls per network pass instead of about five per message;
+    /// false gives libmosquitto's own calls. Plain TCP only; TLS connections are never
+    /// buffered.
+    public var bufferedSocket = true
     /// `tls: {caFile, certFile, keyFile}`, default none (plain TCP).
     public var tls: TLSSettings?
 

@@ -41,9 +41,8 @@ public struct MQTTConfiguration: Sendable {
     /// Serve libmosquitto's socket reads from a buffer filled by one system call, collect
     /// its writes for one call per pass, and leave out its writes to a wake-up pair nobody
     /// reads (see ``MQTTSocketBuffering``): a few system calls per pass instead of about
-    /// five per packet. Plain TCP only. Default off (libmosquitto's own calls): with it on,
-    /// the fault tests (a daemon SIGKILLed mid-stream, a broker restarted) still show a
-    /// retained version one behind and a minute-long stall that plain calls do not.
+    /// five per packet. Plain TCP only (TLS keeps libmosquitto's own calls). Default on;
+    /// off gives libmosquitto's own calls, one or more per packet.
     public var bufferedSocket: Bool
 
     public init(
@@ -53,7 +52,7 @@ public struct MQTTConfiguration: Sendable {
         credentials: MQTTCredentials? = nil, tls: MQTTTLSConfiguration? = nil, will: MQTTWill? = nil,
         reconnect: MQTTBackoff = MQTTBackoff(), maximumPacketSize: UInt32? = nil,
         passInterval: Duration = .milliseconds(1), sendMaximum: Int = 1000, receiveMaximum: Int = 1000,
-        bufferedSocket: Bool = false
+        bufferedSocket: Bool = true
     ) {
         self.host = host
         self.port = port
