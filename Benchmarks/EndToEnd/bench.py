@@ -58,6 +58,11 @@ def publish(tools, port, args):
                             stdout=subprocess.PIPE, text=True)
 
 
+def per_update_us(seconds, received):
+    """CPU seconds as microseconds per update received."""
+    return seconds * 1e6 / max(received, 1)
+
+
 def wait_cpu(process):
     """Waits for `process` to end; its CPU seconds (user and system)."""
     _, status, usage = os.wait4(process.pid, 0)
@@ -82,8 +87,8 @@ def bare_run(tools, args, folder):
         publisher_cpu = wait_cpu(publisher)
         received = int(line.split()[1])
         cpu = float(line.split()[-2]) if "cpu" in line else 0.0
-        return {"rate": received / elapsed, "received": received, "cpu_us": cpu * 1e6 / max(received, 1),
-                "broker_us": broker_cpu * 1e6 / max(received, 1), "publisher_us": publisher_cpu * 1e6 / max(received, 1)}
+        return {"rate": received / elapsed, "received": received, "cpu_us": per_update_us(cpu, received),
+                "broker_us": per_update_us(broker_cpu, received), "publisher_us": per_update_us(publisher_cpu, received)}
     finally:
         if publisher and publisher.poll() is None:
             publisher.kill()
@@ -184,9 +189,9 @@ def daemon_run(tools, args, folder):
         values = metrics(http)
         return {
             "rate": received / elapsed, "received": received,
-            "cpu_us": cpu * 1e6 / max(received, 1),
-            "broker_us": broker_cpu * 1e6 / max(received, 1),
-            "publisher_us": publisher_cpu * 1e6 / max(received, 1),
+            "cpu_us": per_update_us(cpu, received),
+            "broker_us": per_update_us(broker_cpu, received),
+            "publisher_us": per_update_us(publisher_cpu, received),
             "published": int(values.get("livedata_derived_changes_published_total", 0)),
             "rss_mb": peak_resident_mb(daemon.pid),
             "p99_ms": histogram_p99(values) * 1000,
