@@ -12,6 +12,10 @@ public struct RestoredState {
     public var journalPosition: UInt64 = 0
     /// Whether the stored styles were derived with the current rules.
     public var sameRules = true
+    /// The retained checkpoint the last stop published once the broker had acknowledged
+    /// every publication before it, if the last stop was clean. Taken out of the file as it
+    /// is read: a run that does not stop cleanly leaves none.
+    public var checkpoint: String?
 
     public init() {}
 }
@@ -31,21 +35,32 @@ extension LiveCore {
     /// while this one fills the store), without catching up: a start replays the journal's
     /// tail first, then calls ``finishRestore(_:now:)`` once, so that a location the journal
     /// updates is not expired and derived again for nothing.
+    /// `progress` is told the locations read so far and how many the file holds, after
+    /// each batch.
     /// - Throws: ``StateDatabase/Failure`` when the file cannot be opened or read.
-    public func restore(fromFile path: String) throws -> RestoredState {
+    public func restore(
+        fromFile path: String, progress: (_ done: Int, _ total: Int) -> Void = { _, _ in }
+    ) throws -> RestoredState {
         let database = try StateDatabase(path: path)
         var restored = RestoredState()
         restored.journalPosition = try database.journalPosition()
+        if let checkpoint = try database.meta(StateDatabase.checkpointKey), !checkpoint.isEmpty {
+            restored.checkpoint = checkpoint
+            try database.setMeta(StateDatabase.checkpointKey, "")
+        }
         let ruleEngine = store.ruleEngine
         let fingerprint = ruleEngine.fingerprint
         let sameRules = try database.meta("rules") == fingerprint
-        store.reserveCapacity(try database.countRows())
+        let total = try database.countRows()
+        store.reserveCapacity(total)
+        progress(0, total)
         var count = 0
         let unreadable = try StateDatabase.readAll(path: path, preparing: {
             LiveStore.prepare($0, ruleEngine: ruleEngine, sameRules: sameRules)
         }) { batch in
             for location in batch { store.restore(location) }
             count += batch.count
+            progress(count, total)
         }
         try database.setMeta("rules", fingerprint)
         restored.sameRules = sameRules

@@ -82,6 +82,9 @@ public final class StateDatabase {
     }
 
     /// The intake journal position the stored snapshot covers (0: none recorded).
+    /// The meta key of the checkpoint a clean stop recorded (see `RestoredState.checkpoint`).
+    public static let checkpointKey = "checkpoint"
+
     public func journalPosition() throws(Failure) -> UInt64 {
         try meta(Self.journalKey).flatMap { UInt64($0) } ?? 0
     }

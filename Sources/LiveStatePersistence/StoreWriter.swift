@@ -25,6 +25,15 @@ public actor StoreWriter {
         }
     }
 
+    /// Records the checkpoint a clean stop left at the broker (see `RestoredState.checkpoint`).
+    public func setCheckpoint(_ payload: String) {
+        do {
+            try database.setMeta(StateDatabase.checkpointKey, payload)
+        } catch {
+            logger.error("\(error)", metadata: ["store.path": "\(database.path)"])
+        }
+    }
+
     /// Writes a batch in one transaction, with the journal position the snapshot then
     /// covers; the journal's segments before it are deleted.
     /// - Returns: `nil` when written, or the failure (the caller keeps the batch for the next try).

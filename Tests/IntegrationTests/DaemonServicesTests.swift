@@ -69,7 +69,9 @@ struct DaemonServicesTests {
 
     @Test("a subscription the broker refuses degrades readiness for that filter only; the others go on")
     func refusedSubscription() async throws {
-        let security = DynamicSecurity(username: "reader", password: "secret", subscribeAllowed: ["ds1/#"])
+        // The daemon reads back and publishes under its prefix (convergence, styles, status).
+        let security = DynamicSecurity(
+            username: "reader", password: "secret", subscribeAllowed: ["ds1/#", "livedata/#"], publishAllowed: ["livedata/#"])
         let broker = try await MosquittoBroker.start(.init(dynamicSecurity: security))
         var config = try LiveDataConfig.parse(
             yaml: """

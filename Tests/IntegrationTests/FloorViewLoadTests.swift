@@ -178,9 +178,13 @@ struct FloorViewLoadTests {
         let watched = try await phase(publisher, daemon: daemon, start: 2_000_000)
         // Let the viewers read what is on its way (up to 30 s), then stop them.
         let floorChanges = await published.items.count - retained
+        // Every viewer has at least what the broker got, and nothing more arrives.
+        var counts: [Int] = []
         for _ in 0..<300 {
-            if followers.allSatisfy({ $0.caughtUp(floorChanges) }) { break }
-            try await Task.sleep(for: .milliseconds(100))
+            let now = followers.map { $0.current.load(ordering: .relaxed) }
+            if followers.allSatisfy({ $0.caughtUp(floorChanges) }) && now == counts { break }
+            counts = now
+            try await Task.sleep(for: .milliseconds(250))
         }
         for follower in followers { follower.stopping.store(true, ordering: .relaxed) }
         await following.value
@@ -189,7 +193,11 @@ struct FloorViewLoadTests {
         // A viewer never dropped has every one of them; one that came back with a snapshot
         // has the state instead of what it missed.
         let complete = tallies.filter { $0.drops == 0 }
-        #expect(complete.allSatisfy { $0.changes == floorChanges }, "\(complete.filter { $0.changes != floorChanges }.count) viewers missed changes of \(floorChanges)")
+        // The broker may get fewer: a style that changes again while it waits for the
+        // broker's window leaves once, with its newest value (latest wins).
+        let most = complete.map(\.changes).max() ?? 0
+        #expect(most >= floorChanges, "viewers saw \(most) changes, the broker \(floorChanges)")
+        #expect(complete.allSatisfy { $0.changes == most }, "\(complete.filter { $0.changes != most }.count) viewers missed changes of \(most)")
         let metrics = try await LoopbackHTTP.request("GET", port: daemon.httpPort, path: "/metrics").body
         let dropped = Int(CrashRecoveryTests.metric(metrics, "livedata_event_viewers_dropped_total") ?? 0)
         let events = tallies.map(\.events).reduce(0, +)
@@ -199,7 +207,7 @@ struct FloorViewLoadTests {
             floor view under load: \(Self.viewerCount) viewers of F0 (1 of \(Self.floors) floors), \(Self.rate) updates/s for \(Self.seconds) s
               pipeline without viewers: \(Int(alone.rate)) updates/s, \(String(format: "%.1f", alone.cpu)) µs CPU per update
               pipeline with viewers:    \(Int(watched.rate)) updates/s, \(String(format: "%.1f", watched.cpu)) µs CPU per update (ratio \(String(format: "%.3f", watched.rate / alone.rate)))
-              F0 changes published: \(floorChanges); events received: \(events) (\(events / max(Self.viewerCount, 1)) per viewer); \(complete.filter { $0.changes == floorChanges }.count) viewers got every change; out of order: \(tallies.map(\.outOfOrder).reduce(0, +))
+              F0 changes published: \(floorChanges); events received: \(events) (\(events / max(Self.viewerCount, 1)) per viewer); \(complete.filter { $0.changes == most }.count) viewers got every change; out of order: \(tallies.map(\.outOfOrder).reduce(0, +))
               viewers dropped: \(dropped) (\(tallies.map(\.drops).reduce(0, +)) seen by the viewers); reconnections: \(reconnected), resumed \(tallies.map(\.resumed).reduce(0, +)), snapshots after the first \(tallies.map(\.snapshots).reduce(0, +) - Self.viewerCount)
             """)
         // The rate is a figure of the optimized daemon (scripts/bench-viewers): a debug build

@@ -33,8 +33,9 @@ struct HTTPInterfaceTests {
         let intake = try Intake(config: config, logger: Logger(label: "test"))
         let client = try intake.makeClient(
             configuration: MQTTConfiguration(host: "127.0.0.1", port: 1), logger: Logger(label: "test"))
-        let pipeline = try await LivePipeline(
+        let pipeline = LivePipeline(
             config: config, client: client, intake: intake, metrics: metrics, logger: Logger(label: "test"), events: events)
+        try await pipeline.start()
         for (location, floor, people) in [("room-7", "F3", 3), ("room-9", "F4", 0), ("desk-1", "F3", 1)] {
             await pipeline.handle(
                 IntakeMessage(

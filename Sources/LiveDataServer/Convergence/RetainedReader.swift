@@ -1,20 +1,47 @@
 import Logging
 import Mosquitto
+import Synchronization
 
 /// Reads back what the broker holds retained under the daemon's prefix (styles, summaries,
-/// legends) over a connection of its own (a clean session, so nothing of it lingers), in
-/// batches through a bounded ``IntakeQueue``. The end is found with a marker: once the
-/// reader is subscribed, the daemon's own client publishes one message to ``marker``
-/// after everything it published before; the broker delivers a subscriber's messages in
-/// order, so the marker comes after the last retained message and after every earlier
-/// publication of the daemon. A broker that reorders is covered by `quietTimeout`.
+/// legends), over a connection of its own (a clean session, so nothing of it lingers), in
+/// batches through a bounded ``IntakeQueue``.
+///
+/// Nothing of it waits on the daemon's own connection, whose network thread a backlog of
+/// updates can hold up: the reader subscribes to every filter at once while its caller
+/// already takes what arrives (retained messages start to flow before the last SUBACK),
+/// and once every filter is granted it publishes its end marker itself, to a topic only it
+/// subscribes to. The broker queues a subscription's retained messages for a client while
+/// it handles the SUBSCRIBE, before it reads that client's next packet, and delivers a
+/// client's messages in order: so the marker arrives after the last retained message.
+///
+/// Every wait is bounded: when nothing arrives for `quietTimeout` (a broker that stopped
+/// sending, a connection that hangs) the read fails with ``Failure/stalled``, and so does
+/// a connection or subscription that fails; a read that fails is never taken as complete.
 final class RetainedReader: Sendable {
+    enum Failure: Error, CustomStringConvertible {
+        /// Connecting or subscribing failed.
+        case cannotRead(String)
+        /// Nothing arrived for this long before the end marker.
+        case stalled(Duration, received: Int)
+
+        var description: String {
+            switch self {
+            case .cannotRead(let reason): reason
+            case .stalled(let quiet, let received):
+                "nothing arrived for \(quiet) after \(received) retained messages, before the end of the read"
+            }
+        }
+    }
+
     let client: MQTTClient
     let queue: IntakeQueue
     let marker: String
     let filters: [String]
+    private let failure = Mutex<Failure?>(nil)
+    private let received = Atomic<Int>(0)
 
-    init(configuration: MQTTConfiguration, prefix: String, logger: Logger) throws(MQTTError) {
+    /// - Parameter filters: what to read; the end marker's topic is added.
+    init(configuration: MQTTConfiguration, prefix: String, filters: [String], logger: Logger) throws(MQTTError) {
         var configuration = configuration
         let id = (configuration.clientID ?? "livedata") + "-converge"
         configuration.clientID = id
@@ -25,29 +52,52 @@ final class RetainedReader: Sendable {
         let queue = IntakeQueue(capacity: 10_000, byteCapacity: 32 << 20)
         self.queue = queue
         self.marker = marker
-        filters = ["\(prefix)/style/#", "\(prefix)/summary/#", "\(prefix)/legend/#", marker]
+        self.filters = filters + [marker]
         client = try MQTTClient(configuration: configuration, logger: logger) { message in
             queue.push(IntakeMessage(message))
             return .taken
         }
     }
 
-    /// Connects and subscribes; then publish the marker.
-    func start() async throws {
-        try await client.connect()
-        for filter in filters { try await client.subscribe(filter, qos: .atLeastOnce) }
+    /// Messages read so far, the end marker included.
+    var count: Int { received.load(ordering: .relaxed) }
+
+    /// Connects, subscribes to every filter at once and publishes the end marker; a failure
+    /// ends the read (``next(quietTimeout:)`` returns `nil` and ``failed`` says why). Run it
+    /// beside the reading: the queue is bounded.
+    func start() async {
+        do {
+            try await client.connect()
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for filter in filters {
+                    group.addTask { _ = try await self.client.subscribe(filter, qos: .atLeastOnce) }
+                }
+                try await group.waitForAll()
+            }
+            try await client.publish(marker, payload: Array("end".utf8), qos: .atLeastOnce)
+        } catch {
+            fail(.cannotRead("\(error)"))
+        }
     }
 
-    /// The next batch of retained messages; `nil` after the marker, or when nothing has come
-    /// for `quietTimeout`.
+    /// Why the read failed, if it did.
+    var failed: Failure? { failure.withLock { $0 } }
+
+    private func fail(_ reason: Failure) {
+        failure.withLock { $0 = $0 ?? reason }
+        queue.close()
+    }
+
+    /// The next batch of retained messages; `nil` after the end marker, or when the read
+    /// failed (see ``failed``).
     func next(quietTimeout: Duration = .seconds(10)) async -> [IntakeMessage]? {
-        let queue = queue
-        let timeout = Task {
+        let timeout = Task { [self] in
             try await Task.sleep(for: quietTimeout)
-            queue.close()
+            fail(.stalled(quietTimeout, received: count))
         }
         defer { timeout.cancel() }
         guard var batch = await queue.next() else { return nil }
+        received.add(batch.count, ordering: .relaxed)
         if let end = batch.firstIndex(where: { $0.topic == marker && !$0.retain }) {
             batch.removeSubrange(end...)
             queue.close()

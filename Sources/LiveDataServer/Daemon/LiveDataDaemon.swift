@@ -4,10 +4,11 @@ import Logging
 import Mosquitto
 import ServiceLifecycle
 
-/// The daemon, wired: the state is restored and the client and pipeline built before any
-/// service starts, then each service gets what it needs (no global handle):
-/// - ``PipelineService``: connect, subscribe, READY=1, process updates; on shutdown publish
-///   `offline`, disconnect and write the store;
+/// The daemon, wired: the client and pipeline are built before any service starts, then
+/// each service gets what it needs (no global handle):
+/// - ``PipelineService``: restore the state and replay the journal, connect, subscribe,
+///   converge, READY=1, process updates; on shutdown publish `offline`, disconnect and write
+///   the store;
 /// - ``WatchdogService``: systemd watchdog pings and `STATUS=` lines;
 /// - ``ReloadService``: SIGHUP reloads styles, rules and criteria;
 /// - the HTTP server.
@@ -18,8 +19,9 @@ public struct LiveDataDaemon: Sendable {
     public let metrics: DaemonMetrics
     public let services: [any Service]
 
-    /// Restores the state and builds everything; starts nothing.
-    /// - Throws: when the state file cannot be read, or the broker or HTTP settings are not usable.
+    /// Builds everything; starts nothing (the state is restored by ``PipelineService``, inside
+    /// the service group, so that SIGTERM during a long start stops it cleanly).
+    /// - Throws: when the journal, the broker or HTTP settings are not usable.
     public init(
         config: LiveDataConfig, configPath: String, logger: Logger, notifier: SystemdNotifier = SystemdNotifier(),
         reconnect: MQTTBackoff = MQTTBackoff(initial: .milliseconds(500), maximum: .seconds(30))
@@ -28,14 +30,12 @@ public struct LiveDataDaemon: Sendable {
         var mqtt = try config.broker.mqttConfiguration(topics: topics, payloadLimit: config.limits.payload.size)
         mqtt.reconnect = reconnect
         let intake = try Intake(config: config, logger: logger)
-        let client = try intake.makeClient(configuration: mqtt, logger: logger)
         let metrics = DaemonMetrics()
-        notifier.status("restoring the state")
-        // A large state file and journal take seconds (a million locations: about 5 s).
-        notifier.extendTimeout(.seconds(300))
+        let window = OutputWindow(lag: metrics.publishLag)
+        let client = try intake.makeClient(configuration: mqtt, logger: logger, window: window)
         logger.info("starting", metadata: ["mqtt.broker": "\(mqtt.address)", "config.file": "\(configPath)"])
         for warning in config.warnings { logger.warning("\(warning)") }
-        let pipeline = try await LivePipeline(config: config, client: client, intake: intake, metrics: metrics, logger: logger)
+        let pipeline = LivePipeline(config: config, client: client, intake: intake, metrics: metrics, logger: logger, window: window)
         let httpListening = StartupGate()
         let http = try HTTPInterface.application(
             settings: config.http, pipeline: pipeline, metrics: metrics, logger: logger, onListening: { await httpListening.open() })
@@ -43,7 +43,7 @@ public struct LiveDataDaemon: Sendable {
         self.metrics = metrics
         services = [
             PipelineService(pipeline: pipeline, client: client, notifier: notifier, logger: logger, waitFor: httpListening),
-            WatchdogService(pipeline: pipeline, notifier: notifier),
+            WatchdogService(pipeline: pipeline, notifier: notifier, logger: logger),
             ReloadService(pipeline: pipeline, configPath: configPath, notifier: notifier, logger: logger),
             http,
         ]

@@ -43,8 +43,17 @@ public enum HTTPInterface {
         let router = Router()
         router.get("/healthz") { _, _ in json(.ok, #"{"status": "ok"}"#) }
         router.get("/readyz") { _, _ in
-            guard await pipeline.isReady, pipeline.brokerState == .connected else {
+            let phase = pipeline.startProgress.phase
+            guard phase == .started else {
+                return error(.serviceUnavailable, "not ready: \(phase)")
+            }
+            guard pipeline.brokerState == .connected else {
                 return error(.serviceUnavailable, "not ready: waiting for the MQTT broker")
+            }
+            guard await pipeline.isReady else {
+                // Connected, not converged yet: the broker's styles may not be the state's.
+                let reason = await pipeline.convergenceFault ?? "converging with the broker's retained styles"
+                return error(.serviceUnavailable, "not ready: \(reason)")
             }
             // Updates cannot be kept (a full or read-only disk): not ready, and why.
             if let fault = await pipeline.storageFault {

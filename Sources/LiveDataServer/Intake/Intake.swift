@@ -53,11 +53,16 @@ public final class Intake: Sendable {
     }
 
     /// A client that hands what it receives to this intake: every message to ``receive(_:)``,
-    /// the end of every read pass to ``finishBatch()``.
-    public func makeClient(configuration: MQTTConfiguration, logger: Logger) throws(MQTTError) -> MQTTClient {
-        try MQTTClient(
+    /// the end of every read pass to ``finishBatch()``; and the acknowledgements of what the
+    /// daemon publishes to `window`.
+    public func makeClient(
+        configuration: MQTTConfiguration, logger: Logger, window: OutputWindow? = nil
+    ) throws(MQTTError) -> MQTTClient {
+        var acknowledged: AcknowledgementHandler?
+        if let window { acknowledged = { window.acknowledged($0) } }
+        return try MQTTClient(
             configuration: configuration, logger: logger, onMessage: { [self] message in receive(message) },
-            onReadEnd: { [self] in finishBatch() })
+            onReadEnd: { [self] in finishBatch() }, onAcknowledged: acknowledged)
     }
 
     /// Stages one update in the journal and keeps it for ``finishBatch()``.

@@ -13,6 +13,8 @@ public final class DaemonMetrics: Sendable {
     public let registry = PrometheusCollectorRegistry()
     /// From a message's arrival to its derived change being handed to the MQTT client.
     let processing: Metrics.Timer
+    /// From an update's arrival to the broker's acknowledgement of the style it changed.
+    public let publishLag: Metrics.Timer
     /// The totals copied into the registry so far, by name and labels.
     private let copied = Mutex<[String: Int]>([:])
 
@@ -22,10 +24,19 @@ public final class DaemonMetrics: Sendable {
         .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250), .seconds(1),
     ]
 
+    static let publishLagName = "livedata_publish_lag_seconds"
+    static let publishLagBuckets: [Duration] = [
+        .milliseconds(1), .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100),
+        .milliseconds(250), .milliseconds(500), .seconds(1), .milliseconds(2500), .seconds(5), .seconds(10), .seconds(30),
+        .seconds(60),
+    ]
+
     public init() {
         var factory = PrometheusMetricsFactory(registry: registry)
         factory.durationHistogramBuckets[Self.processingName] = Self.processingBuckets
+        factory.durationHistogramBuckets[Self.publishLagName] = Self.publishLagBuckets
         processing = Metrics.Timer(label: Self.processingName, dimensions: [], factory: factory)
+        publishLag = Metrics.Timer(label: Self.publishLagName, dimensions: [], factory: factory)
     }
 
     /// The Prometheus text exposition, with the pipeline's counters copied in first.
@@ -46,11 +57,19 @@ public final class DaemonMetrics: Sendable {
         total("derived_changes_published", "Derived changes published.", statistics.published)
         total(
             "derived_changes_coalesced",
-            "Derived changes replaced by a later one of their location within output.minInterval, never published.",
+            "Derived changes and summaries replaced by a newer one of their topic before they went out (output.minInterval, or a broker that takes them more slowly than they change).",
             statistics.coalesced)
         total("summaries_published", "Summaries published.", statistics.summariesPublished)
         total("publishes_refused", "Publications refused, by whom: the broker, or the MQTT library (dropped after retries).", statistics.publishesRefused, label: ("by", "broker"))
         total("publishes_refused", "Publications refused, by whom: the broker, or the MQTT library (dropped after retries).", statistics.publishesDropped, label: ("by", "library"))
+        gauge("output_waiting", "Publications waiting for room in the broker's in-flight window (at most one per topic).", statistics.outputWaiting)
+        gauge("output_in_flight", "Publications awaiting the broker's acknowledgement.", statistics.outputInFlight)
+        total("convergences", "Convergences with the broker's retained messages, by outcome.", statistics.convergences, label: ("outcome", "finished"))
+        total("convergences", "Convergences with the broker's retained messages, by outcome.", statistics.convergenceFailures, label: ("outcome", "failed"))
+        total("convergences", "Convergences with the broker's retained messages, by outcome.", statistics.convergencesSkipped, label: ("outcome", "skipped"))
+        total("convergence_read", "Retained messages read back by convergences.", statistics.convergenceRead)
+        gauge("convergence_progress", "Retained messages the convergence under way has read (0 when none runs).", statistics.convergenceProgress)
+        total("updates_processed", "Updates handed to the core, replayed ones included.", statistics.processed)
         gauge("locations_tracked", "Locations in the store.", statistics.locations)
         gauge("subscriptions_refused", "Subscriptions the broker refused (not retried).", statistics.refusedSubscriptions)
         gauge("intake_queue_depth", "Received updates waiting for the pipeline.", statistics.intake.queueDepth)
@@ -68,7 +87,7 @@ public final class DaemonMetrics: Sendable {
         total("event_streams_opened", "Event streams opened, by how they start: a snapshot, or resumed after Last-Event-ID.", statistics.events.snapshots, label: ("start", "snapshot"))
         total("event_streams_opened", "Event streams opened, by how they start: a snapshot, or resumed after Last-Event-ID.", statistics.events.resumed, label: ("start", "resumed"))
         gauge("broker_connected", "1 when connected to the MQTT broker.", brokerConnected ? 1 : 0)
-        gauge("ready", "1 when restored, connected and subscribed.", ready ? 1 : 0)
+        gauge("ready", "1 when restored, connected, subscribed and converged.", ready ? 1 : 0)
         return registry.emitToBuffer()
     }
 

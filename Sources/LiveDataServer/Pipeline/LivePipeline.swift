@@ -30,6 +30,20 @@ public actor LivePipeline {
         /// refused them ``Publisher/maximumAttempts`` times.
         public var publishesRefused = 0
         public var publishesDropped = 0
+        /// Publications waiting for room in the broker's in-flight window (one per topic).
+        public var outputWaiting = 0
+        /// Our publications awaiting the broker's acknowledgement.
+        public var outputInFlight = 0
+        /// Convergences finished, failed, and skipped because nothing could have diverged;
+        /// retained messages read by convergences in all.
+        public var convergences = 0
+        public var convergenceFailures = 0
+        public var convergencesSkipped = 0
+        public var convergenceRead = 0
+        /// Retained messages the convergence under way has read (0 when none runs).
+        public var convergenceProgress = 0
+        /// Updates handed to the core (replayed ones included): the pipeline's progress.
+        public var processed = 0
         /// The floor view's viewers.
         public var events = EventHub.Statistics()
     }
@@ -39,7 +53,7 @@ public actor LivePipeline {
     private(set) var config: LiveDataConfig
     private var core: LiveCore
     private let topics: OutputTopics
-    private let writer: StoreWriter?
+    private var writer: StoreWriter?
     public nonisolated let intake: Intake
     /// The journal position of the last update applied: a snapshot written now covers it.
     private var appliedPosition: UInt64 = 0
@@ -54,55 +68,92 @@ public actor LivePipeline {
     private var lastSnapshot = ContinuousClock.now
     /// While the start replays the journal: changes are not published (see ``converge()``).
     private var replaying = false
-    /// Opens when the first convergence after the start has read the broker's retained
-    /// styles: until then no update is processed, so that nothing is published under a
-    /// version lower than one the broker holds (the daemon may have raised versions before
-    /// a crash, which neither the snapshot nor the journal recorded).
-    private let firstConvergence = StartupGate()
+    /// Until the first convergence after the start has finished, the versions the state
+    /// holds may be lower than the broker's (a crashed predecessor may have raised them
+    /// without recording it), so a change is not published under them: updates are
+    /// processed all the same, and the convergence publishes what they changed, with
+    /// versions above the broker's (see ``queue(_:arrived:)``).
+    ///
+    /// Until the start knows which (a full convergence, or the checkpoint of the last clean
+    /// stop found at the broker), changes are held: a checkpoint that holds sends them under
+    /// their versions; a convergence drops them and publishes from the state instead.
+    private var versions = Versions.inDoubt(held: PendingOutput())
+    enum Versions {
+        /// `held`: while the checkpoint is checked, the changes in doubt wait here; they go
+        /// out if it holds (the versions were right after all).
+        case inDoubt(held: PendingOutput?)
+        case trusted
+    }
+    /// What the last clean stop left (see ``checkpoint(timeout:)``): the payload of the
+    /// retained checkpoint it published, when nothing changed since.
+    private var restoredCheckpoint: String?
+    /// The checkpoint this run published while stopping, and the publications put in line
+    /// by then: it holds for the state file only if nothing was put in line after it.
+    private var stopCheckpoint: (payload: String, puts: Int)?
     private var publisher: Publisher
+    /// Wakes the drain when the broker's window has room again.
+    private let window: OutputWindow
     /// `output.minInterval`, when set.
     private var coalescer: PublishCoalescer?
     private var rejections = RateLimitedLog()
     /// Publications the broker refused and the publisher dropped, as of the last report.
     private var reportedRefusals = (broker: 0, library: 0)
     private var refusalLog = RateLimitedLog(interval: .seconds(10))
-    /// Restored, connected and subscribed.
-    public private(set) var isReady = false
+    /// Restored, connected and subscribed (see ``isReady``).
+    private var isSubscribed = false
+    /// Restored, connected, subscribed and converged with the broker at least once.
+    public var isReady: Bool { isSubscribed && hasConverged }
+    /// The first convergence (or a checkpoint that made it needless) has finished.
+    public var hasConverged: Bool { if case .trusted = versions { true } else { false } }
     private let metrics: DaemonMetrics
     /// The floor view's live feed: what is published, for the viewers in scope.
     public nonisolated let events: EventHub
     private var lastHeartbeat = ContinuousClock.now
     static let heartbeatInterval = Duration.seconds(15)
 
-    /// Builds the core, restores the stored state and replays the journal's tail (publishing
-    /// nothing yet).
-    /// - Throws: when the state file cannot be opened or read.
+    /// Builds the core; ``start()`` restores the stored state.
     public init(
         config: LiveDataConfig, client: MQTTClient, intake: Intake, metrics: DaemonMetrics = DaemonMetrics(), logger: Logger,
-        events: EventHub = EventHub()
-    ) async throws {
+        events: EventHub = EventHub(), window: OutputWindow = OutputWindow()
+    ) {
         self.config = config
+        self.window = window
         self.events = events
         self.metrics = metrics
         self.client = client
         self.intake = intake
         self.logger = logger
         topics = OutputTopics(prefix: config.output.prefix, retain: config.output.retain)
-        publisher = Publisher(client: client, qos: MQTTQoS(rawValue: Int32(config.output.qos)) ?? .atLeastOnce)
+        publisher = Publisher(client: client, qos: MQTTQoS(rawValue: Int32(config.output.qos)) ?? .atLeastOnce, topics: topics)
         coalescer = config.output.minInterval > .zero ? PublishCoalescer(interval: config.output.minInterval) : nil
         core = LiveCore(
             ruleSet: config.ruleSet, subscriptions: config.subscriptions, summaryInterval: config.output.summaryInterval,
             limits: LiveLimits(
                 payload: config.limits.payload, locations: config.limits.locations, domains: config.limits.domains,
                 futureSkew: config.limits.futureSkew))
-        if config.store.isInMemory {
-            writer = nil
-            return
-        }
+        writer = nil
+    }
+
+    /// How far ``start()`` has come, read without this actor (a restore keeps it busy).
+    public nonisolated let startProgress = StartProgress()
+
+    /// Restores the stored state and replays the journal's tail (publishing nothing yet);
+    /// ``startProgress`` follows it. A stop asked for meanwhile
+    /// (``StartProgress/requestStop()``) ends it after the restore or at the next replayed
+    /// update, with nothing written: the state file and the journal are as they were.
+    /// - Throws: when the state file cannot be opened or read; `CancellationError` when
+    ///   stopped.
+    public func start() throws {
+        defer { if writer != nil || config.store.isInMemory { startProgress.set(.started) } }
+        if config.store.isInMemory { return }
+        let started = ContinuousClock.now
         // Read with a connection of our own, then hand the file to the writer.
         var restored: RestoredState
+        let progress = startProgress
         do {
-            restored = try core.restore(fromFile: config.store.path)
+            restored = try core.restore(fromFile: config.store.path) { done, total in
+                progress.set(.restoring(done: done, of: total))
+            }
         } catch let failure as StateDatabase.Failure where failure.isUnreadableFile {
             // No restart would read it: keep it for a person to look at, start empty;
             // the journal, the sensors' next updates and the broker's queue fill the state
@@ -118,8 +169,11 @@ public actor LivePipeline {
                 "skipped \(restored.unreadable) stored locations that could not be read",
                 metadata: ["store.path": "\(config.store.path)"])
         }
-        writer = try StoreWriter(path: config.store.path, logger: logger)
-        logger.info("restored \(restored.count) locations", metadata: ["store.path": "\(config.store.path)"])
+        logger.info(
+            "restored \(restored.count) locations",
+            metadata: ["store.path": "\(config.store.path)", "restore.milliseconds": "\((ContinuousClock.now - started).milliseconds)"])
+        if progress.isStopRequested { throw CancellationError() }
+        restoredCheckpoint = restored.checkpoint
         // The style topics of placements the file held twice are cleared. The styles that
         // changed while we were down (rules, staleness, the journal's tail) are not published
         // from here: the first convergence compares every retained style with the state and
@@ -130,10 +184,15 @@ public actor LivePipeline {
         if let journal = intake.journal {
             // What arrived after the snapshot, through the same way in as live updates.
             appliedPosition = restored.journalPosition
+            var records = 0
+            progress.set(.replaying(records: 0))
             let replay = try journal.replay(from: restored.journalPosition, prefetchingFor: core) { record in
+                if progress.isStopRequested { throw CancellationError() }
                 handle(
                     topic: String(decoding: record.topic, as: UTF8.self), payload: record.payload, receivedAt: record.receivedAt,
                     retain: record.retain, journalEnd: record.end, arrived: nil)
+                records += 1
+                if records & 4095 == 0 { progress.set(.replaying(records: records)) }
             }
             journal.resume(atLeast: restored.journalPosition)
             replayed = replay
@@ -148,9 +207,29 @@ public actor LivePipeline {
         // Staleness caught up (and everything derived again under changed rules) once, after
         // the journal brought the values up to date.
         core.finishRestore(&restored, now: .now)
+        // The checkpoint vouches for the styles as they were at the stop: not for what the
+        // journal or the catch-up changed since.
+        if replayed.records > 0 || restored.changed > 0 {
+            restoredCheckpoint = nil
+        }
+        writer = try StoreWriter(path: config.store.path, logger: logger)
     }
 
-    public func markReady() { isReady = true }
+    public func markReady() { isSubscribed = true }
+
+    /// Updates handed to the core since the start (replayed ones included).
+    private var processed = 0
+    /// Holds the processing of updates while set: for the test of the watchdog, which must
+    /// see a pipeline that does not move.
+    private var stallForTesting: StartupGate?
+
+    /// Stops processing updates until ``resumeProcessing()`` (tests only).
+    package func stallProcessing() { stallForTesting = StartupGate() }
+
+    package func resumeProcessing() async {
+        await stallForTesting?.open()
+        stallForTesting = nil
+    }
 
     /// The broker connection's state.
     public nonisolated var brokerState: MQTTConnectionState { client.state }
@@ -174,11 +253,15 @@ public actor LivePipeline {
 
     public var statistics: Statistics {
         Statistics(
-            core: core.counters, store: core.store.counters, published: publisher.changes, coalesced: coalescer?.coalesced ?? 0,
+            core: core.counters, store: core.store.counters, published: publisher.changes,
+            coalesced: (coalescer?.coalesced ?? 0) + publisher.pending.coalesced,
             summariesPublished: publisher.summaries, locations: core.store.count,
             refusedSubscriptions: refusedSubscriptions.count, intake: intake.statistics, replayed: replayed,
             snapshotFailures: snapshotFailures, publishesRefused: client.refusedPublishes.count, publishesDropped: publisher.dropped,
-            events: events.statistics)
+            outputWaiting: publisher.waiting, outputInFlight: client.inFlight, convergences: convergences,
+            convergenceFailures: convergenceFailures, convergencesSkipped: convergencesSkipped,
+            convergenceRead: convergenceRead + (reader?.count ?? 0), convergenceProgress: reader?.count ?? 0,
+            processed: processed, events: events.statistics)
     }
 
     /// Current record of a location.
@@ -210,25 +293,120 @@ public actor LivePipeline {
         }
     }
 
-    /// Publishes `online`, the legends and whatever waits, and starts a convergence; call
-    /// after every (re)connection.
+    /// Publishes `online`, the legends and whatever waits, and converges unless nothing can
+    /// have diverged; call after every (re)connection.
     public func connected() {
         publisher.send(topics.statusPublication(online: true))
         publisher.forgetLegends()
         for dataset in knownDatasets() { publishLegend(dataset) }
-        publisher.resendUnsent()
-        startConvergence()
+        let session = client.session
+        switch versions {
+        case .trusted where session.present && acknowledgedMarker != nil && publisher.recentIsWhole:
+            // The broker resumed our session, so it kept its store, or restored it from its
+            // last save (mosquitto saves sessions and retained messages together, at times).
+            // If its retained marker is the last one it acknowledged, it holds every style
+            // acknowledged before that marker; what was handed over after it is sent again.
+            // Nothing else can have diverged: a broker blip costs one retained message, not
+            // a read of every style.
+            markerCheck = .resumed(acknowledgedMarker!)
+            startConvergence()
+        case .inDoubt where session.present && restoredCheckpoint != nil:
+            // A start after a clean stop: the retained marker tells whether the broker
+            // holds what the state file says it acknowledged. What came in meanwhile is held.
+            markerCheck = .start(restoredCheckpoint!)
+            restoredCheckpoint = nil
+            startConvergence()
+        default:
+            markerCheck = nil
+            startConvergence()
+        }
+        drainOutput()
+    }
+
+    // MARK: - Sync markers
+
+    /// The daemon's sync markers: about once a second while it publishes, a retained
+    /// `{"token": …, "sequence": N}` at ``checkpointTopic``, handed to the client after
+    /// everything before it. The broker handles a connection's messages in order, so once
+    /// it acknowledges a marker it has stored every publication handed over before it. A
+    /// broker that resumes the session and still holds the last acknowledged marker lacks
+    /// at most what was handed over after it (``Publisher/recent``); one that holds another
+    /// (it restored an older save) or none calls for a full convergence. A clean stop ends
+    /// with a marker once everything is acknowledged, and the state file records it (see
+    /// ``checkpoint(timeout:)``).
+    private let runToken: String = {
+        var random = SystemRandomNumberGenerator()
+        return String(random.next(), radix: 16, uppercase: false)
+    }()
+    private var markerSequence = 0
+    private var markerInFlight = false
+    private var lastMarker = ContinuousClock.now
+    /// The last marker the broker acknowledged, as published.
+    private var acknowledgedMarker: String?
+    static let markerInterval = Duration.seconds(1)
+
+    /// What the next convergence checks first: a marker that, held by the broker, makes the
+    /// full read needless.
+    private var markerCheck: MarkerCheck?
+    enum MarkerCheck {
+        /// A start: the marker the last clean stop recorded.
+        case start(String)
+        /// A reconnection that resumed the session: the last marker acknowledged.
+        case resumed(String)
+    }
+
+    private func nextMarkerPayload() -> String {
+        markerSequence += 1
+        return #"{"token": "\#(runToken)", "sequence": \#(markerSequence), "locations": \#(core.store.count)}"#
+    }
+
+    /// Publishes a marker when something was handed over since the last one, at most once
+    /// a ``markerInterval``, one at a time, only while the versions are known.
+    private func publishMarkerIfDue() {
+        guard hasConverged, markerCheck == nil, !markerInFlight, client.state == .connected,
+            ContinuousClock.now - lastMarker >= Self.markerInterval, publisher.handedOver > markedPosition
+        else { return }
+        drainOutput()
+        let payload = nextMarkerPayload()
+        let position = publisher.handedOver
+        markerInFlight = true
+        lastMarker = .now
+        let client = client
+        let topic = checkpointTopic
+        Task {
+            let acknowledged = (try? await client.publish(topic, payload: Array(payload.utf8), qos: .atLeastOnce, retain: true)) != nil
+            self.markerDone(payload, position: position, acknowledged: acknowledged)
+        }
+    }
+
+    /// Publications handed over before the last marker sent.
+    private var markedPosition = 0
+
+    private func markerDone(_ payload: String, position: Int, acknowledged: Bool) {
+        markerInFlight = false
+        guard acknowledged else { return }
+        markedPosition = max(markedPosition, position)
+        acknowledgedMarker = payload
+        publisher.forgetRecent(before: position)
     }
 
     // MARK: - Convergence
 
-    /// Counts of the last finished convergence, and how many have finished.
+    /// Counts of the last finished convergence.
     public private(set) var lastConvergence: Convergence.Counts?
     public private(set) var convergences = 0
+    private var convergenceFailures = 0
+    private var convergencesSkipped = 0
+    /// Retained messages read by finished convergences.
+    private var convergenceRead = 0
+    /// Why the last convergence failed, until one finishes.
+    public private(set) var convergenceFault: String?
     private var converging: Task<Void, Never>?
     /// The one under way: changes published meanwhile count as seen at the broker.
     private var convergence: Convergence?
+    private var reader: RetainedReader?
     private var convergeAgain = false
+    static let convergenceRetry = MQTTBackoff(initial: .seconds(1), maximum: .seconds(60), jitter: 0)
 
     private func startConvergence() {
         guard converging == nil else {
@@ -240,31 +418,132 @@ public actor LivePipeline {
         converging = Task { await self.convergeUntilCurrent() }
     }
 
+    /// Converges until one finishes with nothing asking for another; a failed one is an
+    /// error (log, metric, readiness) and is tried again after a growing delay.
     private func convergeUntilCurrent() async {
+        var delay = Self.convergenceRetry.initial
         repeat {
             convergeAgain = false
-            await converge()
-            // Read or not (no second connection, a shutdown), updates are processed now.
-            await firstConvergence.open()
+            do {
+                if let check = markerCheck {
+                    markerCheck = nil
+                    if try await markerHolds(check) { continue }
+                }
+                try await converge()
+                delay = Self.convergenceRetry.initial
+            } catch is CancellationError {
+                break
+            } catch {
+                convergenceFailures += 1
+                convergenceFault = "the convergence with the broker failed: \(error); trying again in \(delay)"
+                logger.error("cannot converge with the broker: \(error); trying again in \(delay)")
+                try? await Task.sleep(for: delay)
+                delay = min(delay * 2, Self.convergenceRetry.maximum)
+                convergeAgain = true
+            }
         } while convergeAgain && !Task.isCancelled
         converging = nil
     }
 
+    /// The state's versions are known to be at or above the broker's.
+    private func trustVersions() {
+        versions = .trusted
+        convergenceFault = nil
+        Task { [converged] in await converged.open() }
+    }
+
+    /// Opens once the first convergence (or a checkpoint that made it needless) is done.
+    private let converged = StartupGate()
+
+    /// Returns once the first convergence has finished (see ``isReady``).
+    public func waitUntilConverged() async { await converged.wait() }
+
+    /// `{prefix}/checkpoint/{client id}`: where a clean stop leaves its checkpoint.
+    private var checkpointTopic: String { "\(topics.prefix)/checkpoint/\(client.configuration.clientID ?? "livedata")" }
+
+    /// Reads the retained marker. At a start, when it is the one the state file recorded,
+    /// the broker holds every style the state file says it acknowledged, and the changes
+    /// held since the start go out under their versions. After a reconnection, when it is
+    /// the last one acknowledged, what was handed over after it is sent again.
+    /// - Returns: whether the marker held (else a full convergence follows).
+    private func markerHolds(_ check: MarkerCheck) async throws -> Bool {
+        let reader = try RetainedReader(
+            configuration: client.configuration, prefix: topics.prefix, filters: [checkpointTopic], logger: logger)
+        let starting = Task { await reader.start() }
+        var found: [UInt8]?
+        while let batch = await reader.next() {
+            for message in batch where message.retain && message.topic == checkpointTopic { found = message.payload }
+        }
+        await starting.value
+        await reader.stop()
+        convergenceRead += reader.count
+        if let failure = reader.failed { throw failure }
+        switch check {
+        case .start(let expected):
+            guard case .inDoubt(held: var held?) = versions, found == Array(expected.utf8) else {
+                versions = .inDoubt(held: nil)
+                logger.info("the broker does not hold the marker of the last stop: converging")
+                return false
+            }
+            acknowledgedMarker = expected
+            publisher.forgetRecent(before: publisher.handedOver)
+            markedPosition = publisher.handedOver
+            trustVersions()
+            while let (_, entry) = held.take() { publisher.send(entry.item, since: entry.since) }
+            logger.info("the broker holds the marker of the last stop: nothing to converge")
+        case .resumed(let expected):
+            guard found == Array(expected.utf8), publisher.recentIsWhole else {
+                logger.info("the broker resumed the session without the last marker acknowledged: converging")
+                return false
+            }
+            let again = resend(publisher.recent)
+            logger.info("the broker resumed the session and holds the last marker: \(again) publications sent again, nothing else to converge")
+        }
+        convergencesSkipped += 1
+        drainOutput()
+        return true
+    }
+
+    /// Puts in line again, as the state has them now, the topics of publications the
+    /// broker may have lost: styles (under a new version), clearings of places no location
+    /// holds any more, and every summary.
+    private func resend(_ recentTopics: [String]) -> Int {
+        var count = 0
+        let stylePrefix = topics.prefix + "/style/"
+        let now = LiveTimestamp.now
+        for topic in Set(recentTopics) where topic.hasPrefix(stylePrefix) {
+            guard let address = LocationAddress(path: String(topic.dropFirst(stylePrefix.count))) else { continue }
+            if let change = core.store.republication(at: address, now: now) {
+                publisher.send(change: change)
+            } else if core.store[address] == nil {
+                publisher.send(topics.clearing(styleOf: address))
+            }
+            count += 1
+        }
+        for summary in core.store.summaries.all() where summary.locations > 0 {
+            publisher.send(summary: topics.publication(summary, updatedAt: now))
+        }
+        return count
+    }
+
     /// Reads back the retained messages under the prefix and publishes what makes them
     /// agree with the state (see ``Convergence``). Live updates go on meanwhile.
-    func converge() async {
+    /// - Throws: ``RetainedReader/Failure`` when the read fails or stalls: nothing is
+    ///   cleared or published for a read that did not end.
+    func converge() async throws {
         let started = ContinuousClock.now
-        let reader: RetainedReader
-        do {
-            reader = try RetainedReader(configuration: client.configuration, prefix: topics.prefix, logger: logger)
-            try await reader.start()
-        } catch {
-            logger.warning("cannot read back the retained messages to converge: \(error); trying again on the next connection")
-            return
-        }
+        let reader = try RetainedReader(
+            configuration: client.configuration, prefix: topics.prefix,
+            filters: ["\(topics.prefix)/style/#", "\(topics.prefix)/summary/#", "\(topics.prefix)/legend/#"], logger: logger)
+        self.reader = reader
         convergence = Convergence(core: core, topics: topics)
-        defer { convergence = nil }
-        publisher.send(Publication(topic: reader.marker, payload: Array("end".utf8), retain: false))
+        if case .inDoubt = versions { versions = .inDoubt(held: nil) }
+        defer {
+            convergence = nil
+            self.reader = nil
+            convergenceRead += reader.count
+        }
+        let starting = Task { await reader.start() }
         var legends: [String] = []
         while let batch = await withTaskCancellationHandler(
             operation: { await reader.next() }, onCancel: { reader.queue.close() }), !Task.isCancelled
@@ -279,19 +558,26 @@ public actor LivePipeline {
                     legends.append(message.topic)
                     continue
                 }
-                for publication in convergence!.retained(topic: message.topic, payload: message.payload, now: now) {
-                    publisher.send(publication)
+                // Each is right on its own (a style above the retained version, or the clearing
+                // of a topic the state does not hold), so it goes out at once; only what the
+                // end of the read implies waits for the end.
+                for item in convergence!.retained(topic: message.topic, payload: message.payload, now: now) {
+                    publisher.send(item)
                 }
             }
         }
+        await starting.value
         await reader.stop()
-        guard !Task.isCancelled else { return }
-        for publication in convergence!.finish(now: .now, retainedLegends: legends, datasets: knownDatasets()) {
-            publisher.send(publication)
+        try Task.checkCancellation()
+        if let failure = reader.failed { throw failure }
+        for item in convergence!.finish(now: .now, retainedLegends: legends, datasets: knownDatasets()) {
+            publisher.send(item)
         }
+        trustVersions()
         let counts = convergence!.counts
         lastConvergence = counts
         convergences += 1
+        drainOutput()
         logger.info(
             "converged with the broker: \(counts.read) retained messages read, \(counts.agreed) agreed, \(counts.republished) published again, \(counts.cleared) cleared",
             metadata: ["converge.milliseconds": "\((ContinuousClock.now - started).milliseconds)"])
@@ -303,6 +589,7 @@ public actor LivePipeline {
         // Not connected: the broker has published the will already, or will.
         // The last styles that waited for their interval go out before `offline`.
         sendAllCoalesced()
+        drainOutput()
         guard client.state == .connected else { return }
         let client = client
         let offline = topics.statusPublication(online: false)
@@ -322,17 +609,19 @@ public actor LivePipeline {
         timeout.cancel()
     }
 
-    /// Processes received updates, a batch at a time, until the intake closes; the first
-    /// once the first convergence is done.
+    /// Processes received updates, a batch at a time, until the intake closes. It starts at
+    /// once, convergence or not: a backlog at the broker must never wait for a convergence
+    /// whose own read it would hold up (see ``versions``).
     static let gatherBelow = 64
     static let gatherTime = Duration.milliseconds(1)
 
     public func run() async {
-        await firstConvergence.wait()
         while let batch = await intake.queue.next() {
+            await stallForTesting?.wait()
             let count = batch.count
             handle(batch)
             intake.queue.recycle(batch)
+            drainOutput()
             // A small batch means the pipeline keeps up with the stream: let the next one
             // gather for a millisecond rather than have the network thread wake this task
             // for every message (a wake is a futex call on each side and a context switch).
@@ -352,7 +641,10 @@ public actor LivePipeline {
                 }
                 // The client has ended: nothing more comes in; what waits is still processed.
                 self.intake.queue.close()
-                await self.firstConvergence.open()
+            }
+            group.addTask {
+                // The broker's window has room again.
+                for await _ in self.window.opened { await self.drainOutput() }
             }
             group.addTask {
                 await self.tick()
@@ -367,12 +659,62 @@ public actor LivePipeline {
             }
             // The message stream ends when the client disconnects: stop the rest.
             await group.next()
+            window.finish()
             group.cancelAll()
         }
         converging?.cancel()
         await converging?.value
         sendAllCoalesced()
         await flush()
+        await recordCheckpoint()
+    }
+
+    // MARK: - Checkpoint
+
+    /// At a clean stop, while still connected: waits (at most `timeout`) until everything
+    /// put in line has left and been acknowledged by the broker, then publishes a retained
+    /// checkpoint (a fresh token) at ``checkpointTopic`` and waits for its acknowledgement.
+    /// If nothing is put in line after it, the state file records it with the last snapshot
+    /// (``recordCheckpoint()``); the next start, finding the same checkpoint retained at a
+    /// broker that resumed its session, knows the broker holds every style the state file
+    /// holds, and skips reading them all back (see ``connected()``).
+    public func checkpoint(timeout: Duration = .seconds(5)) async {
+        guard writer != nil, hasConverged, client.state == .connected else { return }
+        let deadline = ContinuousClock.now + timeout
+        while publisher.waiting > 0 || client.inFlight > 0 || markerInFlight {
+            guard ContinuousClock.now < deadline, client.state == .connected else {
+                logger.notice(
+                    "stopping with \(publisher.waiting + client.inFlight) publications not yet acknowledged: the next start converges with the broker")
+                return
+            }
+            drainOutput()
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        let payload = nextMarkerPayload()
+        let puts = publisher.puts
+        let client = client
+        let topic = checkpointTopic
+        let position = publisher.handedOver
+        markerInFlight = true
+        Task {
+            let acknowledged = (try? await client.publish(topic, payload: Array(payload.utf8), qos: .atLeastOnce, retain: true)) != nil
+            self.markerDone(payload, position: position, acknowledged: acknowledged)
+        }
+        // Bounded: a stop does not wait long for an acknowledgement that may not come.
+        let acknowledgedBy = ContinuousClock.now + .seconds(2)
+        while markerInFlight && ContinuousClock.now < acknowledgedBy { try? await Task.sleep(for: .milliseconds(5)) }
+        if acknowledgedMarker == payload {
+            stopCheckpoint = (payload, puts)
+        } else {
+            logger.notice("the broker did not acknowledge the stop's marker: the next start converges with the broker")
+        }
+    }
+
+    /// Writes the checkpoint into the state file when it still holds: nothing was put in
+    /// line after it (the last snapshot is written before this).
+    private func recordCheckpoint() async {
+        guard let writer, let stopCheckpoint, publisher.puts == stopCheckpoint.puts, snapshotFault == nil else { return }
+        await writer.setCheckpoint(stopCheckpoint.payload)
     }
 
     /// Processes messages in groups of 16 whose memory is loaded together (see
@@ -404,10 +746,11 @@ public actor LivePipeline {
         arrived: ContinuousClock.Instant?
     ) {
         if journalEnd > appliedPosition { appliedPosition = journalEnd }
+        processed += 1
         switch core.process(topic: topic, payload: payload, receivedAt: receivedAt, retained: retain) {
         case .changed(let change):
             publishLegend(change.address.dataset)
-            queue(change)
+            queue(change, arrived: arrived)
             // A replayed update's time in the pipeline is not measured.
             if let arrived { metrics.processing.record(duration: ContinuousClock.now - arrived) }
         case .rejected(let reason, let text):
@@ -421,7 +764,7 @@ public actor LivePipeline {
     /// snapshot.
     public func tick() async {
         let now = LiveTimestamp.now
-        for change in core.expire(now: now) { queue(change) }
+        for change in core.expire(now: now) { queue(change, arrived: nil) }
         for summary in core.takeDueSummaries(now: now) {
             let publication = topics.publication(summary, updatedAt: now)
             if events.hasViewers { events.publish("summary", place: EventHub.Place(summary.key), json: publication.payload) }
@@ -432,6 +775,8 @@ public actor LivePipeline {
             events.heartbeat()
         }
         publisher.retryRefused()
+        drainOutput()
+        publishMarkerIfDue()
         reportRefusals()
         if ContinuousClock.now - lastSnapshot >= config.store.snapshotInterval { await flush() }
     }
@@ -481,7 +826,7 @@ public actor LivePipeline {
     @discardableResult
     public func setLayer(_ layer: String, hidden: Bool) -> Int {
         let changes = core.setLayer(layer, hidden: hidden, now: .now)
-        for change in changes { queue(change) }
+        for change in changes { queue(change, arrived: nil) }
         return changes.count
     }
 
@@ -495,7 +840,7 @@ public actor LivePipeline {
         config.ruleSet = newConfig.ruleSet
         config.subscriptions = newConfig.subscriptions
         let changes = core.reload(ruleSet: newConfig.ruleSet, subscriptions: newConfig.subscriptions, now: .now)
-        for change in changes { queue(change) }
+        for change in changes { queue(change, arrived: nil) }
         await flush()
         await writer?.setRulesFingerprint(core.store.ruleEngine.fingerprint)
         publisher.forgetLegends()
@@ -520,14 +865,54 @@ public actor LivePipeline {
 
     // MARK: - Publishing
 
-    private func queue(_ change: DerivedChange) {
+    /// Puts a change in line for the broker (and tells the floor view); `arrived`: when the
+    /// update behind it reached the daemon.
+    private func queue(_ change: DerivedChange, arrived: ContinuousClock.Instant?) {
         guard !replaying else { return }
+        // The floor view shows the state as it is, whenever the broker gets it.
+        var payload: [UInt8]?
+        if events.hasViewers {
+            payload = topics.payload(change)
+            if let old = change.movedFrom { publishRemoval(old) }
+            events.publish("change", place: change.address.place, json: payload!)
+        }
+        if case .inDoubt(var held) = versions, !(convergence?.hasSeen(change.address) ?? false) {
+            // Its version may be below the broker's: the convergence publishes it (its
+            // retained style is still to be read, or it is among those the end of the read
+            // publishes), or, while the checkpoint is checked, it waits to be known right.
+            if held != nil {
+                if let old = change.movedFrom { held!.put(topics.clearing(styleOf: old), since: arrived) }
+                held!.put(change, topic: topics.style(change.address), since: arrived)
+                versions = .inDoubt(held: held)
+            }
+            return
+        }
         convergence?.published(change.address)
         // A location that moved: its old topic is cleared as the new one gets the style.
         if let old = change.movedFrom { clear(old) }
-        let publication = topics.publication(change)
-        if events.hasViewers { events.publish("change", place: change.address.place, json: publication.payload) }
-        if coalescer?.admit(publication, now: .now) ?? true { publisher.send(change: publication) }
+        guard coalescer != nil else {
+            publisher.send(change: change, since: arrived)
+            return
+        }
+        let publication = Publication(
+            topic: topics.style(change.address), payload: payload ?? topics.payload(change), retain: topics.retain)
+        if coalescer!.admit(publication, now: .now) { publisher.send(change: change, since: arrived) }
+    }
+
+    /// Hands the client what waits, as far as the broker's window has room; when it is
+    /// full, the acknowledgement that halves it wakes this again (``OutputWindow``).
+    private func drainOutput() {
+        while true {
+            switch publisher.drain() {
+            case .empty, .disconnected: return
+            case .more: continue
+            case .windowFull:
+                let size = client.session.sendWindow
+                window.arm(window: size)
+                // Acknowledgements that came between the drain and the arming woke nobody.
+                if client.inFlight > size / 2 { return }
+            }
+        }
     }
 
     /// Sends the coalesced changes whose `output.minInterval` has ended.
@@ -538,17 +923,21 @@ public actor LivePipeline {
 
     private func sendCoalesced(_ publications: [Publication]?) {
         guard let publications, !publications.isEmpty else { return }
-        client.withBatchedSends {
-            for publication in publications { publisher.send(change: publication) }
-        }
+        for publication in publications { publisher.send(changePublication: publication) }
+        drainOutput()
     }
 
-    /// Clears a style topic (the location left it), and tells the floor view.
+    /// Clears a style topic (the location left it).
     private func clear(_ address: LocationAddress) {
         let clearing = topics.clearing(styleOf: address)
         // A style waiting for its interval must not land after the clearing.
         coalescer?.drop(topic: clearing.topic)
         publisher.send(clearing)
+        drainOutput()
+    }
+
+    /// Tells the floor view a location left `address`.
+    private func publishRemoval(_ address: LocationAddress) {
         if events.hasViewers {
             var stream = JSONStream(capacity: 160)
             stream.beginObject()

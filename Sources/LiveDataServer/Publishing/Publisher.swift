@@ -1,59 +1,162 @@
 import LiveState
 import Mosquitto
 
-/// Hands publications to the MQTT client, from the pipeline's one place: keeps, per topic,
-/// the latest one the client could not take (not connected, or refused for now) to send
-/// again on reconnection, counts what went out, and remembers whose legend is published.
-/// One the library refuses (too large for the broker's Maximum Packet Size, an invalid
-/// topic) is tried ``maximumAttempts`` times in all, then dropped and counted: it would be
-/// refused for ever.
+/// Hands publications to the MQTT client, from the pipeline's one place, no faster than the
+/// broker takes them.
+///
+/// Everything to publish waits in a ``PendingOutput`` (latest wins per topic) and leaves
+/// while the broker's in-flight window has room (``MQTTSession/sendWindow`` less what
+/// awaits acknowledgement): libmosquitto is never handed more than its window holds, so its
+/// own queue (unbounded, and walked on every acknowledgement) stays empty, and what waits
+/// here is one entry per location however fast styles change. A derived change's JSON is
+/// built as it leaves.
+///
+/// Also counts what went out, and remembers whose legend is published. One publication the
+/// library refuses (too large for the broker's Maximum Packet Size, an invalid topic) is
+/// tried ``maximumAttempts`` times in all, then dropped and counted: it would be refused
+/// for ever.
 struct Publisher {
     let client: MQTTClient
     let qos: MQTTQoS
-    /// Derived changes and summaries handed to the client.
+    let topics: OutputTopics
+    /// Derived changes handed to the client.
     private(set) var changes = 0
+    /// Summaries put in line.
     private(set) var summaries = 0
     /// The datasets whose legend was published since the last (re)connection or reload.
     private var legends = Set<String>()
-    /// The latest publication per topic that the client did not take, and how often the
-    /// library refused it (not being connected does not count).
-    private var unsent: [String: (publication: Publication, refusals: Int)] = [:]
+    private(set) var pending = PendingOutput()
+    /// Everything ever put in line.
+    var puts: Int { pending.puts }
+    /// The topics handed to the client since the last sync marker the broker acknowledged
+    /// (see ``LivePipeline``'s markers): what a broker that resumed the session may still
+    /// lack, if it lost what it acknowledged last. `recent[0]` is the publication numbered
+    /// `recentBase` (publications handed over are numbered from 0).
+    private(set) var recent: [String] = []
+    private var recentBase = 0
+    /// Publications handed to the client so far (the next one's number).
+    private(set) var handedOver = 0
+    /// `recent` was full (``recentLimit``) when this one was handed over: it and what came
+    /// after are missing from it, until a marker sent after them is acknowledged.
+    private var overflowedAt: Int?
+    static let recentLimit = 1_000_000
+
+    /// Whether ``recent`` holds every topic handed over since the last acknowledged marker.
+    var recentIsWhole: Bool { overflowedAt == nil }
+
+    /// The broker acknowledged a marker handed over after the first `position`
+    /// publications: those are stored at the broker and need no sending again.
+    mutating func forgetRecent(before position: Int) {
+        let drop = min(max(0, position - recentBase), recent.count)
+        recent.removeFirst(drop)
+        recentBase += drop
+        if overflowedAt != nil && position >= handedOver {
+            overflowedAt = nil
+            recent.removeAll()
+            recentBase = handedOver
+        }
+    }
+    /// Publications the library refused, tried again on the pipeline's tick.
+    private var refused: [(topic: String, entry: PendingOutput.Entry)] = []
     /// Publications dropped after ``maximumAttempts`` refusals, and the last reason.
     private(set) var dropped = 0
     private(set) var lastDropped: String?
     static let maximumAttempts = 3
+    /// At most this many publications leave in one ``drain()`` at QoS 0 (no window), so
+    /// that the pipeline gets back to its updates.
+    static let unwindowedBatch = 4096
 
-    init(client: MQTTClient, qos: MQTTQoS) {
+    init(client: MQTTClient, qos: MQTTQoS, topics: OutputTopics) {
         self.client = client
         self.qos = qos
+        self.topics = topics
     }
 
-    mutating func send(change: Publication) {
-        send(change)
+    /// Why ``drain()`` stopped.
+    enum Drained: Equatable {
+        /// Nothing waits.
+        case empty
+        /// The window is full: an acknowledgement makes room.
+        case windowFull
+        /// Not connected: what waits leaves after the next connection.
+        case disconnected
+        /// The QoS 0 batch bound: call again.
+        case more
+    }
+
+    /// Derived changes and other publications waiting for the window.
+    var waiting: Int { pending.count + refused.count }
+
+    /// Puts a derived change in line; `since` is when the update behind it arrived.
+    mutating func send(change: DerivedChange, since: ContinuousClock.Instant? = nil) {
+        pending.put(change, topic: topics.style(change.address), since: since)
+    }
+
+    /// A derived change already built (it waited for `output.minInterval`).
+    mutating func send(changePublication publication: Publication) {
+        pending.put(publication)
         changes += 1
     }
 
     mutating func send(summary: Publication) {
-        send(summary)
+        pending.put(summary)
         summaries += 1
     }
 
     mutating func send(_ publication: Publication) {
-        send(publication, refusals: 0)
+        pending.put(publication)
     }
 
-    private mutating func send(_ publication: Publication, refusals: Int) {
-        do {
-            try client.send(publication.topic, payload: publication.payload, qos: qos, retain: publication.retain)
-        } catch {
-            if case .disconnected = error {
-                unsent[publication.topic] = (publication, refusals)
-            } else if refusals + 1 < Self.maximumAttempts {
-                unsent[publication.topic] = (publication, refusals + 1)
-            } else {
-                dropped += 1
-                lastDropped = "\(publication.topic): \(error)"
+    mutating func send(_ item: PendingOutput.Item, since: ContinuousClock.Instant? = nil) {
+        switch item {
+        case .change(let change): send(change: change, since: since)
+        case .publication(let publication): send(publication)
+        }
+    }
+
+    /// Forgets what waits for `topic` (it is cleared: a waiting style must not follow).
+    mutating func forget(topic: String) { pending.remove(topic: topic) }
+
+    /// Hands the client what waits, oldest first, while the window has room.
+    mutating func drain() -> Drained {
+        guard client.state == .connected else { return pending.isEmpty ? .empty : .disconnected }
+        let windowed = qos != .atMostOnce
+        var room = windowed ? client.session.sendWindow - client.inFlight : Self.unwindowedBatch
+        guard room > 0 else { return pending.isEmpty ? .empty : .windowFull }
+        return client.withBatchedSends { () -> Drained in
+            while room > 0 {
+                guard let (topic, entry) = pending.take() else { return .empty }
+                let publication: Publication
+                switch entry.item {
+                case .change(let change): publication = Publication(topic: topic, payload: topics.payload(change), retain: topics.retain)
+                case .publication(let ready): publication = ready
+                }
+                do throws(MQTTError) {
+                    try client.send(topic, payload: publication.payload, qos: qos, retain: publication.retain, origin: entry.since)
+                    if case .change = entry.item { changes += 1 }
+                    room -= 1
+                    if recent.count < Self.recentLimit && overflowedAt == nil {
+                        recent.append(topic)
+                    } else if overflowedAt == nil {
+                        overflowedAt = handedOver
+                    }
+                    handedOver += 1
+                } catch .disconnected {
+                    pending.putBack(topic: topic, entry)
+                    return .disconnected
+                } catch {
+                    var entry = entry
+                    entry.refusals += 1
+                    if entry.refusals < Self.maximumAttempts {
+                        refused.append((topic, entry))
+                    } else {
+                        dropped += 1
+                        lastDropped = "\(topic): \(error)"
+                    }
+                }
             }
+            if pending.isEmpty { return .empty }
+            return windowed ? .windowFull : .more
         }
     }
 
@@ -63,20 +166,13 @@ struct Publisher {
     /// Every legend is to be published again (after a reconnection or a reload).
     mutating func forgetLegends() { legends.removeAll() }
 
-    /// Sends again what the client did not take (after a reconnection).
-    mutating func resendUnsent() {
-        let waiting = unsent
-        unsent.removeAll()
-        for (publication, refusals) in waiting.values { send(publication, refusals: refusals) }
-    }
-
-    /// Tries again what the library refused (on the pipeline's tick): each one at most
-    /// ``maximumAttempts`` times in all.
+    /// Puts what the library refused back in line (on the pipeline's tick): each one is
+    /// tried at most ``maximumAttempts`` times in all.
     mutating func retryRefused() {
-        let refused = unsent.filter { $0.value.refusals > 0 }
-        for (topic, (publication, refusals)) in refused {
-            unsent[topic] = nil
-            send(publication, refusals: refusals)
+        let again = refused
+        refused.removeAll()
+        for (topic, entry) in again {
+            pending.putBack(topic: topic, entry)
         }
     }
 }

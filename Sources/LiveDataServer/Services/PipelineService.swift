@@ -2,8 +2,8 @@ import Logging
 import Mosquitto
 import ServiceLifecycle
 
-/// Connects to the broker (retrying while it is down, never exiting), subscribes, tells
-/// systemd it is ready, and runs the pipeline. On graceful shutdown it stops taking
+/// Restores the state, connects to the broker (retrying while it is down, never exiting),
+/// subscribes, converges, tells systemd it is ready, and runs the pipeline. On graceful shutdown it stops taking
 /// updates: publishes `offline`, disconnects, and the pipeline writes the store.
 struct PipelineService: Service {
     let pipeline: LivePipeline
@@ -15,6 +15,25 @@ struct PipelineService: Service {
 
     func run() async throws {
         let address = client.configuration.address
+        // The restore and the journal's replay: `WatchdogService` reports how far they are
+        // (STATUS=, EXTEND_TIMEOUT_USEC=). SIGTERM meanwhile ends them with nothing written.
+        notifier.status("restoring the state")
+        do {
+            try await withGracefulShutdownHandler {
+                try await pipeline.start()
+            } onGracefulShutdown: {
+                pipeline.startProgress.requestStop()
+            }
+        } catch is CancellationError {
+            notifier.stopping()
+            logger.info("stopped during the start; the state file and the journal are as they were")
+            return
+        }
+        if Task.isShuttingDownGracefully {
+            notifier.stopping()
+            logger.info("stopped after the restore, before connecting")
+            return
+        }
         notifier.status("waiting for the MQTT broker at \(address)")
         client.start()
         await withTaskGroup(of: Void.self) { group in
@@ -23,6 +42,9 @@ struct PipelineService: Service {
                     try await pipeline.subscribe()
                     await waitFor?.wait()
                     await pipeline.markReady()
+                    notifier.status("connected to \(address); converging with the broker's retained styles")
+                    // Ready means converged: the styles at the broker are the state's.
+                    await pipeline.waitUntilConverged()
                     let locations = await pipeline.statistics.locations
                     let refused = await pipeline.refusedSubscriptions
                     let degraded = refused.isEmpty ? "" : "; the broker refused \(refused.joined(separator: ", "))"
@@ -36,7 +58,8 @@ struct PipelineService: Service {
                 // Until SIGTERM or SIGINT (or the group is cancelled).
                 try? await gracefulShutdown()
                 notifier.stopping()
-                logger.info("stopping: publishing offline and writing the store")
+                logger.info("stopping: publishing what waits, offline, and writing the store")
+                await pipeline.checkpoint()
                 await pipeline.publishOffline()
                 pipeline.intake.stop()
                 await client.disconnect()

@@ -42,9 +42,14 @@ public struct OutputTopics: Sendable {
 
     /// A derived change at its style topic.
     public func publication(_ change: DerivedChange) -> Publication {
+        Publication(topic: style(change.address), payload: payload(change), retain: retain)
+    }
+
+    /// A derived change's JSON.
+    public func payload(_ change: DerivedChange) -> [UInt8] {
         var stream = JSONStream(capacity: 512)
         change.write(to: &stream)
-        return Publication(topic: style(change.address), payload: stream.bytes, retain: retain)
+        return stream.bytes
     }
 
     /// An empty retained payload at a style topic: MQTT's "gone", for the placement a

@@ -31,6 +31,12 @@ extension LiveStore {
         return republication(state, now: now).map { .republish(state, $0) } ?? .agrees(state)
     }
 
+    /// The current style of the location at `address`, as a change to publish again in full
+    /// under the next version; `nil` when no location is there, or none is published yet.
+    public func republication(at address: LocationAddress, now: LiveTimestamp) -> DerivedChange? {
+        locations.find(address).flatMap { republication($0, now: now) }
+    }
+
     /// The location's current style as a change to publish again in full (all its fields
     /// count as changed), under the next version.
     func republication(_ state: LocationState, now: LiveTimestamp) -> DerivedChange? {
@@ -75,19 +81,19 @@ public struct Convergence {
 
     /// One retained message from under the prefix.
     /// - Returns: what to publish for it (nothing when it agrees).
-    public mutating func retained(topic: String, payload: [UInt8], now: LiveTimestamp) -> [Publication] {
+    public mutating func retained(topic: String, payload: [UInt8], now: LiveTimestamp) -> [PendingOutput.Item] {
         counts.read += 1
         guard !payload.isEmpty else { return [] }
         if let path = topic.dropPrefix(topics.prefix + "/style/") {
             guard let address = LocationAddress(path: String(path)) else { return [] }
-            return payload.withUnsafeBytes { bytes -> [Publication] in
+            return payload.withUnsafeBytes { bytes -> [PendingOutput.Item] in
                 let members = topLevelMembers(bytes, ["style", "version"])
                 let style = members?["style"].map { UnsafeRawBufferPointer(rebasing: bytes[$0]) }
                 let version = members?["version"].flatMap { UInt64(String(decoding: bytes[$0], as: UTF8.self)) } ?? 0
                 switch store.reconcile(retainedAt: address, style: style, version: version, now: now) {
                 case .unknown:
                     counts.cleared += 1
-                    return [topics.clearing(styleOf: address)]
+                    return [.publication(topics.clearing(styleOf: address))]
                 case .agrees(let state):
                     seen.insert(ObjectIdentifier(state))
                     counts.agreed += 1
@@ -95,7 +101,7 @@ public struct Convergence {
                 case .republish(let state, let change):
                     seen.insert(ObjectIdentifier(state))
                     counts.republished += 1
-                    return [topics.publication(change)]
+                    return [.change(change)]
                 }
             }
         }
@@ -106,7 +112,7 @@ public struct Convergence {
                 dataset: parts[0], venue: parts[1], building: parts[2], floor: parts.count == 4 ? parts[3] : nil)
             if let summary = store.summaries.summary(key), summary.locations > 0 { return [] }
             counts.cleared += 1
-            return [Publication(topic: topic, payload: [], retain: true)]
+            return [.publication(Publication(topic: topic, payload: [], retain: true))]
         }
         return []
     }
@@ -129,23 +135,30 @@ public struct Convergence {
 
     /// After the last retained message: the styles the broker did not hold, every summary
     /// again (they are small and few), and the clearing of legends of datasets not served.
-    public mutating func finish(now: LiveTimestamp, retainedLegends: [String], datasets: Set<String>) -> [Publication] {
-        var publications: [Publication] = []
+    public mutating func finish(now: LiveTimestamp, retainedLegends: [String], datasets: Set<String>) -> [PendingOutput.Item] {
+        var publications: [PendingOutput.Item] = []
         for state in store.locations.locations where !seen.contains(ObjectIdentifier(state)) {
             guard let change = store.republication(state, now: now) else { continue }
             counts.republished += 1
-            publications.append(topics.publication(change))
+            publications.append(.change(change))
         }
         seen = []
         for summary in store.summaries.all() where summary.locations > 0 {
-            publications.append(topics.publication(summary, updatedAt: now))
+            publications.append(.publication(topics.publication(summary, updatedAt: now)))
         }
         for topic in retainedLegends {
             guard let dataset = topic.dropPrefix(topics.prefix + "/legend/"), !datasets.contains(String(dataset)) else { continue }
             counts.cleared += 1
-            publications.append(Publication(topic: topic, payload: [], retain: true))
+            publications.append(.publication(Publication(topic: topic, payload: [], retain: true)))
         }
         return publications
+    }
+
+    /// Whether the location at `address` has been seen at the broker in this convergence
+    /// (its retained style read, or a change published since the read began).
+    public func hasSeen(_ address: LocationAddress) -> Bool {
+        guard let state = store.locations.find(address) else { return false }
+        return seen.contains(ObjectIdentifier(state))
     }
 }
 

@@ -13,8 +13,8 @@ extension ClientCore {
     }
 
     func installCallbacks() {
-        mosquitto_connect_v5_callback_set(mosq) { _, userData, code, flags, _ in
-            ClientCore.from(userData).didConnect(code: code, flags: flags)
+        mosquitto_connect_v5_callback_set(mosq) { _, userData, code, flags, properties in
+            ClientCore.from(userData).didConnect(code: code, flags: flags, properties: properties)
         }
         mosquitto_disconnect_v5_callback_set(mosq) { _, userData, code, _ in
             ClientCore.from(userData).logger.debug("disconnected", metadata: ["mqtt.reason": "\(code)"])
@@ -85,7 +85,7 @@ extension ClientCore {
         }
     }
 
-    private func didConnect(code: Int32, flags: Int32) {
+    private func didConnect(code: Int32, flags: Int32, properties: OpaquePointer?) {
         guard code == 0 else {
             let reason = reasonText(code)
             state.withLock { $0.refusal = "the broker refused the connection: \(reason)" }
@@ -93,9 +93,19 @@ extension ClientCore {
         }
         sendGate.withLock { $0 = true }
         setLibraryLog(on: false)
+        // The broker's Receive Maximum caps ours (libmosquitto applies it the same way);
+        // MQTT 3.1.1 has none.
+        var receiveMaximum: UInt16 = 65_535
+        if configuration.protocolVersion == .v5, let properties {
+            _ = mosquitto_property_read_int16(properties, Int32(MQTT_PROP_RECEIVE_MAXIMUM.rawValue), &receiveMaximum, false)
+        }
+        let session = MQTTSession(
+            present: flags & 1 == 1,
+            sendWindow: max(1, min(min(max(configuration.sendMaximum, 1), 65_535), Int(receiveMaximum))))
         let (resubscribe, firstConnect, held) = state.withLock { state in
             state.attemptConnected = true
             state.hasConnected = true
+            state.session = session
             setConnection(&state, .connected)
             defer {
                 state.firstConnect = nil
@@ -104,7 +114,8 @@ extension ClientCore {
             return (state.subscriptions.connected(), state.firstConnect, state.held)
         }
         logger.info(
-            "connected to the MQTT broker", metadata: ["mqtt.sessionPresent": "\(flags & 1 == 1)"])
+            "connected to the MQTT broker",
+            metadata: ["mqtt.sessionPresent": "\(session.present)", "mqtt.sendWindow": "\(session.sendWindow)"])
         firstConnect?.resume()
         for subscription in resubscribe { send(subscription) }
         for publish in held {

@@ -14,6 +14,10 @@ final class ClientCore: Sendable {
         var topic: String
         /// `nil` for a publish nobody waits for; its ack is only consumed.
         var continuation: Waiter?
+        /// QoS 1 or 2: it holds a place in the in-flight window until acknowledged.
+        var inFlight = false
+        /// What the owner passed with ``MQTTClient/send(_:payload:qos:retain:origin:)``.
+        var origin: ContinuousClock.Instant?
     }
 
     /// A publish someone waits for, made while not connected: sent once connected.
@@ -49,6 +53,8 @@ final class ClientCore: Sendable {
         var refusal: String?
         /// The last error line libmosquitto logged (TLS failures say more there than in codes).
         var libraryError: String?
+        /// What the broker's CONNACK said, for the current or last connection.
+        var session = MQTTSession()
     }
 
     let handle: Handle
@@ -61,7 +67,10 @@ final class ClientCore: Sendable {
     let messageContinuation: AsyncStream<MQTTMessage>.Continuation
     let handler: MessageHandler?
     let readEnd: ReadEndHandler?
+    let acknowledged: AcknowledgementHandler?
     let state = Mutex(State())
+    /// QoS 1 and 2 publications handed to libmosquitto and not yet acknowledged.
+    let inFlight = Atomic<Int>(0)
     /// Open from the broker's CONNACK until the network thread starts another connection.
     /// Every call that makes libmosquitto queue a packet (publish, subscribe, unsubscribe)
     /// is made holding it open: libmosquitto opens the socket before it queues the CONNECT,
@@ -85,10 +94,11 @@ final class ClientCore: Sendable {
     init(
         handle: Handle, configuration: MQTTConfiguration, logger: Logger,
         events: AsyncStream<MQTTEvent>.Continuation, messages: AsyncStream<MQTTMessage>.Continuation,
-        handler: MessageHandler? = nil, readEnd: ReadEndHandler? = nil
+        handler: MessageHandler? = nil, readEnd: ReadEndHandler? = nil, acknowledged: AcknowledgementHandler? = nil
     ) {
         self.handler = handler
         self.readEnd = readEnd
+        self.acknowledged = acknowledged
         wakeDescriptor = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
         self.handle = handle
         self.configuration = configuration
@@ -111,14 +121,14 @@ final class ClientCore: Sendable {
         try check(
             mosquitto_int_option(mosq, MOSQ_OPT_PROTOCOL_VERSION, version), "mosquitto_int_option(PROTOCOL_VERSION)")
         try check(mosquitto_int_option(mosq, MOSQ_OPT_TCP_NODELAY, 1), "mosquitto_int_option(TCP_NODELAY)")
+        // The send maximum is libmosquitto's in-flight limit with MQTT 3.1.1 too.
+        try check(
+            mosquitto_int_option(mosq, MOSQ_OPT_SEND_MAXIMUM, Int32(min(max(configuration.sendMaximum, 1), 65_535))),
+            "mosquitto_int_option(SEND_MAXIMUM)")
         if configuration.protocolVersion == .v5 {
-            let maximums: [(mosq_opt_t, Int, StaticString)] = [
-                (MOSQ_OPT_SEND_MAXIMUM, configuration.sendMaximum, "mosquitto_int_option(SEND_MAXIMUM)"),
-                (MOSQ_OPT_RECEIVE_MAXIMUM, configuration.receiveMaximum, "mosquitto_int_option(RECEIVE_MAXIMUM)"),
-            ]
-            for (option, value, function) in maximums {
-                try check(mosquitto_int_option(mosq, option, Int32(min(max(value, 1), 65_535))), function)
-            }
+            try check(
+                mosquitto_int_option(mosq, MOSQ_OPT_RECEIVE_MAXIMUM, Int32(min(max(configuration.receiveMaximum, 1), 65_535))),
+                "mosquitto_int_option(RECEIVE_MAXIMUM)")
         }
         if let credentials = configuration.credentials {
             try check(
@@ -191,6 +201,7 @@ final class ClientCore: Sendable {
                 state.held = []
             }
             for held in state.held { held.waiter.resume(throwing: MQTTError.disconnected) }
+            inFlight.store(0, ordering: .relaxed)
             return (
                 state.stopWaiters, state.firstConnect, state.subscriptions.removeAll(), state.publishes.removeAll(),
                 state.unsubscribes.removeAll()
@@ -314,14 +325,20 @@ final class ClientCore: Sendable {
 
     /// Hands a message to libmosquitto; `waiter`, if any, completes when it is done.
     /// - Throws: the library's refusal, when there is no waiter to give it to.
-    func publish(_ topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool, waiter: Waiter?) throws(MQTTError) {
+    func publish(
+        _ topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool, waiter: Waiter?, origin: ContinuousClock.Instant? = nil
+    ) throws(MQTTError) {
         var mid: Int32 = 0
+        let counted = qos != .atMostOnce
+        // Counted before the call: its acknowledgement can arrive before the call returns.
+        if counted { inFlight.add(1, ordering: .relaxed) }
         let code = sendGate.withLock { open -> Int32? in
             guard open else { return nil }
             return payload.withUnsafeBytes { bytes in
                 mosquitto_publish_v5(mosq, &mid, topic, Int32(bytes.count), bytes.baseAddress, qos.rawValue, retain, nil)
             }
         }
+        if counted && code != MOSQ_ERR_SUCCESS.raw { inFlight.subtract(1, ordering: .relaxed) }
         guard let code else {
             guard let waiter else { throw .disconnected }
             let stopped = state.withLock { state -> Bool in
@@ -340,13 +357,17 @@ final class ClientCore: Sendable {
             return
         }
         wakeNetworkLoop()
-        let pending = PublishWaiter(topic: topic, continuation: waiter)
+        let pending = PublishWaiter(topic: topic, continuation: waiter, inFlight: counted, origin: origin)
         if let reason = state.withLock({ $0.publishes.sent(mid: mid, waiter: pending) }) {
             complete(pending, reason: reason)
         }
     }
 
     func complete(_ publish: PublishWaiter, reason: Int32) {
+        if publish.inFlight {
+            let left = inFlight.subtract(1, ordering: .relaxed).newValue
+            acknowledged?(MQTTAcknowledgement(origin: publish.origin, inFlight: max(left, 0), refused: reason >= 0x80))
+        }
         guard let continuation = publish.continuation else {
             if reason >= 0x80 {
                 let error = MQTTError.publishRefused(topic: publish.topic, reasonCode: reason, reason: reasonText(reason))

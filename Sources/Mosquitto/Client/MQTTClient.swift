@@ -30,10 +30,13 @@ public final class MQTTClient: Sendable {
     ///   - onMessage: when given, every message goes to it, on the network thread,
     ///     instead of to ``messages`` (which then ends at once). See ``MessageHandler``.
     ///   - onReadEnd: called after every read pass; see ``ReadEndHandler``.
+    ///   - onAcknowledged: called for every acknowledgement of a QoS 1 or 2 publication;
+    ///     see ``AcknowledgementHandler``.
     /// - Throws: ``MQTTError/invalidConfiguration(_:)`` for settings that cannot work,
     ///   ``MQTTError/library(function:code:reason:)`` if libmosquitto refuses them.
     public init(
-        configuration: MQTTConfiguration, logger: Logger, onMessage: MessageHandler? = nil, onReadEnd: ReadEndHandler? = nil
+        configuration: MQTTConfiguration, logger: Logger, onMessage: MessageHandler? = nil, onReadEnd: ReadEndHandler? = nil,
+        onAcknowledged: AcknowledgementHandler? = nil
     ) throws(MQTTError) {
         if !configuration.cleanStart && (configuration.clientID ?? "").isEmpty {
             throw .invalidConfiguration("a persistent session (clean start off) needs a fixed client id")
@@ -59,7 +62,7 @@ public final class MQTTClient: Sendable {
             buffered: configuration.buffersSocket)
         core = ClientCore(
             handle: handle, configuration: configuration, logger: logger, events: eventContinuation,
-            messages: messageContinuation, handler: onMessage, readEnd: onReadEnd)
+            messages: messageContinuation, handler: onMessage, readEnd: onReadEnd, acknowledged: onAcknowledged)
         if onMessage != nil { messageContinuation.finish() }
         try core.configure()
     }
@@ -70,6 +73,15 @@ public final class MQTTClient: Sendable {
 
     /// The current connection state.
     public var state: MQTTConnectionState { core.state.withLock { $0.connection } }
+
+    /// What the broker said when the current (or last) connection was accepted: set before
+    /// the `.state(.connected)` event is reported.
+    public var session: MQTTSession { core.state.withLock { $0.session } }
+
+    /// QoS 1 and 2 publications handed over and not yet acknowledged by the broker. A
+    /// sender that keeps it below ``MQTTSession/sendWindow`` never makes libmosquitto queue
+    /// a message behind its window (a queue it walks on every acknowledgement).
+    public var inFlight: Int { core.inFlight.load(ordering: .relaxed) }
 
     /// Messages handed over with ``send(_:payload:qos:retain:)`` that the broker refused
     /// (not sent again), and the last refusal.
@@ -148,8 +160,13 @@ public final class MQTTClient: Sendable {
     /// - Throws: ``MQTTError/disconnected`` while not connected (the caller keeps what it
     ///   still needs to send); ``MQTTError/library(function:code:reason:)`` when the library
     ///   refuses it (an invalid topic, a payload too large).
-    public func send(_ topic: String, payload: [UInt8], qos: MQTTQoS = .atLeastOnce, retain: Bool = false) throws(MQTTError) {
-        try core.publish(topic, payload: payload, qos: qos, retain: retain, waiter: nil)
+    ///
+    /// `origin` comes back with the message's acknowledgement (see ``AcknowledgementHandler``).
+    public func send(
+        _ topic: String, payload: [UInt8], qos: MQTTQoS = .atLeastOnce, retain: Bool = false,
+        origin: ContinuousClock.Instant? = nil
+    ) throws(MQTTError) {
+        try core.publish(topic, payload: payload, qos: qos, retain: retain, waiter: nil, origin: origin)
     }
 
     /// Runs `body`, whose ``send(_:payload:qos:retain:)`` calls wake the network thread once,

@@ -96,3 +96,33 @@ public typealias MessageHandler = @Sendable (MQTTIncomingMessage) -> MQTTReceipt
 /// one hand-off per pass). `.refused` cuts the connection: none of the pass's messages is
 /// acknowledged, and the broker delivers them again on the next connection.
 public typealias ReadEndHandler = @Sendable () -> MQTTReceipt
+
+/// What the broker's CONNACK said about a connection.
+public struct MQTTSession: Sendable, Equatable {
+    /// The broker resumed the session it kept for this client id (its subscriptions and
+    /// queued messages), rather than starting a new one.
+    public var present = false
+    /// How many QoS 1 and 2 publications may await the broker's acknowledgement at once: the
+    /// configured send maximum, lowered to the broker's Receive Maximum (MQTT 5).
+    public var sendWindow = 20
+
+    public init(present: Bool = false, sendWindow: Int = 20) {
+        self.present = present
+        self.sendWindow = sendWindow
+    }
+}
+
+/// The broker acknowledged one of our QoS 1 or 2 publications (or refused it).
+public struct MQTTAcknowledgement: Sendable {
+    /// What the sender passed with it (``MQTTClient/send(_:payload:qos:retain:origin:)``).
+    public var origin: ContinuousClock.Instant?
+    /// Publications still awaiting acknowledgement after this one.
+    public var inFlight: Int
+    /// The broker refused it (an MQTT 5 reason code of 0x80 or more).
+    public var refused: Bool
+}
+
+/// Called on the client's network thread for every acknowledgement of a QoS 1 or 2
+/// publication: for latency figures and to learn that the in-flight window has room again.
+/// It must return quickly and never wait.
+public typealias AcknowledgementHandler = @Sendable (MQTTAcknowledgement) -> Void

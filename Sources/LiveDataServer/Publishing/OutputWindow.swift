@@ -1,0 +1,52 @@
+import Metrics
+import Mosquitto
+import Synchronization
+
+/// Where the broker's acknowledgements of the daemon's publications arrive, on the MQTT
+/// client's network thread: each one's lag (from the update's arrival to the broker's
+/// acknowledgement of the style it changed) goes into a histogram, and when the
+/// ``Publisher`` stopped at a full window, the acknowledgement that brings the window down
+/// to half of it wakes the pipeline to send more (one wake-up per half window, not one per
+/// acknowledgement).
+public final class OutputWindow: Sendable {
+    /// Yields once each time the armed window has room again.
+    let opened: AsyncStream<Void>
+    private let continuation: AsyncStream<Void>.Continuation
+    /// In flight at or below this, a waiting publisher is woken; -1 while none waits.
+    private let wakeBelow = Atomic<Int>(-1)
+    private let lag: Metrics.Timer?
+    private let acknowledgements = Atomic<Int>(0)
+
+    /// - Parameter lag: the histogram of update-to-acknowledgement times.
+    public init(lag: Metrics.Timer? = nil) {
+        (opened, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        self.lag = lag
+    }
+
+    /// Acknowledgements received so far.
+    var acknowledged: Int { acknowledgements.load(ordering: .relaxed) }
+
+    /// The client's ``AcknowledgementHandler``.
+    @Sendable public func acknowledged(_ acknowledgement: MQTTAcknowledgement) {
+        acknowledgements.add(1, ordering: .relaxed)
+        if let origin = acknowledgement.origin, let lag { lag.recordInterval(since: origin) }
+        let below = wakeBelow.load(ordering: .relaxed)
+        if below >= 0 && acknowledgement.inFlight <= below
+            && wakeBelow.compareExchange(expected: below, desired: -1, ordering: .relaxed).exchanged
+        {
+            continuation.yield()
+        }
+    }
+
+    /// The publisher stopped at a full window of `size`: wake it at half.
+    func arm(window size: Int) { wakeBelow.store(size / 2, ordering: .relaxed) }
+
+    func finish() { continuation.finish() }
+}
+
+extension Metrics.Timer {
+    func recordInterval(since start: ContinuousClock.Instant) {
+        let elapsed = ContinuousClock.now - start
+        recordNanoseconds(Int64(elapsed.components.seconds) * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000)
+    }
+}

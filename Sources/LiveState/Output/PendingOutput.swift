@@ -1,0 +1,129 @@
+/// What waits to be published while the broker takes publications more slowly than styles
+/// change: at most one entry per topic, the newest (latest wins), in the order the topics
+/// first waited. So its size is bounded by the number of topics (locations, floors,
+/// buildings, datasets), never by the number of changes, and a location that changes ten
+/// times while it waits is published once, with its newest style.
+///
+/// A derived change waits as the change itself, not as its JSON: the payload is built when
+/// it leaves (``Publication`` bytes exist only for what the broker's window holds). When a
+/// newer change of the same location replaces a waiting one, the newer keeps the older
+/// one's "before", so that its `changed` fields are counted from the style last sent.
+///
+/// Pure bookkeeping: the caller puts, takes what the window has room for, and puts back
+/// what the client could not take.
+public struct PendingOutput {
+    public enum Item {
+        case change(DerivedChange)
+        case publication(Publication)
+    }
+
+    public struct Entry {
+        public var item: Item
+        /// When the oldest update behind it arrived (for the update-to-acknowledgement lag).
+        public var since: ContinuousClock.Instant?
+        /// How often the MQTT library refused it so far.
+        public var refusals = 0
+    }
+
+    private var entries: [String: Entry] = [:]
+    /// Topics in the order they first waited; `head` is the next to leave. A topic appears
+    /// once while it waits.
+    private var order: [String] = []
+    private var head = 0
+    /// Entries replaced by a newer one of their topic before they left.
+    public private(set) var coalesced = 0
+    /// Entries ever put in line.
+    public private(set) var puts = 0
+    /// Derived changes among the entries (the rest are summaries, legends, clearings).
+    public private(set) var changes = 0
+
+    public init() {}
+
+    public var count: Int { entries.count }
+    public var isEmpty: Bool { entries.isEmpty }
+
+    /// Puts a publication in line for its topic, replacing whatever waited there.
+    public mutating func put(_ publication: Publication, since: ContinuousClock.Instant? = nil) {
+        put(topic: publication.topic, .publication(publication), since: since)
+    }
+
+    /// Puts a derived change in line for its location's style topic.
+    public mutating func put(_ change: DerivedChange, topic: String, since: ContinuousClock.Instant? = nil) {
+        put(topic: topic, .change(change), since: since)
+    }
+
+    private mutating func put(topic: String, _ item: Item, since: ContinuousClock.Instant?) {
+        puts += 1
+        if var waiting = entries[topic] {
+            coalesced += 1
+            if case .change = waiting.item { changes -= 1 }
+            var item = item
+            if case .change(var newer) = item, case .change(let older) = waiting.item {
+                newer.before = older.before
+                item = .change(newer)
+            }
+            waiting.item = item
+            waiting.since = Self.earlier(waiting.since, since)
+            waiting.refusals = 0
+            entries[topic] = waiting
+        } else {
+            entries[topic] = Entry(item: item, since: since)
+            order.append(topic)
+        }
+        if case .change = item { changes += 1 }
+    }
+
+    /// Takes the entry that has waited longest.
+    public mutating func take() -> (topic: String, entry: Entry)? {
+        while head < order.count {
+            let topic = order[head]
+            head += 1
+            if let entry = entries.removeValue(forKey: topic) {
+                if case .change = entry.item { changes -= 1 }
+                compact()
+                return (topic, entry)
+            }
+        }
+        compact()
+        return nil
+    }
+
+    /// Puts back an entry just taken that could not leave (the connection dropped): first
+    /// in line again, unless a newer one of its topic came meanwhile.
+    public mutating func putBack(topic: String, _ entry: Entry) {
+        guard entries[topic] == nil else { return }
+        entries[topic] = entry
+        if case .change = entry.item { changes += 1 }
+        if head > 0 {
+            head -= 1
+            order[head] = topic
+        } else {
+            order.insert(topic, at: 0)
+        }
+    }
+
+    /// Forgets what waits for `topic`.
+    public mutating func remove(topic: String) {
+        guard let entry = entries.removeValue(forKey: topic) else { return }
+        if case .change = entry.item { changes -= 1 }
+        coalesced += 1
+    }
+
+    /// Drops the line's taken part once it is large, so that the array stays within twice
+    /// what waits.
+    private mutating func compact() {
+        if head == order.count {
+            order.removeAll(keepingCapacity: order.count <= 4096)
+            head = 0
+        } else if head > 4096 && head * 2 > order.count {
+            order.removeSubrange(0..<head)
+            head = 0
+        }
+    }
+
+    private static func earlier(_ a: ContinuousClock.Instant?, _ b: ContinuousClock.Instant?) -> ContinuousClock.Instant? {
+        guard let a else { return b }
+        guard let b else { return a }
+        return min(a, b)
+    }
+}
