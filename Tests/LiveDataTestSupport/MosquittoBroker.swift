@@ -134,6 +134,12 @@ public final class MosquittoBroker: Sendable {
         try await launch()
     }
 
+    /// Starts the broker again on the same port after ``stop()`` or ``terminate(timeout:)``
+    /// (with whatever persistence file it left).
+    public func relaunch() async throws {
+        try await launch()
+    }
+
     /// The broker's log so far.
     public var log: String {
         (try? String(contentsOf: directory.appendingPathComponent("mosquitto.log"), encoding: .utf8)) ?? ""
@@ -143,6 +149,8 @@ public final class MosquittoBroker: Sendable {
         var lines = [
             "listener \(port) 127.0.0.1",
             "persistence false",
+            // Where `persistence true` (in `extra`) saves, rather than the working directory.
+            "persistence_location \(directory.path)/",
             "log_dest file \(directory.path)/mosquitto.log",
             "log_type all",
             "max_queued_messages 100000",

@@ -77,13 +77,16 @@ public actor LivePipeline {
     /// Until the start knows which (a full convergence, or the checkpoint of the last clean
     /// stop found at the broker), changes are held: a checkpoint that holds sends them under
     /// their versions; a convergence drops them and publishes from the state instead.
-    private var versions = Versions.inDoubt(held: PendingOutput())
+    private var versions = Versions.inDoubt
     enum Versions {
-        /// `held`: while the checkpoint is checked, the changes in doubt wait here; they go
-        /// out if it holds (the versions were right after all).
-        case inDoubt(held: PendingOutput?)
+        case inDoubt
         case trusted
     }
+    /// While the versions are in doubt and no convergence runs: the changes made meanwhile.
+    /// They go out if the checkpoint holds (the versions were right after all); a
+    /// convergence drops them (`nil`). A property of its own, not a payload of ``versions``:
+    /// mutated in place, never copied.
+    private var held: PendingOutput? = PendingOutput()
     /// What the last clean stop left (see ``checkpoint(timeout:)``): the payload of the
     /// retained checkpoint it published, when nothing changed since.
     private var restoredCheckpoint: String?
@@ -426,8 +429,10 @@ public actor LivePipeline {
             convergeAgain = false
             do {
                 if let check = markerCheck {
+                    // No marker goes out while one is checked (see publishMarkerIfDue()).
+                    let held = try await markerHolds(check)
                     markerCheck = nil
-                    if try await markerHolds(check) { continue }
+                    if held { continue }
                 }
                 try await converge()
                 delay = Self.convergenceRetry.initial
@@ -480,8 +485,8 @@ public actor LivePipeline {
         if let failure = reader.failed { throw failure }
         switch check {
         case .start(let expected):
-            guard case .inDoubt(held: var held?) = versions, found == Array(expected.utf8) else {
-                versions = .inDoubt(held: nil)
+            guard case .inDoubt = versions, var held = self.held.take(), found == Array(expected.utf8) else {
+                self.held = nil
                 logger.info("the broker does not hold the marker of the last stop: converging")
                 return false
             }
@@ -537,7 +542,7 @@ public actor LivePipeline {
             filters: ["\(topics.prefix)/style/#", "\(topics.prefix)/summary/#", "\(topics.prefix)/legend/#"], logger: logger)
         self.reader = reader
         convergence = Convergence(core: core, topics: topics)
-        if case .inDoubt = versions { versions = .inDoubt(held: nil) }
+        held = nil
         defer {
             convergence = nil
             self.reader = nil
@@ -876,14 +881,13 @@ public actor LivePipeline {
             if let old = change.movedFrom { publishRemoval(old) }
             events.publish("change", place: change.address.place, json: payload!)
         }
-        if case .inDoubt(var held) = versions, !(convergence?.hasSeen(change.address) ?? false) {
+        if case .inDoubt = versions, !(convergence?.hasSeen(change.address) ?? false) {
             // Its version may be below the broker's: the convergence publishes it (its
             // retained style is still to be read, or it is among those the end of the read
             // publishes), or, while the checkpoint is checked, it waits to be known right.
             if held != nil {
                 if let old = change.movedFrom { held!.put(topics.clearing(styleOf: old), since: arrived) }
                 held!.put(change, topic: topics.style(change.address), since: arrived)
-                versions = .inDoubt(held: held)
             }
             return
         }

@@ -1,0 +1,254 @@
+import Foundation
+import LiveDataConfiguration
+import LiveDataServer
+import LiveDataTestSupport
+import Logging
+import Mosquitto
+import ServiceLifecycle
+import ServiceLifecycleTestKit
+import Testing
+
+/// A venue's scale: starts with tens of thousands of retained styles and queued updates,
+/// reconnections that must not read every style back, and a watchdog that must see a stuck
+/// pipeline. `LIVEDATA_SCALE_LOCATIONS` sets the size (`scripts/venue-scale` runs the long
+/// form).
+@Suite("Venue scale", .timeLimit(.minutes(10)), .serialized)
+struct VenueScaleTests {
+    let logger = Logger(label: "test")
+    static let locations = Int(ProcessInfo.processInfo.environment["LIVEDATA_SCALE_LOCATIONS"] ?? "") ?? 50_000
+    let crash = CrashRecoveryTests()
+    let daemons = DaemonTests()
+
+    func metrics(_ daemon: DaemonTests.Daemon) async throws -> String {
+        try await LoopbackHTTP.request("GET", port: daemon.httpPort, path: "/metrics").body
+    }
+
+    func metric(_ daemon: DaemonTests.Daemon, _ name: String) async throws -> Int {
+        Int(CrashRecoveryTests.metric(try await metrics(daemon), name) ?? -1)
+    }
+
+    /// Convergences finished or skipped (a checkpoint made the read needless).
+    func convergencesDone(_ text: String) -> Int {
+        Int(CrashRecoveryTests.metric(text, #"livedata_convergences_total{outcome="finished"}"#) ?? 0)
+            + Int(CrashRecoveryTests.metric(text, #"livedata_convergences_total{outcome="skipped"}"#) ?? 0)
+    }
+
+    /// Waits until every publication the daemon put in line has been acknowledged.
+    func waitForOutput(_ daemon: DaemonTests.Daemon, timeout: Duration = .seconds(60)) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            let text = try await metrics(daemon)
+            if CrashRecoveryTests.metric(text, "livedata_output_waiting") == 0 && CrashRecoveryTests.metric(text, "livedata_output_in_flight") == 0 {
+                return
+            }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        Issue.record("the daemon's output did not drain within \(timeout)")
+    }
+
+    /// Watches the daemon's `/readyz` until READY=1: records whether it ever answered 200
+    /// before a convergence had finished (or been skipped), and how long the start took.
+    func watchStart(_ daemon: DaemonTests.Daemon, since started: ContinuousClock.Instant) async throws -> (readyEarly: Bool, seconds: Double) {
+        var early = false
+        let deadline = ContinuousClock.now + .seconds(120)
+        while ContinuousClock.now < deadline {
+            let ready = try? await LoopbackHTTP.request("GET", port: daemon.httpPort, path: "/readyz")
+            if ready?.status == 200 {
+                let text = try await metrics(daemon)
+                if convergencesDone(text) == 0 { early = true }
+                // Ready at /readyz and to systemd alike.
+                if daemon.notify.messages.contains(where: { $0.hasPrefix("READY=1") }) { break }
+            }
+            try await Task.sleep(for: .milliseconds(25))
+        }
+        let elapsed = ContinuousClock.now - started
+        #expect(daemon.notify.messages.contains { $0.hasPrefix("READY=1") }, "not ready within 120 s:\n\(daemon.running.standardError.suffix(3000))")
+        return (early, Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+    }
+
+    @Test("a start with 50,000 retained styles and 50,000 updates queued at the broker, after SIGTERM and after SIGKILL: not ready before it has converged, nothing lost, the broker's styles are the state's")
+    func startWithBacklog() async throws {
+        let locations = Self.locations
+        let broker = try await MosquittoBroker.start()
+        let (watcher, seen) = try await crash.watcher(broker)
+        var daemon = try await daemons.startDaemon(port: broker.port)
+        #expect(await daemon.notify.wait(for: "READY=1"))
+        let fill = CrashRecoveryTests.Stream()
+        try await crash.publish(fill, count: locations, locations: locations, broker: broker)
+        _ = try await crash.waitForLastValues(fill, locations: locations, port: daemon.httpPort)
+        try await waitForOutput(daemon)
+
+        // A clean stop: the checkpoint at the broker spares the next start the read.
+        daemon.signal(SIGTERM)
+        let stopped = try await daemon.running.result(timeout: .seconds(30))
+        #expect(stopped.status == 0)
+        #expect(!stopped.standardError.contains("not yet acknowledged"), "\(stopped.standardError.suffix(2000))")
+        let queued = CrashRecoveryTests.Stream()
+        try await crash.publish(queued, count: locations, locations: locations, broker: broker)
+        var started = ContinuousClock.now
+        daemon = try await daemons.startDaemon(port: broker.port, directory: daemon.directory)
+        let afterStop = try await watchStart(daemon, since: started)
+        #expect(!afterStop.readyEarly, "ready before a convergence had finished")
+        _ = try await crash.waitForLastValues(queued, locations: locations, port: daemon.httpPort)
+        let skipped = try await metric(daemon, #"livedata_convergences_total{outcome="skipped"}"#)
+        let readAfterStop = try await metric(daemon, "livedata_convergence_read_total")
+        #expect(skipped == 1, "the checkpoint held: no full read")
+        #expect(readAfterStop <= 2, "read back \(readAfterStop) messages: the checkpoint and the reader's end marker at most")
+        try await waitForOutput(daemon)
+        try await crash.checkConvergence(port: daemon.httpPort, broker: broker, seen: seen)
+
+        // A crash: no checkpoint; the start reads every retained style back.
+        daemon.signal(SIGKILL)
+        _ = try await daemon.running.wait(timeout: .seconds(10))
+        let queuedAgain = CrashRecoveryTests.Stream()
+        try await crash.publish(queuedAgain, count: locations, locations: locations, broker: broker)
+        started = ContinuousClock.now
+        daemon = try await daemons.startDaemon(port: broker.port, directory: daemon.directory)
+        let afterKill = try await watchStart(daemon, since: started)
+        #expect(!afterKill.readyEarly, "ready before a convergence had finished")
+        _ = try await crash.waitForLastValues(queuedAgain, locations: locations, port: daemon.httpPort)
+        let finished = try await metric(daemon, #"livedata_convergences_total{outcome="finished"}"#)
+        let readAfterKill = try await metric(daemon, "livedata_convergence_read_total")
+        #expect(finished >= 1)
+        #expect(readAfterKill >= locations, "a full read: \(readAfterKill) retained messages")
+        try await waitForOutput(daemon)
+        try await crash.checkConvergence(port: daemon.httpPort, broker: broker, seen: seen)
+        print(
+            "start with a backlog: \(locations) locations, \(locations) queued updates; ready after SIGTERM in \(String(format: "%.2f", afterStop.seconds)) s (\(readAfterStop) read back), after SIGKILL in \(String(format: "%.2f", afterKill.seconds)) s (\(readAfterKill) read back)"
+        )
+        daemon.signal(SIGTERM)
+        _ = try await daemon.running.wait(timeout: .seconds(30))
+        await watcher.disconnect()
+    }
+
+    @Test("a reconnection to a broker that kept its store reads back one marker, not every style; one restored from an older save, or with no store, gets a full read and is corrected")
+    func reconnect() async throws {
+        let locations = min(Self.locations, 20_000)
+        // Saved only when stopped: a SIGKILL goes back to the last clean stop's save.
+        let broker = try await MosquittoBroker.start(
+            MosquittoBroker.Options(extra: ["persistence true", "autosave_interval 3600", "autosave_on_changes false"]))
+        let (watcher, seen) = try await crash.watcher(broker)
+        let daemon = try await daemons.startDaemon(port: broker.port)
+        #expect(await daemon.notify.wait(for: "READY=1"))
+        let fill = CrashRecoveryTests.Stream()
+        try await crash.publish(fill, count: locations, locations: locations, broker: broker)
+        _ = try await crash.waitForLastValues(fill, locations: locations, port: daemon.httpPort)
+        try await waitForOutput(daemon)
+        // A marker follows what was handed over within about a second.
+        try await Task.sleep(for: .seconds(2))
+
+        func counts() async throws -> (read: Int, skipped: Int, finished: Int) {
+            let text = try await metrics(daemon)
+            return (
+                Int(CrashRecoveryTests.metric(text, "livedata_convergence_read_total") ?? 0),
+                Int(CrashRecoveryTests.metric(text, #"livedata_convergences_total{outcome="skipped"}"#) ?? 0),
+                Int(CrashRecoveryTests.metric(text, #"livedata_convergences_total{outcome="finished"}"#) ?? 0)
+            )
+        }
+        func waitForReconvergence(_ before: (read: Int, skipped: Int, finished: Int)) async throws -> (read: Int, skipped: Int, finished: Int) {
+            let deadline = ContinuousClock.now + .seconds(60)
+            var now = try await counts()
+            while now.skipped + now.finished == before.skipped + before.finished && ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(100))
+                now = try await counts()
+            }
+            return now
+        }
+
+        // A clean broker restart: it saved the session, the styles and the marker.
+        var before = try await counts()
+        try await broker.terminate()
+        try await broker.relaunch()
+        var after = try await waitForReconvergence(before)
+        #expect(after.skipped == before.skipped + 1, "the marker held: no full read")
+        #expect(after.read - before.read <= 2, "read back \(after.read - before.read) messages: the marker and the reader's end marker at most")
+        let readAfterCleanRestart = after.read - before.read
+        try await crash.checkConvergence(port: daemon.httpPort, broker: broker, seen: seen)
+
+        // Changes after that save, then a crash: the broker comes back with the old save, whose
+        // marker is not the last one acknowledged: a full read corrects what it lost.
+        let more = CrashRecoveryTests.Stream()
+        try await crash.publish(more, count: locations / 4, locations: locations / 4, broker: broker)
+        _ = try await crash.waitForLastValues(more, locations: locations / 4, port: daemon.httpPort)
+        try await waitForOutput(daemon)
+        try await Task.sleep(for: .seconds(2))
+        before = try await counts()
+        await broker.stop()
+        try await broker.relaunch()
+        after = try await waitForReconvergence(before)
+        #expect(after.finished == before.finished + 1, "a full read")
+        #expect(after.read - before.read >= locations, "read back \(after.read - before.read) retained messages")
+        let readAfterOlderSave = after.read - before.read
+        try await waitForOutput(daemon)
+        try await crash.checkConvergence(port: daemon.httpPort, broker: broker, seen: seen)
+
+        // A broker that lost everything (no session, no retained styles): a full read, and
+        // every style published again.
+        before = try await counts()
+        await broker.stop()
+        try? FileManager.default.removeItem(at: broker.directory.appendingPathComponent("mosquitto.db"))
+        try await broker.relaunch()
+        after = try await waitForReconvergence(before)
+        #expect(after.finished == before.finished + 1, "a full read")
+        try await waitForOutput(daemon)
+        try await crash.checkConvergence(port: daemon.httpPort, broker: broker, seen: seen)
+        print(
+            "reconnection: \(locations) locations; read back after a clean broker restart: \(readAfterCleanRestart) messages, after a restart from an older save: \(readAfterOlderSave), after one from nothing: \(after.read - before.read)"
+        )
+        daemon.signal(SIGTERM)
+        _ = try await daemon.running.wait(timeout: .seconds(30))
+        await watcher.disconnect()
+    }
+
+    @Test("the watchdog: pinged while the pipeline moves or has nothing to do; a stalled pipeline with updates waiting stops the pings, which resume when it moves")
+    func watchdog() async throws {
+        let broker = try await MosquittoBroker.start()
+        let notify = try NotifySocket()
+        var config = try LiveDataConfig.parse(yaml: DaemonServicesTests.yaml, file: "test.yaml")
+        config.broker.port = broker.port
+        config.broker.clientId = "watchdog-test"
+        config.store.path = ":memory:"
+        config.http.listen = "127.0.0.1:0"
+        // Pinged every 200 ms.
+        let daemon = try await LiveDataDaemon(
+            config: config, configPath: "test.yaml", logger: logger,
+            notifier: SystemdNotifier(environment: ["NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "400000"]))
+        let sensor = try MQTTClient(configuration: .test(port: broker.port), logger: logger)
+        try await sensor.connect()
+        func pings() -> Int { notify.messages.filter { $0 == "WATCHDOG=1" }.count }
+        func send(_ count: Int, from first: Int) throws {
+            for index in first..<(first + count) {
+                try sensor.send(
+                    "ds1/hq/B/F3/R7/room-\(index)/occupancy", payload: Array(#"{"properties": {"nrOfPeople": "\#(index % 5)"}}"#.utf8))
+            }
+        }
+        try await testGracefulShutdown { trigger in
+            let group = ServiceGroup(services: daemon.services, logger: logger)
+            async let running: Void = group.run()
+            #expect(await notify.wait(for: "READY=1"))
+            // Idle: pinged.
+            let idle = pings()
+            try await Task.sleep(for: .seconds(1))
+            #expect(pings() >= idle + 3, "pinged while idle")
+
+            await daemon.pipeline.stallProcessing()
+            // The first batch is taken and held; what follows waits in the intake queue.
+            try send(10, from: 0)
+            try await Task.sleep(for: .milliseconds(300))
+            try send(100, from: 10)
+            try await Task.sleep(for: .milliseconds(600))
+            let stalled = pings()
+            try await Task.sleep(for: .seconds(1.5))
+            #expect(pings() == stalled, "no ping while the pipeline is stuck with updates waiting")
+            #expect(await daemon.pipeline.statistics.intake.queueDepth > 0)
+
+            await daemon.pipeline.resumeProcessing()
+            try await Task.sleep(for: .seconds(1))
+            #expect(pings() >= stalled + 2, "pinged again once it moves")
+            #expect(await daemon.pipeline.statistics.processed >= 110)
+            trigger.triggerGracefulShutdown()
+            try await running
+        }
+        await sensor.disconnect()
+    }
+}
