@@ -29,13 +29,13 @@ def free_port():
 
 
 class Broker:
-    def __init__(self, folder):
+    def __init__(self, folder, inflight=0):
         self.port = free_port()
         self.folder = folder
         config = os.path.join(folder, "mosquitto.conf")
         with open(config, "w") as f:
             f.write(f"listener {self.port} 127.0.0.1\nallow_anonymous true\npersistence false\n"
-                    "max_queued_messages 1000000\nmax_queued_bytes 0\nmax_inflight_messages 0\n"
+                    f"max_queued_messages 1000000\nmax_queued_bytes 0\nmax_inflight_messages {inflight}\n"
                     f"log_dest file {folder}/mosquitto.log\n")
         os.chmod(folder, 0o777)
         self.process = subprocess.Popen(["mosquitto", "-c", config], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -134,7 +134,7 @@ SYSCALLS = ["read", "write", "writev", "sendto", "recvfrom", "poll", "ppoll", "e
 
 
 def daemon_run(tools, args, folder):
-    broker = Broker(folder)
+    broker = Broker(folder, args.broker_inflight)
     config = os.path.join(folder, "livedata.yaml")
     with open(config, "w") as f:
         http = free_port()
@@ -185,6 +185,14 @@ def daemon_run(tools, args, folder):
             profiler.send_signal(signal.SIGINT)
             profiler.wait(timeout=60)
         publisher_cpu = wait_cpu(publisher)
+        # Until the broker has acknowledged every style the stream changed.
+        drained_at = time.monotonic()
+        while time.monotonic() - drained_at < 120:
+            values = metrics(http)
+            if values.get("livedata_output_waiting", 1) == 0 and values.get("livedata_output_in_flight", 1) == 0:
+                break
+            time.sleep(0.05)
+        drain = time.monotonic() - drained_at
         time.sleep(0.5)
         values = metrics(http)
         return {
@@ -195,6 +203,8 @@ def daemon_run(tools, args, folder):
             "published": int(values.get("livedata_derived_changes_published_total", 0)),
             "rss_mb": peak_resident_mb(daemon.pid),
             "p99_ms": histogram_p99(values) * 1000,
+            "lag_p99_ms": histogram_p99(values, "livedata_publish_lag_seconds") * 1000,
+            "drain_s": drain,
             "queue_peak": int(values.get("livedata_intake_queue_peak", 0)),
             "coalesced": int(values.get("livedata_derived_changes_coalesced_total", 0)),
         }
@@ -214,12 +224,15 @@ def main():
     parser.add_argument("--updates", type=int, default=200_000)
     parser.add_argument("--locations", type=int, default=10_000)
     parser.add_argument("--window", type=int, default=1_000)
+    parser.add_argument("--broker-inflight", type=int, default=0, metavar="N",
+                        help="the daemon's broker's max_inflight_messages (0: unlimited; mosquitto's default is 20)")
     parser.add_argument("--min-interval", metavar="DURATION", help="run the daemon with output.minInterval, e.g. 100ms")
     parser.add_argument("--perf", metavar="FILE", help="record the daemon with `perf record -g` into FILE")
     parser.add_argument("--plain-socket", action="store_true", help="run the daemon with broker.bufferedSocket: false (libmosquitto's own socket calls)")
     parser.add_argument("--syscalls", metavar="FILE", help="count the daemon's system calls with `perf stat` into FILE")
     args = parser.parse_args()
-    print(f"{args.updates} QoS 1 updates over {args.locations} locations x 5 domains, publisher window {args.window}; "
+    print(f"{args.updates} QoS 1 updates over {args.locations} locations x 5 domains, publisher window {args.window}, "
+          f"daemon's broker max_inflight_messages {args.broker_inflight}; "
           f"{args.runs} runs, bare and daemon alternating", flush=True)
     ratios, results = [], []
     for run in range(1, args.runs + 1):
@@ -234,10 +247,12 @@ def main():
               f"daemon {daemon['rate']:,.0f} msg/s (broker {daemon['broker_us']:.1f}, publisher {daemon['publisher_us']:.1f} us CPU/update); ratio {ratio:.2f}; "
               f"daemon CPU {daemon['cpu_us']:.1f} us/update; derived changes published {daemon['published']:,}"
               + (f" (coalesced {daemon['coalesced']:,})" if args.min_interval else "") + "; "
-              f"peak RSS {daemon['rss_mb']:.0f} MB; intake queue peak {daemon['queue_peak']:,}; processing p99 <= {daemon['p99_ms']:g} ms; lost {lost}", flush=True)
+              f"peak RSS {daemon['rss_mb']:.0f} MB; intake queue peak {daemon['queue_peak']:,}; processing p99 <= {daemon['p99_ms']:g} ms; "
+              f"publication lag p99 <= {daemon['lag_p99_ms']:g} ms, output drained {daemon['drain_s']:.2f} s after the last update; lost {lost}", flush=True)
     print(f"median: ratio {statistics.median(ratios):.2f}; daemon CPU {statistics.median(r['cpu_us'] for r in results):.1f} us/update; "
           f"peak RSS {statistics.median(r['rss_mb'] for r in results):.0f} MB; "
-          f"p99 <= {statistics.median(r['p99_ms'] for r in results):g} ms")
+          f"p99 <= {statistics.median(r['p99_ms'] for r in results):g} ms; "
+          f"publication lag p99 <= {statistics.median(r['lag_p99_ms'] for r in results):g} ms")
 
 
 if __name__ == "__main__":

@@ -12,10 +12,12 @@ import Testing
 /// reconnections that must not read every style back, and a watchdog that must see a stuck
 /// pipeline. `LIVEDATA_SCALE_LOCATIONS` sets the size (`scripts/venue-scale` runs the long
 /// form).
-@Suite("Venue scale", .timeLimit(.minutes(10)), .serialized)
+@Suite("Venue scale", .timeLimit(.minutes(40)), .serialized)
 struct VenueScaleTests {
     let logger = Logger(label: "test")
     static let locations = Int(ProcessInfo.processInfo.environment["LIVEDATA_SCALE_LOCATIONS"] ?? "") ?? 50_000
+    /// How long a fill may take to show: longer for the long form's million locations.
+    static let patience = Duration.seconds(max(90, locations / 4000))
     let crash = CrashRecoveryTests()
     let daemons = DaemonTests()
 
@@ -66,17 +68,37 @@ struct VenueScaleTests {
         return (early, Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
     }
 
+    /// The daemon's resident memory, from /proc.
+    static func residentBytes(_ daemon: DaemonTests.Daemon) -> Int {
+        let status = (try? String(contentsOfFile: "/proc/\(daemon.running.processIdentifier)/status", encoding: .utf8)) ?? ""
+        let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
+        return (Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0) * 1024
+    }
+
+    /// What the start logged about its restore: milliseconds.
+    static func restoreMilliseconds(_ daemon: DaemonTests.Daemon) -> Int? {
+        let line = daemon.running.standardError.split(separator: "\n").first { $0.contains("restored ") && $0.contains("restore.milliseconds=") }
+        let field = line?.split(separator: " ").first { $0.hasPrefix("restore.milliseconds=") }
+        return field.flatMap { Int($0.dropFirst("restore.milliseconds=".count)) }
+    }
+
     @Test("a start with 50,000 retained styles and 50,000 updates queued at the broker, after SIGTERM and after SIGKILL: not ready before it has converged, nothing lost, the broker's styles are the state's")
     func startWithBacklog() async throws {
         let locations = Self.locations
-        let broker = try await MosquittoBroker.start()
-        let (watcher, seen) = try await crash.watcher(broker)
+        // The daemon's session must hold a whole fill while it falls behind or is down.
+        let broker = try await MosquittoBroker.start(MosquittoBroker.Options(extra: ["max_queued_messages \(max(100_000, 2 * locations))"]))
+        // Every style message a subscriber saw, for the check that no version went back: at
+        // the long form's million locations that is millions of messages, so there only the
+        // retained styles are compared with the state.
+        let (watcher, seen) = try await crash.watcher(broker, filter: locations <= 200_000 ? "livedata/style/#" : "unwatched")
         var daemon = try await daemons.startDaemon(port: broker.port)
         #expect(await daemon.notify.wait(for: "READY=1"))
+        let emptyBytes = Self.residentBytes(daemon)
         let fill = CrashRecoveryTests.Stream()
         try await crash.publish(fill, count: locations, locations: locations, broker: broker)
-        _ = try await crash.waitForLastValues(fill, locations: locations, port: daemon.httpPort)
+        _ = try await crash.waitForLastValues(fill, locations: locations, port: daemon.httpPort, timeout: Self.patience)
         try await waitForOutput(daemon)
+        let filledBytes = Self.residentBytes(daemon)
 
         // A clean stop: the checkpoint at the broker spares the next start the read.
         daemon.signal(SIGTERM)
@@ -89,12 +111,14 @@ struct VenueScaleTests {
         daemon = try await daemons.startDaemon(port: broker.port, directory: daemon.directory)
         let afterStop = try await watchStart(daemon, since: started)
         #expect(!afterStop.readyEarly, "ready before a convergence had finished")
-        _ = try await crash.waitForLastValues(queued, locations: locations, port: daemon.httpPort)
+        _ = try await crash.waitForLastValues(queued, locations: locations, port: daemon.httpPort, timeout: Self.patience)
         let skipped = try await metric(daemon, #"livedata_convergences_total{outcome="skipped"}"#)
         let readAfterStop = try await metric(daemon, "livedata_convergence_read_total")
         #expect(skipped == 1, "the checkpoint held: no full read")
         #expect(readAfterStop <= 2, "read back \(readAfterStop) messages: the checkpoint and the reader's end marker at most")
         try await waitForOutput(daemon)
+        let restartedBytes = Self.residentBytes(daemon)
+        let restore = Self.restoreMilliseconds(daemon)
         try await crash.checkConvergence(port: daemon.httpPort, broker: broker, seen: seen)
 
         // A crash: no checkpoint; the start reads every retained style back.
@@ -106,7 +130,7 @@ struct VenueScaleTests {
         daemon = try await daemons.startDaemon(port: broker.port, directory: daemon.directory)
         let afterKill = try await watchStart(daemon, since: started)
         #expect(!afterKill.readyEarly, "ready before a convergence had finished")
-        _ = try await crash.waitForLastValues(queuedAgain, locations: locations, port: daemon.httpPort)
+        _ = try await crash.waitForLastValues(queuedAgain, locations: locations, port: daemon.httpPort, timeout: Self.patience)
         let finished = try await metric(daemon, #"livedata_convergences_total{outcome="finished"}"#)
         let readAfterKill = try await metric(daemon, "livedata_convergence_read_total")
         #expect(finished >= 1)
@@ -114,7 +138,10 @@ struct VenueScaleTests {
         try await waitForOutput(daemon)
         try await crash.checkConvergence(port: daemon.httpPort, broker: broker, seen: seen)
         print(
-            "start with a backlog: \(locations) locations, \(locations) queued updates; ready after SIGTERM in \(String(format: "%.2f", afterStop.seconds)) s (\(readAfterStop) read back), after SIGKILL in \(String(format: "%.2f", afterKill.seconds)) s (\(readAfterKill) read back)"
+            """
+            start with a backlog: \(locations) locations, \(locations) queued updates; ready after SIGTERM in \(String(format: "%.2f", afterStop.seconds)) s (\(readAfterStop) read back), after SIGKILL in \(String(format: "%.2f", afterKill.seconds)) s (\(readAfterKill) read back); restore \(restore.map(String.init) ?? "?") ms
+            resident memory: \(emptyBytes >> 20) MB empty; \((filledBytes - emptyBytes) / locations) bytes per location after the fill, \((restartedBytes - emptyBytes) / locations) after a restart
+            """
         )
         daemon.signal(SIGTERM)
         _ = try await daemon.running.wait(timeout: .seconds(30))
@@ -132,7 +159,7 @@ struct VenueScaleTests {
         #expect(await daemon.notify.wait(for: "READY=1"))
         let fill = CrashRecoveryTests.Stream()
         try await crash.publish(fill, count: locations, locations: locations, broker: broker)
-        _ = try await crash.waitForLastValues(fill, locations: locations, port: daemon.httpPort)
+        _ = try await crash.waitForLastValues(fill, locations: locations, port: daemon.httpPort, timeout: Self.patience)
         try await waitForOutput(daemon)
         // A marker follows what was handed over within about a second.
         try await Task.sleep(for: .seconds(2))
