@@ -81,10 +81,10 @@ public final class StateDatabase {
         sqlite3_close(db)
     }
 
-    /// The intake journal position the stored snapshot covers (0: none recorded).
     /// The meta key of the checkpoint a clean stop recorded (see `RestoredState.checkpoint`).
     public static let checkpointKey = "checkpoint"
 
+    /// The intake journal position the stored snapshot covers (0: none recorded).
     public func journalPosition() throws(Failure) -> UInt64 {
         try meta(Self.journalKey).flatMap { UInt64($0) } ?? 0
     }

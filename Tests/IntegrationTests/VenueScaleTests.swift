@@ -83,6 +83,21 @@ struct VenueScaleTests {
         return field.flatMap { Int($0.dropFirst("restore.milliseconds=".count)) }
     }
 
+    /// Queues one update per location at the broker while the daemon is down, starts it
+    /// again on its state, and checks the start: never ready before a convergence finished
+    /// (or was skipped), then every location with the update queued for it.
+    /// - Returns: the new daemon, and the seconds from its launch to READY=1.
+    func startWithQueuedUpdates(_ directory: URL, broker: MosquittoBroker) async throws -> (DaemonTests.Daemon, Double) {
+        let queued = CrashRecoveryTests.Stream()
+        try await crash.publish(queued, count: Self.locations, locations: Self.locations, broker: broker)
+        let started = ContinuousClock.now
+        let daemon = try await daemons.startDaemon(port: broker.port, directory: directory)
+        let start = try await watchStart(daemon, since: started)
+        #expect(!start.readyEarly, "ready before a convergence had finished")
+        _ = try await crash.waitForLastValues(queued, locations: Self.locations, port: daemon.httpPort, timeout: Self.patience)
+        return (daemon, start.seconds)
+    }
+
     @Test("a start with 50,000 retained styles and 50,000 updates queued at the broker, after SIGTERM and after SIGKILL: not ready before it has converged, nothing lost, the broker's styles are the state's")
     func startWithBacklog() async throws {
         let locations = Self.locations
@@ -106,13 +121,8 @@ struct VenueScaleTests {
         let stopped = try await daemon.running.result(timeout: .seconds(30))
         #expect(stopped.status == 0)
         #expect(!stopped.standardError.contains("not yet acknowledged"), "\(stopped.standardError.suffix(2000))")
-        let queued = CrashRecoveryTests.Stream()
-        try await crash.publish(queued, count: locations, locations: locations, broker: broker)
-        var started = ContinuousClock.now
-        daemon = try await daemons.startDaemon(port: broker.port, directory: daemon.directory)
-        let afterStop = try await watchStart(daemon, since: started)
-        #expect(!afterStop.readyEarly, "ready before a convergence had finished")
-        _ = try await crash.waitForLastValues(queued, locations: locations, port: daemon.httpPort, timeout: Self.patience)
+        let afterStop: Double
+        (daemon, afterStop) = try await startWithQueuedUpdates(daemon.directory, broker: broker)
         let skipped = try await metric(daemon, #"livedata_convergences_total{outcome="skipped"}"#)
         let readAfterStop = try await metric(daemon, "livedata_convergence_read_total")
         #expect(skipped == 1, "the checkpoint held: no full read")
@@ -125,13 +135,8 @@ struct VenueScaleTests {
         // A crash: no checkpoint; the start reads every retained style back.
         daemon.signal(SIGKILL)
         _ = try await daemon.running.wait(timeout: .seconds(10))
-        let queuedAgain = CrashRecoveryTests.Stream()
-        try await crash.publish(queuedAgain, count: locations, locations: locations, broker: broker)
-        started = ContinuousClock.now
-        daemon = try await daemons.startDaemon(port: broker.port, directory: daemon.directory)
-        let afterKill = try await watchStart(daemon, since: started)
-        #expect(!afterKill.readyEarly, "ready before a convergence had finished")
-        _ = try await crash.waitForLastValues(queuedAgain, locations: locations, port: daemon.httpPort, timeout: Self.patience)
+        let afterKill: Double
+        (daemon, afterKill) = try await startWithQueuedUpdates(daemon.directory, broker: broker)
         let finished = try await metric(daemon, #"livedata_convergences_total{outcome="finished"}"#)
         let readAfterKill = try await metric(daemon, "livedata_convergence_read_total")
         #expect(finished >= 1)
@@ -140,7 +145,7 @@ struct VenueScaleTests {
         try await crash.checkConvergence(port: daemon.httpPort, broker: broker, seen: seen)
         print(
             """
-            start with a backlog: \(locations) locations, \(locations) queued updates; ready after SIGTERM in \(String(format: "%.2f", afterStop.seconds)) s (\(readAfterStop) read back), after SIGKILL in \(String(format: "%.2f", afterKill.seconds)) s (\(readAfterKill) read back); restore \(restore.map(String.init) ?? "?") ms
+            start with a backlog: \(locations) locations, \(locations) queued updates; ready after SIGTERM in \(String(format: "%.2f", afterStop)) s (\(readAfterStop) read back), after SIGKILL in \(String(format: "%.2f", afterKill)) s (\(readAfterKill) read back); restore \(restore.map(String.init) ?? "?") ms
             resident memory: \(emptyBytes >> 20) MB empty; \((filledBytes - emptyBytes) / locations) bytes per location after the fill, \((restartedBytes - emptyBytes) / locations) after a restart
             """
         )

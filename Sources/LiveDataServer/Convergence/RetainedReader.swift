@@ -39,6 +39,7 @@ final class RetainedReader: Sendable {
     let filters: [String]
     private let failure = Mutex<Failure?>(nil)
     private let received = Atomic<Int>(0)
+    private let starting = Mutex<Task<Void, Never>?>(nil)
 
     /// - Parameter filters: what to read; the end marker's topic is added.
     init(configuration: MQTTConfiguration, prefix: String, filters: [String], logger: Logger) throws(MQTTError) {
@@ -62,10 +63,24 @@ final class RetainedReader: Sendable {
     /// Messages read so far, the end marker included.
     var count: Int { received.load(ordering: .relaxed) }
 
+    /// Starts ``start()`` beside the reading (the queue is bounded); ``end()`` waits for it.
+    func begin() {
+        starting.withLock { $0 = Task { await self.start() } }
+    }
+
+    /// After the last batch: waits for ``begin()``'s start, disconnects, and throws when the
+    /// caller's task was cancelled (`CancellationError`) or the read failed: a read that did
+    /// not end is never taken as complete.
+    func end() async throws {
+        await starting.withLock { $0 }?.value
+        await stop()
+        try Task.checkCancellation()
+        if let failed { throw failed }
+    }
+
     /// Connects, subscribes to every filter at once and publishes the end marker; a failure
-    /// ends the read (``next(quietTimeout:)`` returns `nil` and ``failed`` says why). Run it
-    /// beside the reading: the queue is bounded.
-    func start() async {
+    /// ends the read (``next(quietTimeout:)`` returns `nil` and ``failed`` says why).
+    private func start() async {
         do {
             try await client.connect()
             try await withThrowingTaskGroup(of: Void.self) { group in
@@ -88,15 +103,16 @@ final class RetainedReader: Sendable {
         queue.close()
     }
 
-    /// The next batch of retained messages; `nil` after the end marker, or when the read
-    /// failed (see ``failed``).
+    /// The next batch of retained messages; `nil` after the end marker, when the read
+    /// failed (see ``failed``), or when the caller's task is cancelled.
     func next(quietTimeout: Duration = .seconds(10)) async -> [IntakeMessage]? {
         let timeout = Task { [self] in
             try await Task.sleep(for: quietTimeout)
             fail(.stalled(quietTimeout, received: count))
         }
         defer { timeout.cancel() }
-        guard var batch = await queue.next() else { return nil }
+        guard var batch = await withTaskCancellationHandler(operation: { await queue.next() }, onCancel: { queue.close() })
+        else { return nil }
         received.add(batch.count, ordering: .relaxed)
         if let end = batch.firstIndex(where: { $0.topic == marker && !$0.retain }) {
             batch.removeSubrange(end...)
@@ -107,7 +123,7 @@ final class RetainedReader: Sendable {
         return batch
     }
 
-    func stop() async {
+    private func stop() async {
         queue.close()
         await client.disconnect()
     }

@@ -370,16 +370,25 @@ public actor LivePipeline {
             ContinuousClock.now - lastMarker >= Self.markerInterval, publisher.handedOver > markedPosition
         else { return }
         drainOutput()
+        lastMarker = .now
+        sendMarker()
+    }
+
+    /// Publishes the next marker after everything handed over so far; ``markerDone(_:position:acknowledged:)``
+    /// follows its acknowledgement.
+    /// - Returns: its payload.
+    @discardableResult
+    private func sendMarker() -> String {
         let payload = nextMarkerPayload()
         let position = publisher.handedOver
         markerInFlight = true
-        lastMarker = .now
         let client = client
         let topic = checkpointTopic
         Task {
             let acknowledged = (try? await client.publish(topic, payload: Array(payload.utf8), qos: .atLeastOnce, retain: true)) != nil
             self.markerDone(payload, position: position, acknowledged: acknowledged)
         }
+        return payload
     }
 
     /// Publications handed over before the last marker sent.
@@ -474,15 +483,13 @@ public actor LivePipeline {
     private func markerHolds(_ check: MarkerCheck) async throws -> Bool {
         let reader = try RetainedReader(
             configuration: client.configuration, prefix: topics.prefix, filters: [checkpointTopic], logger: logger)
-        let starting = Task { await reader.start() }
+        defer { convergenceRead += reader.count }
+        reader.begin()
         var found: [UInt8]?
         while let batch = await reader.next() {
             for message in batch where message.retain && message.topic == checkpointTopic { found = message.payload }
         }
-        await starting.value
-        await reader.stop()
-        convergenceRead += reader.count
-        if let failure = reader.failed { throw failure }
+        try await reader.end()
         switch check {
         case .start(let expected):
             guard case .inDoubt = versions, var held = self.held.take(), found == Array(expected.utf8) else {
@@ -548,11 +555,9 @@ public actor LivePipeline {
             self.reader = nil
             convergenceRead += reader.count
         }
-        let starting = Task { await reader.start() }
+        reader.begin()
         var legends: [String] = []
-        while let batch = await withTaskCancellationHandler(
-            operation: { await reader.next() }, onCancel: { reader.queue.close() }), !Task.isCancelled
-        {
+        while let batch = await reader.next(), !Task.isCancelled {
             let now = LiveTimestamp.now
             for message in batch {
                 guard message.retain else {
@@ -571,10 +576,7 @@ public actor LivePipeline {
                 }
             }
         }
-        await starting.value
-        await reader.stop()
-        try Task.checkCancellation()
-        if let failure = reader.failed { throw failure }
+        try await reader.end()
         for item in convergence!.finish(now: .now, retainedLegends: legends, datasets: knownDatasets()) {
             publisher.send(item)
         }
@@ -695,16 +697,8 @@ public actor LivePipeline {
             drainOutput()
             try? await Task.sleep(for: .milliseconds(10))
         }
-        let payload = nextMarkerPayload()
         let puts = publisher.puts
-        let client = client
-        let topic = checkpointTopic
-        let position = publisher.handedOver
-        markerInFlight = true
-        Task {
-            let acknowledged = (try? await client.publish(topic, payload: Array(payload.utf8), qos: .atLeastOnce, retain: true)) != nil
-            self.markerDone(payload, position: position, acknowledged: acknowledged)
-        }
+        let payload = sendMarker()
         // Bounded: a stop does not wait long for an acknowledgement that may not come.
         let acknowledgedBy = ContinuousClock.now + .seconds(2)
         while markerInFlight && ContinuousClock.now < acknowledgedBy { try? await Task.sleep(for: .milliseconds(5)) }

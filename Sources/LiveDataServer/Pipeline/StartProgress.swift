@@ -40,7 +40,6 @@ public final class StartProgress: Sendable {
     public init() {}
 
     public var phase: Phase { state.withLock { $0 } }
-    public var isStarted: Bool { phase == .started }
 
     func set(_ phase: Phase) { state.withLock { $0 = phase } }
 

@@ -15,7 +15,6 @@ public final class OutputWindow: Sendable {
     /// In flight at or below this, a waiting publisher is woken; -1 while none waits.
     private let wakeBelow = Atomic<Int>(-1)
     private let lag: Metrics.Timer?
-    private let acknowledgements = Atomic<Int>(0)
 
     /// - Parameter lag: the histogram of update-to-acknowledgement times.
     public init(lag: Metrics.Timer? = nil) {
@@ -23,13 +22,9 @@ public final class OutputWindow: Sendable {
         self.lag = lag
     }
 
-    /// Acknowledgements received so far.
-    var acknowledged: Int { acknowledgements.load(ordering: .relaxed) }
-
     /// The client's ``AcknowledgementHandler``.
     @Sendable public func acknowledged(_ acknowledgement: MQTTAcknowledgement) {
-        acknowledgements.add(1, ordering: .relaxed)
-        if let origin = acknowledgement.origin, let lag { lag.recordInterval(since: origin) }
+        if let origin = acknowledgement.origin, let lag { lag.record(duration: .now - origin) }
         let below = wakeBelow.load(ordering: .relaxed)
         if below >= 0 && acknowledgement.inFlight <= below
             && wakeBelow.compareExchange(expected: below, desired: -1, ordering: .relaxed).exchanged
@@ -42,11 +37,4 @@ public final class OutputWindow: Sendable {
     func arm(window size: Int) { wakeBelow.store(size / 2, ordering: .relaxed) }
 
     func finish() { continuation.finish() }
-}
-
-extension Metrics.Timer {
-    func recordInterval(since start: ContinuousClock.Instant) {
-        let elapsed = ContinuousClock.now - start
-        recordNanoseconds(Int64(elapsed.components.seconds) * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000)
-    }
 }

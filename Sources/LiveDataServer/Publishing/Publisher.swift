@@ -114,9 +114,6 @@ struct Publisher {
         }
     }
 
-    /// Forgets what waits for `topic` (it is cleared: a waiting style must not follow).
-    mutating func forget(topic: String) { pending.remove(topic: topic) }
-
     /// Hands the client what waits, oldest first, while the window has room.
     mutating func drain() -> Drained {
         guard client.state == .connected else { return pending.isEmpty ? .empty : .disconnected }

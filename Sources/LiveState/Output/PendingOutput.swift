@@ -34,8 +34,6 @@ public struct PendingOutput {
     public private(set) var coalesced = 0
     /// Entries ever put in line.
     public private(set) var puts = 0
-    /// Derived changes among the entries (the rest are summaries, legends, clearings).
-    public private(set) var changes = 0
 
     public init() {}
 
@@ -56,7 +54,6 @@ public struct PendingOutput {
         puts += 1
         if var waiting = entries[topic] {
             coalesced += 1
-            if case .change = waiting.item { changes -= 1 }
             var item = item
             if case .change(var newer) = item, case .change(let older) = waiting.item {
                 newer.before = older.before
@@ -70,7 +67,6 @@ public struct PendingOutput {
             entries[topic] = Entry(item: item, since: since)
             order.append(topic)
         }
-        if case .change = item { changes += 1 }
     }
 
     /// Takes the entry that has waited longest.
@@ -79,7 +75,6 @@ public struct PendingOutput {
             let topic = order[head]
             head += 1
             if let entry = entries.removeValue(forKey: topic) {
-                if case .change = entry.item { changes -= 1 }
                 compact()
                 return (topic, entry)
             }
@@ -93,20 +88,12 @@ public struct PendingOutput {
     public mutating func putBack(topic: String, _ entry: Entry) {
         guard entries[topic] == nil else { return }
         entries[topic] = entry
-        if case .change = entry.item { changes += 1 }
         if head > 0 {
             head -= 1
             order[head] = topic
         } else {
             order.insert(topic, at: 0)
         }
-    }
-
-    /// Forgets what waits for `topic`.
-    public mutating func remove(topic: String) {
-        guard let entry = entries.removeValue(forKey: topic) else { return }
-        if case .change = entry.item { changes -= 1 }
-        coalesced += 1
     }
 
     /// Drops the line's taken part once it is large, so that the array stays within twice

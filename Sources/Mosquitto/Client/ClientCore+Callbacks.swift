@@ -101,7 +101,7 @@ extension ClientCore {
         }
         let session = MQTTSession(
             present: flags & 1 == 1,
-            sendWindow: max(1, min(min(max(configuration.sendMaximum, 1), 65_535), Int(receiveMaximum))))
+            sendWindow: max(1, min(Self.windowLimit(configuration.sendMaximum), Int(receiveMaximum))))
         let (resubscribe, firstConnect, held) = state.withLock { state in
             state.attemptConnected = true
             state.hasConnected = true

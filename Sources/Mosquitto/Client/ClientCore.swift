@@ -123,11 +123,11 @@ final class ClientCore: Sendable {
         try check(mosquitto_int_option(mosq, MOSQ_OPT_TCP_NODELAY, 1), "mosquitto_int_option(TCP_NODELAY)")
         // The send maximum is libmosquitto's in-flight limit with MQTT 3.1.1 too.
         try check(
-            mosquitto_int_option(mosq, MOSQ_OPT_SEND_MAXIMUM, Int32(min(max(configuration.sendMaximum, 1), 65_535))),
+            mosquitto_int_option(mosq, MOSQ_OPT_SEND_MAXIMUM, Int32(Self.windowLimit(configuration.sendMaximum))),
             "mosquitto_int_option(SEND_MAXIMUM)")
         if configuration.protocolVersion == .v5 {
             try check(
-                mosquitto_int_option(mosq, MOSQ_OPT_RECEIVE_MAXIMUM, Int32(min(max(configuration.receiveMaximum, 1), 65_535))),
+                mosquitto_int_option(mosq, MOSQ_OPT_RECEIVE_MAXIMUM, Int32(Self.windowLimit(configuration.receiveMaximum))),
                 "mosquitto_int_option(RECEIVE_MAXIMUM)")
         }
         if let credentials = configuration.credentials {
@@ -322,6 +322,9 @@ final class ClientCore: Sendable {
             waiter.resume()
         }
     }
+
+    /// A Send or Receive Maximum as MQTT 5 allows it: 1 to 65,535 messages in flight.
+    static func windowLimit(_ value: Int) -> Int { min(max(value, 1), 65_535) }
 
     /// Hands a message to libmosquitto; `waiter`, if any, completes when it is done.
     /// - Throws: the library's refusal, when there is no waiter to give it to.
