@@ -143,7 +143,9 @@ def daemon_run(tools, args, folder):
         f.write(rules + f"store: {{path: {folder}/state.db}}\nbroker: {{host: 127.0.0.1, port: {broker.port}, clientId: bench-daemon{plain}}}\n"
                 + f"http: {{listen: \"127.0.0.1:{http}\"}}\n")
     log = open(os.path.join(folder, "daemon.log"), "w+")
-    daemon = subprocess.Popen([args.livedata, "serve", "--config", config], stdout=log, stderr=subprocess.STDOUT)
+    # BENCH_WRAP: a command to run the daemon under (a heap profiler, say), split at spaces.
+    wrap = os.environ.get("BENCH_WRAP", "").split()
+    daemon = subprocess.Popen(wrap + [args.livedata, "serve", "--config", config], stdout=log, stderr=subprocess.STDOUT)
     publisher = None
     try:
         deadline = time.time() + 60

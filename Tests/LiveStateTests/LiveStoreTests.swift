@@ -51,7 +51,7 @@ struct LiveStoreTests {
     }
 
     @Test("queries by id and by floor read the index: every holder of an id, only the floor's locations")
-    func readIndex() throws {
+    func queriesByIdAndFloor() throws {
         let store = LiveStore(ruleEngine: try Self.engine(staleAfter: nil))
         for (location, floor) in [("room-7", "F3"), ("room-8", "F3"), ("desk-1", "F4")] {
             _ = store.apply(try update(["nrOfPeople": "1"], location: location, floor: floor), now: at(1))
@@ -392,7 +392,7 @@ struct PersistenceTests {
 struct LocationTableTests {
     static func state(_ address: LocationAddress) -> LocationState {
         let aggregate = SummaryTracker.Aggregate(SummaryTracker.Key(dataset: "d", venue: "v", building: "b"))
-        return LocationState(LocationRecord(address: address), published: .none, floor: aggregate, building: aggregate)
+        return LocationState(LocationRecord(address: address), published: .none, floor: aggregate)
     }
 
     static func address(_ number: Int) -> LocationAddress {
@@ -401,7 +401,7 @@ struct LocationTableTests {
             location: "loc-\(number)")
     }
 
-    @Test("every location is found by its path and its address as the table grows; others are not")
+    @Test("every location is found by its identity, at its address and by dataset and id, as the table grows; others are not")
     func findsWhatWasInserted() {
         var table = LocationTable()
         for number in 0..<5_000 {
@@ -412,31 +412,33 @@ struct LocationTableTests {
         for number in 0..<5_000 {
             let address = Self.address(number)
             #expect(table.find(address)?.address == address)
-            #expect(table.find(Substring(address.description + "/occupancy").dropLast("/occupancy".count))?.address == address)
+            #expect(table.find(at: address)?.address == address)
+            #expect(table.find(dataset: "ds1", id: "loc-\(number)")?.address == address)
         }
         #expect(table.find(Self.address(5_000)) == nil)
-        #expect(table.find("ds1/hq/b0/f0/r0") == nil)
+        #expect(table.find(dataset: "ds2", id: "loc-1") == nil)
         #expect(table.locations.count == 5_000)
     }
 
-    @Test("a location put under a new path is found there alone, and every other location is still found")
-    func rekey() {
+    @Test("a location that moves keeps its slot: found by its identity at any placement, at its address only where it is")
+    func moves() {
         var table = LocationTable()
         let addresses = (0..<200).map(Self.address)
         var states: [LocationState] = []
-        // Few slots for many hashes: long probe runs, so the shift after a removal matters.
-        for (number, address) in addresses.enumerated() {
+        for address in addresses {
             let state = Self.state(address)
             states.append(state)
-            table.insert(state, hash: UInt64(number % 13) + 1)
+            table.insert(state, hash: LocationTable.hash(address))
         }
         let moved = LocationAddress(dataset: "ds1", venue: "hq", building: "b9", floor: "f9", room: "r9", location: "loc-5")
+        #expect(LocationTable.hash(moved) == LocationTable.hash(addresses[5]), "a placement is not part of the identity")
         states[5].address = moved
-        table.rekey(states[5], from: 6, to: LocationTable.hash(moved))
-        #expect(moved.withPathBytes { table.find($0, hash: LocationTable.hash(moved)) } === states[5])
-        #expect(addresses[5].withPathBytes { table.find($0, hash: 6) } == nil)
+        #expect(table.find(moved) === states[5])
+        #expect(table.find(addresses[5]) === states[5], "the old placement names the same location")
+        #expect(table.find(at: moved) === states[5])
+        #expect(table.find(at: addresses[5]) == nil)
         for (number, address) in addresses.enumerated() where number != 5 {
-            #expect(address.withPathBytes { table.find($0, hash: UInt64(number % 13) + 1) } === states[number], "\(number)")
+            #expect(table.find(at: address) === states[number], "\(number)")
         }
     }
 
@@ -453,7 +455,7 @@ struct LocationTableTests {
         #expect(missing == nil)
     }
 
-    @Test("a path hashes the same from a topic slice and from an address; different paths differ")
+    @Test("a path hashes the same from a topic slice and from an address; different identities differ")
     func hashing() {
         let address = Self.address(7)
         let topic = address.description + "/co2"
@@ -461,5 +463,8 @@ struct LocationTableTests {
         let hashes = Set((0..<1_000).map { LocationTable.hash(Self.address($0)) })
         #expect(hashes.count == 1_000)
         #expect(!hashes.contains(0))
+        // The dataset is part of the identity: the same id in two datasets hashes apart.
+        let other = LocationAddress(dataset: "ds2", venue: "hq", building: "b1", floor: "f0", room: "r7", location: "loc-7")
+        #expect(LocationTable.hash(other) != LocationTable.hash(address))
     }
 }

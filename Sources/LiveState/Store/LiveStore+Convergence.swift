@@ -21,7 +21,7 @@ extension LiveStore {
     func reconcile(
         retainedAt address: LocationAddress, style: UnsafeRawBufferPointer?, version: UInt64, now: LiveTimestamp
     ) -> RetainedStyleVerdict {
-        guard let state = locations.find(address) else { return .unknown }
+        guard let state = locations.find(at: address) else { return .unknown }
         if version > state.version {
             state.version = version
             markDirty(state)
@@ -34,7 +34,7 @@ extension LiveStore {
     /// The current style of the location at `address`, as a change to publish again in full
     /// under the next version; `nil` when no location is there, or none is published yet.
     public func republication(at address: LocationAddress, now: LiveTimestamp) -> DerivedChange? {
-        locations.find(address).flatMap { republication($0, now: now) }
+        locations.find(at: address).flatMap { republication($0, now: now) }
     }
 
     /// The location's current style as a change to publish again in full (all its fields
@@ -120,7 +120,7 @@ public struct Convergence {
     /// The daemon publishes this location's style now (a live change during the read):
     /// the broker will hold it, so it needs no publishing again at the end.
     public mutating func published(_ address: LocationAddress) {
-        if let state = store.locations.find(address) { seen.insert(ObjectIdentifier(state)) }
+        if let state = store.locations.find(at: address) { seen.insert(ObjectIdentifier(state)) }
     }
 
     /// A message under the prefix that the reader got live, not retained: the daemon's own
@@ -157,7 +157,7 @@ public struct Convergence {
     /// Whether the location at `address` has been seen at the broker in this convergence
     /// (its retained style read, or a change published since the read began).
     public func hasSeen(_ address: LocationAddress) -> Bool {
-        guard let state = store.locations.find(address) else { return false }
+        guard let state = store.locations.find(at: address) else { return false }
         return seen.contains(ObjectIdentifier(state))
     }
 }

@@ -45,10 +45,8 @@ extension LiveStore {
     /// summaries) is, so that a restore can do that on the thread that reads the file.
     package struct PreparedLocation: Sendable {
         let record: LocationRecord
-        /// Its path's hash in the location table.
+        /// Its identity's hash in the location table.
         let hash: UInt64
-        /// Its identity's hash in the read index.
-        let identity: UInt64
         let ruleEngine: RuleEngine
         let published: PublishedStyle
         let contribution: SummaryTracker.Contribution
@@ -67,7 +65,7 @@ extension LiveStore {
         case .foreign(let foreign): foreign.selection
         }
         return PreparedLocation(
-            record: record, hash: LocationTable.hash(record.address), identity: ReadIndex.identityHash(record.address),
+            record: record, hash: LocationTable.hash(record.address),
             ruleEngine: ruleEngine, published: published,
             contribution: contribution(
                 record.address, legendState: selection.flatMap { ruleEngine.legendStateID($0) }, values: record.values,
@@ -86,9 +84,8 @@ extension LiveStore {
         }
         let record = prepared.record
         let state: LocationState
-        // The read index finds the location by its identity, wherever it is placed: one
-        // lookup (a location stored at this very path has this identity too).
-        if let existing = placed(elsewhere: record.address, identity: prepared.identity) {
+        // The table finds the location by its identity, wherever it is placed: one lookup.
+        if let existing = record.address.withPathBytes({ locations.find($0, hash: prepared.hash) }) {
             let samePlacement = existing.address.path == record.address.path
             var version = record.version
             if !samePlacement {
@@ -109,7 +106,7 @@ extension LiveStore {
             state.setPublished(prepared.published)
             state.version = version
         } else {
-            state = insert(record, hash: prepared.hash, identity: prepared.identity, published: prepared.published)
+            state = insert(record, hash: prepared.hash, published: prepared.published)
         }
         state.outOfScope = prepared.outOfScope
         scheduleAll(state)
@@ -143,6 +140,5 @@ extension LiveStore {
     /// Makes room for this many locations.
     public func reserveCapacity(_ count: Int) {
         locations.reserveCapacity(count)
-        readIndex.reserveCapacity(count)
     }
 }

@@ -49,8 +49,8 @@ public final class LiveStore {
     /// Datasets of the tracked locations.
     public private(set) var datasets = Set<String>()
     @exclusivity(unchecked) var locations = LocationTable()
-    /// The locations by id and by floor, for queries.
-    var readIndex = ReadIndex()
+    /// The locations by floor, for queries.
+    var floorIndex = FloorIndex()
     @exclusivity(unchecked) private var expiries = ExpiryQueue()
     @exclusivity(unchecked) var dirty: [LocationState] = []
     /// New locations beyond this many are refused (``Outcome/tooManyLocations``); a restore
@@ -93,7 +93,7 @@ public final class LiveStore {
 
     /// A location's record.
     public subscript(address: LocationAddress) -> LocationRecord? {
-        locations.find(address)?.record(ruleEngine)
+        locations.find(at: address)?.record(ruleEngine)
     }
 
     /// Every tracked location's record.
@@ -103,19 +103,16 @@ public final class LiveStore {
     /// address order: one per dataset that has it at most. Read through an index kept up to
     /// date as locations are added and move, not a scan.
     public func records(id: String) -> [LocationRecord] {
-        datasets.compactMap { readIndex.location(dataset: $0, id: id) }.map { $0.record(ruleEngine) }
+        datasets.compactMap { locations.find(dataset: $0, id: id) }.map { $0.record(ruleEngine) }
             .sorted { $0.address.description < $1.address.description }
     }
 
     /// The records of every location of a floor, in address order (an index, not a scan).
     public func records(floor: SummaryTracker.Key) -> [LocationRecord] {
         guard let aggregate = summaries.aggregate(floor) else { return [] }
-        return readIndex.locations(floor: aggregate).map { $0.record(ruleEngine) }
+        return floorIndex.locations(floor: aggregate).map { $0.record(ruleEngine) }
             .sorted { $0.address.description < $1.address.description }
     }
-
-    /// Whether the location with this path (`dataset/venue/building/floor/room/location`) is tracked.
-    public func isTracked(path: Substring) -> Bool { locations.find(path) != nil }
 
     /// When the next value goes stale, if any will.
     public var nextExpiry: LiveTimestamp? { expiries.next }
@@ -158,16 +155,16 @@ public final class LiveStore {
         return .changed(change)
     }
 
-    /// Places a location elsewhere: its summaries, read index and persistence key move
+    /// Places a location elsewhere: its summaries, floor index and persistence key move
     /// with it, and its next derivation publishes the whole style at its new topic.
     /// `counted`: a move seen in the updates (not one a restore settles).
     func move(_ state: LocationState, to address: LocationAddress, counted: Bool = true) {
         let old = state.address
-        readIndex.remove(state)
-        locations.rekey(state, from: LocationTable.hash(old), to: LocationTable.hash(address))
+        // Its slot in the table stays: the table keys locations by identity.
+        floorIndex.remove(state)
         state.address = address
         summaries.move(state, to: address)
-        readIndex.insert(state)
+        floorIndex.insert(state)
         // What was worked out for the old address is forgotten.
         state.outOfScope = nil
         state.acceptedDomains = 0
@@ -221,7 +218,7 @@ public final class LiveStore {
     /// - Returns: `nil` when no location is tracked at this path (a new one, or one the
     /// topic places elsewhere): use ``apply(_:now:)``.
     func target(path: UnsafeRawBufferPointer, hash: UInt64, domain: UnsafeRawBufferPointer) -> Target? {
-        guard let state = locations.find(path, hash: hash) else { return nil }
+        guard let state = locations.find(path, hash: hash), state.address.hasPath(path) else { return nil }
         return Target(state: state, index: state.index(ofBytes: domain))
     }
 
@@ -294,7 +291,9 @@ public final class LiveStore {
                 state.values[index].timestamp = timestamp
                 state.values[index].stale = stale
             } else {
-                state.appendValue(DomainValue(domain: domain, properties: properties, timestamp: timestamp, stale: stale))
+                // A copy the size of its properties: a decoded payload's storage has room for
+                // more, and a million locations would keep that room.
+                state.appendValue(DomainValue(domain: domain, properties: properties.compacted(), timestamp: timestamp, stale: stale))
             }
             if let staleNumber, let staleAfter, !stale {
                 schedule(state, number: staleNumber, deadline: timestamp.adding(milliseconds: staleAfter))
@@ -387,24 +386,16 @@ public final class LiveStore {
     /// `nil` when it would be new and ``maximumLocations`` are tracked.
     private func location(_ address: LocationAddress) -> (LocationState, samePlacement: Bool)? {
         let hash = LocationTable.hash(address)
-        if let here = address.withPathBytes({ locations.find($0, hash: hash) }) { return (here, true) }
-        if let elsewhere = placed(elsewhere: address) { return (elsewhere, false) }
+        if let found = address.withPathBytes({ locations.find($0, hash: hash) }) { return (found, found.address == address) }
         guard locations.count < maximumLocations else { return nil }
         return (insert(LocationRecord(address: address), hash: hash, published: .none), true)
     }
 
-    /// The location with this address's identity, placed elsewhere (found through the read
-    /// index by id: only a topic that misses the table by its path asks).
-    func placed(elsewhere address: LocationAddress, identity: UInt64? = nil) -> LocationState? {
-        readIndex.location(identityOf: address, identity: identity)
-    }
-
-    /// `identity`: the record's identity hash in the read index, when the caller has it.
-    func insert(_ record: LocationRecord, hash: UInt64, identity: UInt64? = nil, published: PublishedStyle) -> LocationState {
-        let (floor, building) = summaries.aggregates(for: record.address)
-        let state = LocationState(record, published: published, floor: floor, building: building)
+    /// `hash`: the record's address's ``LocationTable/hash(_:)``.
+    func insert(_ record: LocationRecord, hash: UInt64, published: PublishedStyle) -> LocationState {
+        let state = LocationState(record, published: published, floor: summaries.floorAggregate(for: record.address))
         locations.insert(state, hash: hash)
-        readIndex.insert(state, identity: identity)
+        floorIndex.insert(state)
         if !datasets.contains(record.address.dataset) { datasets.insert(record.address.dataset) }
         return state
     }

@@ -49,8 +49,8 @@ final class LocationState {
     @exclusivity(unchecked) var scheduledExpiries: UInt64 = 0
     /// What it adds to its floor and building summaries.
     @exclusivity(unchecked) var contribution: SummaryTracker.Contribution?
+    /// Its floor's summary totals (and through it, its building's).
     @exclusivity(unchecked) var floorSummary: SummaryTracker.Aggregate
-    @exclusivity(unchecked) var buildingSummary: SummaryTracker.Aggregate
     /// The last published style, as its key under the current rules: `nil` until the first
     /// change is published, and while `foreign` stands in for it.
     @exclusivity(unchecked) var published: StyleKey?
@@ -61,16 +61,12 @@ final class LocationState {
     /// under other rules, or published before a reload), until the next derivation.
     @exclusivity(unchecked) var foreign: ForeignStyle?
 
-    init(
-        _ record: LocationRecord, published: PublishedStyle, floor: SummaryTracker.Aggregate,
-        building: SummaryTracker.Aggregate
-    ) {
+    init(_ record: LocationRecord, published: PublishedStyle, floor: SummaryTracker.Aggregate) {
         address = record.address
         values = record.values
         domainTags = IdentifierTags(record.values.lazy.map(\.domain))
         version = record.version
         floorSummary = floor
-        buildingSummary = building
         setPublished(published)
     }
 

@@ -1,18 +1,20 @@
 import CPrefetch
 import LiveTopics
 
-/// The tracked locations, found by the bytes of the path where they are now
-/// (`dataset/venue/building/floor/room/location`, a slice of an incoming topic) without
-/// building a key. A location that moves is taken out under its old path and put in under
-/// its new one (the store finds it by its identity through its read index when a topic
-/// names a new placement).
+/// The tracked locations, found by the bytes of an incoming topic's path
+/// (`dataset/venue/building/floor/room/location`) without building a key, and keyed by the
+/// location's identity: its dataset and id, the path's first and last components. A
+/// location that moves keeps its slot; a topic that names another placement finds it all
+/// the same, and the store tells the two apart by comparing the path.
 ///
-/// Open addressing with linear probing: a slot holds a path's hash and its location, and a
-/// hit is confirmed against the location's own address, so the table keeps no copy of the
-/// path and a lookup reads one slot and the location it needs anyway.
+/// Open addressing with linear probing: a slot holds an identity's hash and its location,
+/// and a hit is confirmed against the location's own address, so the table keeps no copy
+/// of the path and a lookup reads one slot and the location it needs anyway. One table
+/// serves the updates, the moves and the queries by id: at a million locations a second
+/// index by identity would cost 32 bytes a location.
 struct LocationTable {
     private struct Slot {
-        /// The path's hash; 0 marks an empty slot (``hash(_:)`` never returns 0).
+        /// The identity's hash; 0 marks an empty slot (``hash(_:)`` never returns 0).
         var hash: UInt64 = 0
         /// Owned by `locations`.
         var location: Unmanaged<LocationState>?
@@ -24,17 +26,24 @@ struct LocationTable {
 
     var count: Int { locations.count }
 
-    /// The location whose path hashes to `hash` (see ``hash(_:)``) and is `path`.
+    /// The location with the identity of `path` (the same dataset and id), wherever it is
+    /// placed; `hash` is the path's ``hash(_:)``. The caller compares the placement
+    /// (``LocationAddress/hasPath(_:)``) when it matters.
     func find(_ path: UnsafeRawBufferPointer, hash: UInt64) -> LocationState? {
+        // The same path, the common case, is one comparison; another placement of the same
+        // location is the rare second.
+        probe(hash) { $0.address.hasPath(path) || $0.address.hasIdentity(ofPath: path) }
+    }
+
+    /// The first location in the run of slots from `hash`'s with that hash for which `matches` holds.
+    private func probe(_ hash: UInt64, _ matches: (LocationState) -> Bool) -> LocationState? {
         slots.withUnsafeBufferPointer { slots in
             let mask = slots.count - 1
             var index = Int(truncatingIfNeeded: hash) & mask
             while true {
                 let slot = slots[index]
                 if slot.hash == 0 { return nil }
-                if slot.hash == hash, let location = slot.location?.takeUnretainedValue(), location.address.hasPath(path) {
-                    return location
-                }
+                if slot.hash == hash, let location = slot.location?.takeUnretainedValue(), matches(location) { return location }
                 index = (index + 1) & mask
             }
         }
@@ -72,47 +81,37 @@ struct LocationTable {
         }
     }
 
-    func find(_ path: Substring) -> LocationState? {
-        Self.withBytes(path) { find($0, hash: Self.hash($0)) }
+    /// The location placed at this address (not one with its identity placed elsewhere).
+    func find(at address: LocationAddress) -> LocationState? {
+        address.withPathBytes { path in probe(Self.hash(path)) { $0.address.hasPath(path) } }
     }
 
-    /// The location at this address.
+    /// The location with this address's identity, wherever it is placed.
     func find(_ address: LocationAddress) -> LocationState? {
         address.withPathBytes { find($0, hash: Self.hash($0)) }
+    }
+
+    /// The location with this dataset and id, wherever it is placed.
+    func find(dataset: String, id: String) -> LocationState? {
+        var dataset = dataset
+        var id = id
+        return dataset.withUTF8 { dataset in
+            id.withUTF8 { id in
+                let (dataset, id) = (UnsafeRawBufferPointer(dataset), UnsafeRawBufferPointer(id))
+                return probe(Self.identityHash(dataset: dataset, id: id)) { location in
+                    location.address.withPathBytes { path in
+                        let identity = LocationAddress.identity(ofPath: path)
+                        return identity.dataset.elementsEqual(dataset) && identity.id.elementsEqual(id)
+                    }
+                }
+            }
+        }
     }
 
     /// Adds a location that is not in the table; `hash` is its path's.
     mutating func insert(_ location: LocationState, hash: UInt64) {
         if (locations.count + 1) * 4 > slots.count * 3 { grow() }
         locations.append(location)
-        place(Slot(hash: hash, location: Unmanaged.passUnretained(location)))
-    }
-
-    /// Puts a location that moved under its new path: it is taken out of the slot of `old`
-    /// (whose hash is `oldHash`) and put in under `hash`, the hash of its address now.
-    mutating func rekey(_ location: LocationState, from oldHash: UInt64, to hash: UInt64) {
-        slots.withUnsafeMutableBufferPointer { slots in
-            let mask = slots.count - 1
-            var hole = Int(truncatingIfNeeded: oldHash) & mask
-            while slots[hole].location?.takeUnretainedValue() !== location {
-                guard slots[hole].hash != 0 else { return }
-                hole = (hole + 1) & mask
-            }
-            slots[hole] = Slot()
-            // Backward-shift deletion: later entries of the run move into the hole when their
-            // home slot is not between the hole and where they are.
-            var next = (hole + 1) & mask
-            while slots[next].hash != 0 {
-                let home = Int(truncatingIfNeeded: slots[next].hash) & mask
-                let homeIsBetween = hole <= next ? (hole < home && home <= next) : (hole < home || home <= next)
-                if !homeIsBetween {
-                    slots[hole] = slots[next]
-                    slots[next] = Slot()
-                    hole = next
-                }
-                next = (next + 1) & mask
-            }
-        }
         place(Slot(hash: hash, location: Unmanaged.passUnretained(location)))
     }
 
@@ -147,12 +146,22 @@ struct LocationTable {
     /// Chosen per process, so that which paths collide cannot be worked out in advance.
     private static let seed = UInt64.random(in: .min ... .max)
 
-    /// The hash of a path's bytes: 8 bytes at a time, each folded in by a 64×64→128-bit
-    /// multiply (as wyhash does). Never 0.
-    static func hash(_ bytes: UnsafeRawBufferPointer) -> UInt64 { hash(bytes, continuing: seed) }
+    /// The hash of a path's identity: its dataset's bytes, then its id's (a location
+    /// keeps it wherever it moves). Never 0.
+    static func hash(_ path: UnsafeRawBufferPointer) -> UInt64 {
+        let (dataset, id) = LocationAddress.identity(ofPath: path)
+        return identityHash(dataset: dataset, id: id)
+    }
+
+    /// The hash of a dataset and a location id.
+    static func identityHash(dataset: UnsafeRawBufferPointer, id: UnsafeRawBufferPointer) -> UInt64 {
+        hash(id, continuing: hash(dataset, continuing: seed))
+    }
+
 
     /// The hash of some bytes, continuing from `start` (a seed, or the hash of what came
-    /// before them).
+    /// before them): 8 bytes at a time, each folded in by a 64×64→128-bit multiply (as
+    /// wyhash does). Never 0.
     static func hash(_ bytes: UnsafeRawBufferPointer, continuing start: UInt64) -> UInt64 {
         @inline(__always) func mix(_ value: UInt64) -> UInt64 {
             let product = value.multipliedFullWidth(by: 0xA076_1D64_78BD_642F)
@@ -173,10 +182,10 @@ struct LocationTable {
         return hash == 0 ? 1 : hash
     }
 
-    /// The hash of a path.
+    /// The hash of a path's identity.
     static func hash(_ path: Substring) -> UInt64 { withBytes(path) { hash($0) } }
 
-    /// The hash of an address's path.
+    /// The hash of an address's identity.
     static func hash(_ address: LocationAddress) -> UInt64 { address.withPathBytes { hash($0) } }
 
     private static func withBytes<Result>(_ path: Substring, _ body: (UnsafeRawBufferPointer) -> Result) -> Result {

@@ -71,6 +71,9 @@ public struct SummaryTracker {
     /// update moves two counters instead of hashing two titles.
     final class Aggregate {
         let key: Key
+        /// A floor's building (`nil` for a building): a location holds its floor's aggregate
+        /// alone, and reaches its building's through it.
+        let building: Aggregate?
         // Changed only through the store (see `LiveStore`'s note on exclusivity).
         @exclusivity(unchecked) var locations = 0
         @exclusivity(unchecked) var counts: [Int] = []
@@ -79,8 +82,9 @@ public struct SummaryTracker {
         @exclusivity(unchecked) var dirty = false
         var lastHandedOut: LiveTimestamp?
 
-        init(_ key: Key) {
+        init(_ key: Key, building: Aggregate? = nil) {
             self.key = key
+            self.building = building
         }
 
         private func count(_ state: Int32, _ delta: Int) {
@@ -137,7 +141,7 @@ public struct SummaryTracker {
     private var dirty: [Aggregate] = []
     /// The last floor asked for: locations tend to arrive floor by floor (a restore reads
     /// them in address order), so most lookups end here.
-    private var lastFloor: (floor: Aggregate, building: Aggregate)?
+    private var lastFloor: Aggregate?
     public var interval: Duration
     /// The legend titles that contributions' states number.
     var titles: [String]
@@ -155,28 +159,27 @@ public struct SummaryTracker {
     /// The aggregate of a floor or building, if a location was ever counted there.
     func aggregate(_ key: Key) -> Aggregate? { aggregates[key] }
 
-    /// The floor and building aggregates of a location, created on first use.
-    mutating func aggregates(for address: LocationAddress) -> (floor: Aggregate, building: Aggregate) {
+    /// The floor aggregate of a location (and its building's), created on first use.
+    mutating func floorAggregate(for address: LocationAddress) -> Aggregate {
         if let lastFloor {
-            let key = lastFloor.floor.key
+            let key = lastFloor.key
             if let floor = key.floor, address.has(.floor, floor) && address.has(.building, key.building) && address.has(.venue, key.venue)
                 && address.has(.dataset, key.dataset)
             {
                 return lastFloor
             }
         }
-        func aggregate(_ key: Key) -> Aggregate {
+        func aggregate(_ key: Key, building: @autoclosure () -> Aggregate?) -> Aggregate {
             if let existing = aggregates[key] { return existing }
-            let created = Aggregate(key)
+            let created = Aggregate(key, building: building())
             aggregates[key] = created
             return created
         }
-        let found = (
-            floor: aggregate(Key(dataset: address.dataset, venue: address.venue, building: address.building, floor: address.floor)),
-            building: aggregate(Key(dataset: address.dataset, venue: address.venue, building: address.building))
-        )
-        lastFloor = found
-        return found
+        let floor = aggregate(
+            Key(dataset: address.dataset, venue: address.venue, building: address.building, floor: address.floor),
+            building: aggregate(Key(dataset: address.dataset, venue: address.venue, building: address.building), building: nil))
+        lastFloor = floor
+        return floor
     }
 
     /// Records what a location now contributes.
@@ -185,35 +188,38 @@ public struct SummaryTracker {
         let old = location.contribution
         location.contribution = contribution
         replace(location.floorSummary, old, contribution)
-        replace(location.buildingSummary, old, contribution)
     }
 
     /// Moves a location's contribution from the floor and building it was counted in to
     /// those of `address`.
     mutating func move(_ location: LocationState, to address: LocationAddress) {
-        if let old = location.contribution {
-            withdraw(location.floorSummary, old)
-            withdraw(location.buildingSummary, old)
-        }
-        let (floor, building) = aggregates(for: address)
+        if let old = location.contribution { withdraw(location.floorSummary, old) }
+        let floor = floorAggregate(for: address)
         location.floorSummary = floor
-        location.buildingSummary = building
-        if let contribution = location.contribution {
-            replace(floor, nil, contribution)
-            replace(building, nil, contribution)
+        if let contribution = location.contribution { replace(floor, nil, contribution) }
+    }
+
+    /// Takes a contribution out of a floor's totals and its building's.
+    private mutating func withdraw(_ floor: Aggregate, _ old: Contribution) {
+        floor.withdraw(old)
+        markDirty(floor)
+        if let building = floor.building {
+            building.withdraw(old)
+            markDirty(building)
         }
     }
 
-    private mutating func withdraw(_ aggregate: Aggregate, _ old: Contribution) {
-        aggregate.withdraw(old)
-        if !aggregate.dirty {
-            aggregate.dirty = true
-            dirty.append(aggregate)
+    /// Replaces a contribution in a floor's totals and its building's.
+    private mutating func replace(_ floor: Aggregate, _ old: Contribution?, _ new: Contribution) {
+        floor.replace(old, with: new)
+        markDirty(floor)
+        if let building = floor.building {
+            building.replace(old, with: new)
+            markDirty(building)
         }
     }
 
-    private mutating func replace(_ aggregate: Aggregate, _ old: Contribution?, _ new: Contribution) {
-        aggregate.replace(old, with: new)
+    private mutating func markDirty(_ aggregate: Aggregate) {
         if !aggregate.dirty {
             aggregate.dirty = true
             dirty.append(aggregate)

@@ -47,6 +47,18 @@ public struct LiveProperties: Hashable, Sendable, Sequence, ExpressibleByDiction
         }
     }
 
+    /// These properties in storage of their own with no room to spare (a decoded payload's
+    /// has room for more): what a holder keeps for long takes this.
+    public func compacted() -> LiveProperties {
+        guard properties.capacity > properties.count else { return self }
+        let properties = self.properties
+        return LiveProperties(
+            distinct: [Property](unsafeUninitializedCapacity: properties.count) { buffer, initialized in
+                for index in properties.indices { (buffer.baseAddress! + index).initialize(to: properties[index]) }
+                initialized = properties.count
+            })
+    }
+
     public var count: Int { properties.count }
     public var isEmpty: Bool { properties.isEmpty }
 
