@@ -50,6 +50,8 @@ let package = Package(
         .target(name: "LiveTopics"),
         .target(name: "DisplayRules", dependencies: ["LiveTopics"]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        // The C library's malloc.h: the daemon hands free heap pages back after a start.
+        .systemLibrary(name: "CMalloc"),
         .target(name: "CPrefetch"),
         // The pure core: no C library (CPrefetch is one compiler builtin in a header), no I/O.
         .target(name: "LiveState", dependencies: ["LiveTopics", "DisplayRules", "CPrefetch"]),
@@ -64,7 +66,7 @@ let package = Package(
         .target(
             name: "LiveDataServer",
             dependencies: [
-                "LiveTopics", "DisplayRules", "LiveState", "LiveStatePersistence", "LiveDataConfiguration", "Mosquitto",
+                "LiveTopics", "DisplayRules", "LiveState", "LiveStatePersistence", "LiveDataConfiguration", "Mosquitto", "CMalloc",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),

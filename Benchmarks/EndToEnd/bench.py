@@ -145,7 +145,9 @@ def daemon_run(tools, args, folder):
     log = open(os.path.join(folder, "daemon.log"), "w+")
     # BENCH_WRAP: a command to run the daemon under (a heap profiler, say), split at spaces.
     wrap = os.environ.get("BENCH_WRAP", "").split()
-    daemon = subprocess.Popen(wrap + [args.livedata, "serve", "--config", config], stdout=log, stderr=subprocess.STDOUT)
+    # In a session of its own, so that the stop reaches the daemon under a wrapper too.
+    daemon = subprocess.Popen(wrap + [args.livedata, "serve", "--config", config], stdout=log, stderr=subprocess.STDOUT,
+                              start_new_session=True)
     publisher = None
     try:
         deadline = time.time() + 60
@@ -213,7 +215,7 @@ def daemon_run(tools, args, folder):
     finally:
         if publisher and publisher.poll() is None:
             publisher.kill()
-        daemon.send_signal(signal.SIGTERM)
+        os.killpg(daemon.pid, signal.SIGTERM)
         daemon.wait(timeout=30)
         broker.stop()
 

@@ -353,6 +353,65 @@ struct PersistenceTests {
         try? FileManager.default.removeItem(at: directory)
     }
 
+    @Test("locations that show the same style share one key; keys no location shows any more are swept from the pool as it grows")
+    func sharedStyleKeys() throws {
+        let store = LiveStore(ruleEngine: try LiveStoreTests.engine(staleAfter: nil))
+        let now = LiveStoreTests.start
+        func occupy(_ location: Int, _ people: Int) throws {
+            _ = store.apply(
+                LiveUpdate(
+                    topic: try LiveTopic(parsing: "ds1/hq/B/F3/R7/loc-\(location)/occupancy"), timestamp: now,
+                    properties: ["nrOfPeople": "\(people)", "capacity": "8"]),
+                now: now)
+        }
+        for location in 0..<200 { try occupy(location, location % 3 + 1) }
+        #expect(store.styleKeys.count == 3)
+        let states = (0..<200).map {
+            store.locations.find(at: LocationAddress(dataset: "ds1", venue: "hq", building: "B", floor: "F3", room: "R7", location: "loc-\($0)"))!
+        }
+        #expect(states[0].published === states[3].published)
+        #expect(states[0].published !== states[1].published)
+        #expect(store[states[1].address]?.published?.style.label == "2/8")
+
+        // 1,500 distinct labels, all held; then none of them is.
+        for location in 0..<1_500 { try occupy(location, location + 1_000) }
+        #expect(store.styleKeys.count >= 1_500)
+        for location in 0..<1_500 { try occupy(location, 1) }
+        // New keys past the next sweep's mark: the ones nobody holds go.
+        for location in 1_500..<2_100 { try occupy(location, location + 10_000) }
+        #expect(store.styleKeys.count <= 602, "\(store.styleKeys.count) keys pooled")
+        #expect(store[states[5].address]?.published?.style.label == "1/8")
+    }
+
+    @Test("changed locations are taken once and made into records a part at a time, as they are then; one changed again meanwhile, or whose write failed, is taken again")
+    func changedLocationsInParts() throws {
+        let store = LiveStore(ruleEngine: try LiveStoreTests.engine(staleAfter: nil))
+        let now = LiveStoreTests.start
+        func occupy(_ room: Int, _ people: Int) throws {
+            _ = store.apply(
+                LiveUpdate(
+                    topic: try LiveTopic(parsing: "ds1/hq/B/F3/R7/room-\(room)/occupancy"), timestamp: now, properties: ["nrOfPeople": "\(people)"]),
+                now: now)
+        }
+        for room in 0..<10 { try occupy(room, 1) }
+        let changed = store.takeChangedLocations()
+        #expect(changed.count == 10)
+        #expect(store.takeChangedLocations().count == 0)
+        let first = store.records(changed, in: 0..<4)
+        #expect(first.map(\.address.location) == (0..<4).map { "room-\($0)" })
+        // Room 7 changes before its part is made: its record is the newest, and the next
+        // snapshot takes it again.
+        try occupy(7, 5)
+        let rest = store.records(changed, in: 4..<10)
+        #expect(rest.first { $0.address.location == "room-7" }?.values.first?.properties["nrOfPeople"] == "5")
+        let again = store.takeChangedLocations()
+        #expect(store.records(again, in: 0..<again.count).map(\.address.location) == ["room-7"])
+        // A failed part is marked for the next snapshot; a location is taken once however often marked.
+        store.markDirty(changed, in: 8..<10)
+        store.markDirty(changed, in: 9..<10)
+        #expect(store.takeDirty().map(\.address.location) == ["room-8", "room-9"])
+    }
+
     @Test("a restored store publishes nothing for locations whose style did not change")
     func restoreWithoutRepublishing() throws {
         let engine = try LiveStoreTests.engine(staleAfter: .seconds(60))
@@ -392,7 +451,8 @@ struct PersistenceTests {
 struct LocationTableTests {
     static func state(_ address: LocationAddress) -> LocationState {
         let aggregate = SummaryTracker.Aggregate(SummaryTracker.Key(dataset: "d", venue: "v", building: "b"))
-        return LocationState(LocationRecord(address: address), published: .none, floor: aggregate)
+        var keys = StyleKeyPool()
+        return LocationState(LocationRecord(address: address), published: .none, floor: aggregate, keys: &keys)
     }
 
     static func address(_ number: Int) -> LocationAddress {

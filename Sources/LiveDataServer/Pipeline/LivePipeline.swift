@@ -4,6 +4,7 @@ import LiveDataConfiguration
 import LiveState
 import LiveStatePersistence
 import LiveTopics
+import CMalloc
 import Logging
 import Mosquitto
 
@@ -210,6 +211,10 @@ public actor LivePipeline {
         // Staleness caught up (and everything derived again under changed rules) once, after
         // the journal brought the values up to date.
         core.finishRestore(&restored, now: .now)
+        // The restore's and the replay's passing allocations (records read on other threads,
+        // journal segments) leave free memory scattered over the heap: its pages go back to
+        // the system, so that what stays resident is the state.
+        malloc_trim(0)
         // The checkpoint vouches for the styles as they were at the stop: not for what the
         // journal or the catch-up changed since.
         if replayed.records > 0 || restored.changed > 0 {
@@ -521,10 +526,9 @@ public actor LivePipeline {
     /// holds any more, and every summary.
     private func resend(_ recentTopics: [String]) -> Int {
         var count = 0
-        let stylePrefix = topics.prefix + "/style/"
         let now = LiveTimestamp.now
-        for topic in Set(recentTopics) where topic.hasPrefix(stylePrefix) {
-            guard let address = LocationAddress(path: String(topic.dropFirst(stylePrefix.count))) else { continue }
+        for topic in Set(recentTopics) {
+            guard let address = topics.address(ofStyleTopic: topic) else { continue }
             if let change = core.store.republication(at: address, now: now) {
                 publisher.send(change: change)
             } else if core.store[address] == nil {
@@ -554,6 +558,9 @@ public actor LivePipeline {
             convergence = nil
             self.reader = nil
             convergenceRead += reader.count
+            // A full read's passing allocations (a message and a topic for each retained
+            // style) go back to the system with it.
+            if reader.count > 10_000 { malloc_trim(0) }
         }
         reader.begin()
         var legends: [String] = []
@@ -790,31 +797,50 @@ public actor LivePipeline {
             _ = core.store.takeVacated()
             return
         }
-        let dirty = core.takeDirty()
+        let changed = core.store.takeChangedLocations()
         let vacated = core.store.takeVacated()
         let position = intake.journal != nil ? appliedPosition : nil
-        guard !dirty.isEmpty || !vacated.isEmpty || position != coveredPosition else { return }
-        if let failure = await writer.write(dirty, deleting: vacated, journalPosition: position, journal: intake.journal) {
-            // Kept for the next try: the store still holds these records, and the journal
-            // everything since the last snapshot.
-            core.markDirty(dirty.map(\.address))
-            core.store.returnVacated(vacated)
-            snapshotFailures += 1
-            snapshotFault = "cannot write the state file: \(failure)"
-            if let suppressed = snapshotFaultLog.admit() {
-                let more = suppressed > 0 ? " (\(suppressed) more failures since the last report)" : ""
-                logger.error(
-                    "cannot write the state file (\(failure)); the journal keeps every update until it can\(more)",
-                    metadata: ["store.path": "\(config.store.path)"])
+        guard changed.count > 0 || !vacated.isEmpty || position != coveredPosition else { return }
+        // In parts, each its own transaction, so that the records of a large batch are never
+        // all in memory at once; the journal position goes with the last part, once
+        // everything it covers is written.
+        var start = 0
+        repeat {
+            let end = min(start + Self.snapshotPart, changed.count)
+            let records = core.store.records(changed, in: start..<end)
+            let isLast = end == changed.count
+            if let failure = await writer.write(
+                records, deleting: start == 0 ? vacated : [], journalPosition: isLast ? position : nil,
+                journal: isLast ? intake.journal : nil)
+            {
+                // Kept for the next try: the store still holds these records, and the journal
+                // everything since the last snapshot.
+                core.store.markDirty(changed, in: start..<changed.count)
+                if start == 0 { core.store.returnVacated(vacated) }
+                snapshotFailures += 1
+                snapshotFault = "cannot write the state file: \(failure)"
+                if let suppressed = snapshotFaultLog.admit() {
+                    let more = suppressed > 0 ? " (\(suppressed) more failures since the last report)" : ""
+                    logger.error(
+                        "cannot write the state file (\(failure)); the journal keeps every update until it can\(more)",
+                        metadata: ["store.path": "\(config.store.path)"])
+                }
+                return
             }
-        } else {
-            if snapshotFault != nil {
-                logger.notice("the state file is writable again", metadata: ["store.path": "\(config.store.path)"])
-            }
-            snapshotFault = nil
-            coveredPosition = position
+            start = end
+        } while start < changed.count
+        if snapshotFault != nil {
+            logger.notice("the state file is writable again", metadata: ["store.path": "\(config.store.path)"])
         }
+        snapshotFault = nil
+        coveredPosition = position
     }
+
+    /// How many records a snapshot writes in one transaction at most: enough that a part
+    /// does not rewrite the pages of the one before (each transaction writes every page it
+    /// touches to the write-ahead log, and at a million locations changes fall on every
+    /// page), few enough that its records take tens of megabytes, not hundreds.
+    static let snapshotPart = 65_536
 
     /// Why updates cannot be kept right now (the journal or the state file cannot be
     /// written), if they cannot: readiness reports it.
@@ -880,8 +906,8 @@ public actor LivePipeline {
             // retained style is still to be read, or it is among those the end of the read
             // publishes), or, while the checkpoint is checked, it waits to be known right.
             if held != nil {
-                if let old = change.movedFrom { held!.put(topics.clearing(styleOf: old), since: arrived) }
-                held!.put(change, topic: topics.style(change.address), since: arrived)
+                if let old = change.movedFrom { held!.put(topics.clearing(styleOf: old), under: .style(old), since: arrived) }
+                held!.put(change, since: arrived)
             }
             return
         }

@@ -57,7 +57,7 @@ struct Publisher {
         }
     }
     /// Publications the library refused, tried again on the pipeline's tick.
-    private var refused: [(topic: String, entry: PendingOutput.Entry)] = []
+    private var refused: [(key: PendingOutput.Key, entry: PendingOutput.Entry)] = []
     /// Publications dropped after ``maximumAttempts`` refusals, and the last reason.
     private(set) var dropped = 0
     private(set) var lastDropped: String?
@@ -89,12 +89,12 @@ struct Publisher {
 
     /// Puts a derived change in line; `since` is when the update behind it arrived.
     mutating func send(change: DerivedChange, since: ContinuousClock.Instant? = nil) {
-        pending.put(change, topic: topics.style(change.address), since: since)
+        pending.put(change, since: since)
     }
 
     /// A derived change already built (it waited for `output.minInterval`).
     mutating func send(changePublication publication: Publication) {
-        pending.put(publication)
+        pending.put(publication, under: topics.pendingKey(of: publication))
         changes += 1
     }
 
@@ -104,7 +104,7 @@ struct Publisher {
     }
 
     mutating func send(_ publication: Publication) {
-        pending.put(publication)
+        pending.put(publication, under: topics.pendingKey(of: publication))
     }
 
     mutating func send(_ item: PendingOutput.Item, since: ContinuousClock.Instant? = nil) {
@@ -122,12 +122,14 @@ struct Publisher {
         guard room > 0 else { return pending.isEmpty ? .empty : .windowFull }
         return client.withBatchedSends { () -> Drained in
             while room > 0 {
-                guard let (topic, entry) = pending.take() else { return .empty }
+                guard let (key, entry) = pending.take() else { return .empty }
                 let publication: Publication
                 switch entry.item {
-                case .change(let change): publication = Publication(topic: topic, payload: topics.payload(change), retain: topics.retain)
+                case .change(let change):
+                    publication = Publication(topic: topics.style(change.address), payload: topics.payload(change), retain: topics.retain)
                 case .publication(let ready): publication = ready
                 }
+                let topic = publication.topic
                 do throws(MQTTError) {
                     try client.send(topic, payload: publication.payload, qos: qos, retain: publication.retain, origin: entry.since)
                     if case .change = entry.item { changes += 1 }
@@ -139,13 +141,13 @@ struct Publisher {
                     }
                     handedOver += 1
                 } catch .disconnected {
-                    pending.putBack(topic: topic, entry)
+                    pending.putBack(key, entry)
                     return .disconnected
                 } catch {
                     var entry = entry
                     entry.refusals += 1
                     if entry.refusals < Self.maximumAttempts {
-                        refused.append((topic, entry))
+                        refused.append((key, entry))
                     } else {
                         dropped += 1
                         lastDropped = "\(topic): \(error)"
@@ -168,8 +170,8 @@ struct Publisher {
     mutating func retryRefused() {
         let again = refused
         refused.removeAll()
-        for (topic, entry) in again {
-            pending.putBack(topic: topic, entry)
+        for (key, entry) in again {
+            pending.putBack(key, entry)
         }
     }
 }

@@ -333,7 +333,5 @@ public final class LiveCore {
 
     public func takeDirty() -> [LocationRecord] { store.takeDirty() }
 
-    public func markDirty(_ addresses: [LocationAddress]) { store.markDirty(addresses) }
-
     public func discardDirty() { store.discardDirty() }
 }

@@ -29,6 +29,19 @@ public struct OutputTopics: Sendable {
     /// `{prefix}/style/{dataset}/{venue}/{building}/{floor}/{room}/{location}`
     public func style(_ address: LocationAddress) -> String { prefix + "/style/" + address.path }
 
+    /// The address whose style topic this is, if it is one.
+    public func address(ofStyleTopic topic: String) -> LocationAddress? {
+        let stylePrefix = prefix + "/style/"
+        guard topic.hasPrefix(stylePrefix) else { return nil }
+        return LocationAddress(path: String(topic.dropFirst(stylePrefix.count)))
+    }
+
+    /// What a publication waits under in a ``PendingOutput``: a style topic's is its
+    /// location's, as its derived changes', so that whichever came last wins.
+    public func pendingKey(of publication: Publication) -> PendingOutput.Key {
+        address(ofStyleTopic: publication.topic).map { .style($0) } ?? .topic(publication.topic)
+    }
+
     /// `{prefix}/summary/{dataset}/{venue}/{building}[/{floor}]`
     public func summary(_ key: SummaryTracker.Key) -> String {
         "\(prefix)/summary/\(key.dataset)/\(key.venue)/\(key.building)" + (key.floor.map { "/" + $0 } ?? "")

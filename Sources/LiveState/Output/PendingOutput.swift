@@ -1,3 +1,5 @@
+import LiveTopics
+
 /// What waits to be published while the broker takes publications more slowly than styles
 /// change: at most one entry per topic, the newest (latest wins), in the order the topics
 /// first waited. So its size is bounded by the number of topics (locations, floors,
@@ -9,9 +11,20 @@
 /// newer change of the same location replaces a waiting one, the newer keeps the older
 /// one's "before", so that its `changed` fields are counted from the style last sent.
 ///
+/// A location's change waits under its address, not under its topic: its topic is made
+/// when it leaves, so that a waiting change costs no string of its own (with the change
+/// itself, about 150 bytes an entry; a fill of a million locations at a broker that takes
+/// publications slowly has hundreds of thousands waiting).
+///
 /// Pure bookkeeping: the caller puts, takes what the window has room for, and puts back
 /// what the client could not take.
 public struct PendingOutput {
+    /// What an entry waits under: a location's style topic, by its address, or a topic.
+    public enum Key: Hashable, Sendable {
+        case style(LocationAddress)
+        case topic(String)
+    }
+
     public enum Item {
         case change(DerivedChange)
         case publication(Publication)
@@ -25,10 +38,10 @@ public struct PendingOutput {
         public var refusals = 0
     }
 
-    private var entries: [String: Entry] = [:]
-    /// Topics in the order they first waited; `head` is the next to leave. A topic appears
-    /// once while it waits.
-    private var order: [String] = []
+    private var entries: [Key: Entry] = [:]
+    /// Keys in the order they first waited; `head` is the next to leave. A key appears once
+    /// while it waits.
+    private var order: [Key] = []
     private var head = 0
     /// Entries replaced by a newer one of their topic before they left.
     public private(set) var coalesced = 0
@@ -41,18 +54,19 @@ public struct PendingOutput {
     public var isEmpty: Bool { entries.isEmpty }
 
     /// Puts a publication in line for its topic, replacing whatever waited there.
-    public mutating func put(_ publication: Publication, since: ContinuousClock.Instant? = nil) {
-        put(topic: publication.topic, .publication(publication), since: since)
+    /// `key`: what it waits under (``OutputTopics/pendingKey(of:)``; by default its topic).
+    public mutating func put(_ publication: Publication, under key: Key? = nil, since: ContinuousClock.Instant? = nil) {
+        put(key ?? .topic(publication.topic), .publication(publication), since: since)
     }
 
     /// Puts a derived change in line for its location's style topic.
-    public mutating func put(_ change: DerivedChange, topic: String, since: ContinuousClock.Instant? = nil) {
-        put(topic: topic, .change(change), since: since)
+    public mutating func put(_ change: DerivedChange, since: ContinuousClock.Instant? = nil) {
+        put(.style(change.address), .change(change), since: since)
     }
 
-    private mutating func put(topic: String, _ item: Item, since: ContinuousClock.Instant?) {
+    private mutating func put(_ key: Key, _ item: Item, since: ContinuousClock.Instant?) {
         puts += 1
-        if var waiting = entries[topic] {
+        if var waiting = entries[key] {
             coalesced += 1
             var item = item
             if case .change(var newer) = item, case .change(let older) = waiting.item {
@@ -62,21 +76,21 @@ public struct PendingOutput {
             waiting.item = item
             waiting.since = Self.earlier(waiting.since, since)
             waiting.refusals = 0
-            entries[topic] = waiting
+            entries[key] = waiting
         } else {
-            entries[topic] = Entry(item: item, since: since)
-            order.append(topic)
+            entries[key] = Entry(item: item, since: since)
+            order.append(key)
         }
     }
 
     /// Takes the entry that has waited longest.
-    public mutating func take() -> (topic: String, entry: Entry)? {
+    public mutating func take() -> (key: Key, entry: Entry)? {
         while head < order.count {
-            let topic = order[head]
+            let key = order[head]
             head += 1
-            if let entry = entries.removeValue(forKey: topic) {
+            if let entry = entries.removeValue(forKey: key) {
                 compact()
-                return (topic, entry)
+                return (key, entry)
             }
         }
         compact()
@@ -84,15 +98,15 @@ public struct PendingOutput {
     }
 
     /// Puts back an entry just taken that could not leave (the connection dropped): first
-    /// in line again, unless a newer one of its topic came meanwhile.
-    public mutating func putBack(topic: String, _ entry: Entry) {
-        guard entries[topic] == nil else { return }
-        entries[topic] = entry
+    /// in line again, unless a newer one of its key came meanwhile.
+    public mutating func putBack(_ key: Key, _ entry: Entry) {
+        guard entries[key] == nil else { return }
+        entries[key] = entry
         if head > 0 {
             head -= 1
-            order[head] = topic
+            order[head] = key
         } else {
-            order.insert(topic, at: 0)
+            order.insert(key, at: 0)
         }
     }
 

@@ -11,7 +11,7 @@ public struct DerivedChange: Sendable, Equatable {
     /// The published style a change replaces.
     enum Before: Sendable {
         case none
-        case key(StyleKey)
+        case key(SharedStyleKey)
         case style(ForeignStyle)
         /// Nothing at this topic: the location has just moved here from that address.
         case moved(MovedFrom)
@@ -28,7 +28,10 @@ public struct DerivedChange: Sendable, Equatable {
     }
 
     public var address: LocationAddress
-    let key: StyleKey
+    /// The new style's key, as the location holds it (a reference: a change that waits to
+    /// be published takes 64 bytes).
+    let shared: SharedStyleKey
+    var key: StyleKey { shared.key }
     var before: Before
     let ruleEngine: RuleEngine
     /// The location's values, stale ones included (``live`` leaves them out).
@@ -45,11 +48,11 @@ public struct DerivedChange: Sendable, Equatable {
     public var updatedAt: LiveTimestamp
 
     init(
-        address: LocationAddress, key: StyleKey, before: Before, ruleEngine: RuleEngine, values: [DomainValue], version: UInt64,
-        updatedAt: LiveTimestamp
+        address: LocationAddress, key: SharedStyleKey, before: Before, ruleEngine: RuleEngine, values: [DomainValue],
+        version: UInt64, updatedAt: LiveTimestamp
     ) {
         self.address = address
-        self.key = key
+        self.shared = key
         self.before = before
         self.ruleEngine = ruleEngine
         self.values = values
@@ -72,7 +75,7 @@ public struct DerivedChange: Sendable, Equatable {
     private func changedFields(_ style: Style) -> StyleFieldSet {
         let old: Style = switch before {
         case .none, .moved: Style()
-        case .key(let key): ruleEngine.style(key, at: address)
+        case .key(let key): ruleEngine.style(key.key, at: address)
         case .style(let foreign): foreign.derived.style
         }
         return style.changedFieldSet(from: old)

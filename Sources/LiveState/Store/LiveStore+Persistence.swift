@@ -3,26 +3,42 @@ import LiveTopics
 
 /// What persistence reads from the store and puts back into it.
 extension LiveStore {
-    /// The locations changed since the last call, for the write-behind writer.
+    /// The records of the locations changed since the last call.
     public func takeDirty() -> [LocationRecord] {
-        defer { dirty.removeAll(keepingCapacity: true) }
-        return dirty.map { state in
-            state.dirty = false
-            return state.record(ruleEngine)
-        }
+        let changed = takeChangedLocations()
+        return records(changed, in: 0..<changed.count)
+    }
+
+    /// The locations changed since the last call, for the write-behind writer to make
+    /// records of a part at a time (``records(_:in:)``): after a fill of a million
+    /// locations, not a million records at once. A location that changes again before its
+    /// part is written is taken again by the next call.
+    public func takeChangedLocations() -> ChangedLocations {
+        for state in dirty { state.dirty = false }
+        defer { dirty = [] }
+        return ChangedLocations(states: dirty)
+    }
+
+    /// Locations taken by ``takeChangedLocations()``.
+    public struct ChangedLocations {
+        fileprivate let states: [LocationState]
+        public var count: Int { states.count }
+    }
+
+    /// The records of some of the changed locations, as they are now.
+    public func records(_ changed: ChangedLocations, in range: Range<Int>) -> [LocationRecord] {
+        changed.states[range].map { $0.record(ruleEngine) }
+    }
+
+    /// Marks some of the changed locations for writing again (their write failed).
+    public func markDirty(_ changed: ChangedLocations, in range: Range<Int>) {
+        for state in changed.states[range] { markDirty(state) }
     }
 
     /// Forgets which locations changed, when nothing is written (an in-memory store).
     public func discardDirty() {
         for state in dirty { state.dirty = false }
         dirty.removeAll(keepingCapacity: true)
-    }
-
-    /// Marks locations for writing again (after a failed write).
-    public func markDirty(_ addresses: [LocationAddress]) {
-        for address in addresses {
-            if let state = locations.find(address) { markDirty(state) }
-        }
     }
 
     /// Whether changes wait to be written.
@@ -103,12 +119,12 @@ extension LiveStore {
             }
             state = existing
             state.setValues(record.values)
-            state.setPublished(prepared.published)
+            state.setPublished(prepared.published, keys: &styleKeys)
             state.version = version
         } else {
             state = insert(record, hash: prepared.hash, published: prepared.published)
         }
-        state.outOfScope = prepared.outOfScope
+        state.outOfScope = outOfScopeSelections.number(of: prepared.outOfScope)
         scheduleAll(state)
         summaries.update(state, prepared.contribution)
     }

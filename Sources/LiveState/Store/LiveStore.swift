@@ -52,6 +52,10 @@ public final class LiveStore {
     /// The locations by floor, for queries.
     var floorIndex = FloorIndex()
     @exclusivity(unchecked) private var expiries = ExpiryQueue()
+    /// The keys of the styles locations show (see ``LocationState/published``).
+    @exclusivity(unchecked) var styleKeys = StyleKeyPool()
+    /// What locations' addresses leave out under the current rules (see ``LocationState/outOfScope``).
+    @exclusivity(unchecked) var outOfScopeSelections = SharedSelections()
     @exclusivity(unchecked) var dirty: [LocationState] = []
     /// New locations beyond this many are refused (``Outcome/tooManyLocations``); a restore
     /// puts back every stored one.
@@ -166,10 +170,10 @@ public final class LiveStore {
         summaries.move(state, to: address)
         floorIndex.insert(state)
         // What was worked out for the old address is forgotten.
-        state.outOfScope = nil
+        state.outOfScope = 0
         state.acceptedDomains = 0
         // Nothing is published at the new topic yet: the next change carries every field.
-        state.setPublished(.none)
+        state.setPublished(.none, keys: &styleKeys)
         vacated.append(old)
         if counted { counters.moves += 1 }
         markDirty(state)
@@ -349,13 +353,17 @@ public final class LiveStore {
         self.ruleEngine = ruleEngine
         numberStaleDomains()
         expiries.removeAll()
+        outOfScopeSelections.removeAll()
+        // Every location's style is foreign to the new rules until derived again.
+        styleKeys = StyleKeyPool()
         // Legend-state numbers and stale-domain numbers belong to the old rules: start over.
         summaries.resetTotals(titles: ruleEngine.legendTitles)
         for state in locations.locations {
             let published = state.publishedStyle(old)
-            state.setPublished(published.map { .foreign(ForeignStyle($0, selection: ruleEngine.selection(named: $0.rules))) } ?? .none)
+            state.setPublished(
+                published.map { .foreign(ForeignStyle($0, selection: ruleEngine.selection(named: $0.rules))) } ?? .none, keys: &styleKeys)
             state.contribution = nil
-            state.outOfScope = nil
+            state.outOfScope = 0
             state.scheduledExpiries = 0
             scheduleAll(state)
         }
@@ -393,7 +401,7 @@ public final class LiveStore {
 
     /// `hash`: the record's address's ``LocationTable/hash(_:)``.
     func insert(_ record: LocationRecord, hash: UInt64, published: PublishedStyle) -> LocationState {
-        let state = LocationState(record, published: published, floor: summaries.floorAggregate(for: record.address))
+        let state = LocationState(record, published: published, floor: summaries.floorAggregate(for: record.address), keys: &styleKeys)
         locations.insert(state, hash: hash)
         floorIndex.insert(state)
         if !datasets.contains(record.address.dataset) { datasets.insert(record.address.dataset) }
@@ -438,17 +446,16 @@ public final class LiveStore {
         var values = LiveValues(domains: state.values)
         values.domainTags = state.domainTags
         let outOfScope: RuleSelection
-        if let known = state.outOfScope {
-            outOfScope = known
+        if state.outOfScope != 0 {
+            outOfScope = outOfScopeSelections[state.outOfScope]
         } else {
             outOfScope = ruleEngine.outOfScope(state.address)
-            state.outOfScope = outOfScope
+            state.outOfScope = outOfScopeSelections.number(of: outOfScope)
         }
-        // The published key is moved out of the location (and back, or into the change),
-        // never copied: a key holds three references.
-        var published = state.foreign == nil ? state.published.take() : nil
+        // The published key is taken out of the location (and put back, or replaced).
+        let published = state.foreign == nil ? state.published.take() : nil
         let key = ruleEngine.styleKey(
-            state.address, values: values, hiddenLayers: hiddenLayers, previous: published, changedDomain: changedDomain,
+            state.address, values: values, hiddenLayers: hiddenLayers, previous: published?.key, changedDomain: changedDomain,
             outOfScope: outOfScope)
         let legendState = ruleEngine.legendStateID(key.selection)
         if let changedDomain, !changedDomain.isSameIdentifier(as: Self.headcountDomain), var contribution = state.contribution {
@@ -463,29 +470,33 @@ public final class LiveStore {
                     ruleEngine: ruleEngine))
         }
         let before: DerivedChange.Before
+        let shared: SharedStyleKey
         if let foreign = state.foreign {
             state.foreign = nil
-            state.published = key
+            shared = styleKeys.share(key)
+            state.published = shared
             if !placementChanged, foreign.selection == key.selection, foreign.derived.style == ruleEngine.style(key, at: state.address) {
                 return .unchanged
             }
             before = .style(foreign)
-        } else if let previous = published.take() {
-            if previous == key, !placementChanged {
-                state.published = consume previous
+        } else if let previous = published {
+            if previous.key == key, !placementChanged {
+                state.published = previous
                 return .unchanged
             }
-            state.published = key
-            before = .key(consume previous)
+            shared = styleKeys.share(key)
+            state.published = shared
+            before = .key(previous)
         } else {
-            state.published = key
+            shared = styleKeys.share(key)
+            state.published = shared
             before = .none
         }
         state.version += 1
         counters.changes += 1
         return .changed(
             DerivedChange(
-                address: state.address, key: key, before: before, ruleEngine: ruleEngine, values: state.values,
+                address: state.address, key: shared, before: before, ruleEngine: ruleEngine, values: state.values,
                 version: state.version, updatedAt: now))
     }
 

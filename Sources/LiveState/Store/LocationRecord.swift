@@ -41,6 +41,10 @@ final class LocationState {
     /// `acceptedGeneration` (see ``LiveStore/isAccepted(_:generation:)``).
     @exclusivity(unchecked) var acceptedDomains: UInt64 = 0
     @exclusivity(unchecked) var acceptedGeneration: UInt32 = 0
+    /// The rules whose `where` criteria leave it out under the current rules
+    /// (``RuleEngine/outOfScope(_:)``), as their number in the store's shared selections:
+    /// 0 until worked out.
+    @exclusivity(unchecked) var outOfScope: UInt32 = 0
     /// Changed since the last write.
     @exclusivity(unchecked) var dirty = false
     @exclusivity(unchecked) var version: UInt64
@@ -51,32 +55,31 @@ final class LocationState {
     @exclusivity(unchecked) var contribution: SummaryTracker.Contribution?
     /// Its floor's summary totals (and through it, its building's).
     @exclusivity(unchecked) var floorSummary: SummaryTracker.Aggregate
-    /// The last published style, as its key under the current rules: `nil` until the first
+    /// The last published style, as its key under the current rules (shared with the
+    /// locations that show the same style, see ``StyleKeyPool``): `nil` until the first
     /// change is published, and while `foreign` stands in for it.
-    @exclusivity(unchecked) var published: StyleKey?
-    /// The rules whose `where` criteria leave it out under the current rules, once worked
-    /// out (``RuleEngine/outOfScope(_:)``).
-    @exclusivity(unchecked) var outOfScope: RuleSelection?
+    @exclusivity(unchecked) var published: SharedStyleKey?
     /// A published style that the current rules do not make (restored from a file written
     /// under other rules, or published before a reload), until the next derivation.
     @exclusivity(unchecked) var foreign: ForeignStyle?
 
-    init(_ record: LocationRecord, published: PublishedStyle, floor: SummaryTracker.Aggregate) {
+    init(_ record: LocationRecord, published: PublishedStyle, floor: SummaryTracker.Aggregate, keys: inout StyleKeyPool) {
         address = record.address
         values = record.values
         domainTags = IdentifierTags(record.values.lazy.map(\.domain))
         version = record.version
         floorSummary = floor
-        setPublished(published)
+        setPublished(published, keys: &keys)
     }
 
-    func setPublished(_ published: PublishedStyle) {
+    /// `keys`: the store's pool, that the key of a style the current rules make goes into.
+    func setPublished(_ published: PublishedStyle, keys: inout StyleKeyPool) {
         switch published {
         case .none:
             self.published = nil
             foreign = nil
         case .key(let key):
-            self.published = key
+            self.published = keys.share(key)
             foreign = nil
         case .foreign(let style):
             self.published = nil
@@ -87,7 +90,7 @@ final class LocationState {
     /// The last published style and its rules, as `ruleEngine` (the current rules) tells them.
     func publishedStyle(_ ruleEngine: RuleEngine) -> DerivedStyle? {
         if let foreign { return foreign.derived }
-        guard let published else { return nil }
+        guard let published = published?.key else { return nil }
         return ruleEngine.derivedStyle(ruleEngine.style(published, at: address), published.selection)
     }
 
