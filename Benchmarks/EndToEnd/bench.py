@@ -54,7 +54,7 @@ class Broker:
 
 
 def publish(tools, port, args):
-    return subprocess.Popen([os.path.join(tools, "publisher"), str(port), str(args.updates), str(args.locations), str(args.window)],
+    return subprocess.Popen([os.path.join(tools, "publisher"), str(port), str(args.updates), str(args.locations), str(args.window), str(args.rate)],
                             stdout=subprocess.PIPE, text=True)
 
 
@@ -228,6 +228,8 @@ def main():
     parser.add_argument("--updates", type=int, default=200_000)
     parser.add_argument("--locations", type=int, default=10_000)
     parser.add_argument("--window", type=int, default=1_000)
+    parser.add_argument("--rate", type=float, default=0, metavar="N",
+                        help="pace the publisher at N updates a second (default: as fast as its window allows)")
     parser.add_argument("--broker-inflight", type=int, default=0, metavar="N",
                         help="the daemon's broker's max_inflight_messages (0: unlimited; mosquitto's default is 20)")
     parser.add_argument("--min-interval", metavar="DURATION", help="run the daemon with output.minInterval, e.g. 100ms")
@@ -235,7 +237,8 @@ def main():
     parser.add_argument("--plain-socket", action="store_true", help="run the daemon with broker.bufferedSocket: false (libmosquitto's own socket calls)")
     parser.add_argument("--syscalls", metavar="FILE", help="count the daemon's system calls with `perf stat` into FILE")
     args = parser.parse_args()
-    print(f"{args.updates} QoS 1 updates over {args.locations} locations x 5 domains, publisher window {args.window}, "
+    pace = f", paced at {args.rate:,.0f}/s" if args.rate else ""
+    print(f"{args.updates} QoS 1 updates over {args.locations} locations x 5 domains, publisher window {args.window}{pace}, "
           f"daemon's broker max_inflight_messages {args.broker_inflight}; "
           f"{args.runs} runs, bare and daemon alternating", flush=True)
     ratios, results = [], []

@@ -1,8 +1,9 @@
 // The stream of the end-to-end benchmark: COUNT QoS 1 live updates over LOCATIONS
 // locations x 5 domains (occupancy, temperature, co2, humidity, availability), about 60-byte
 // payloads with epoch-millisecond timestamps, at most WINDOW unacknowledged at a time. Prints
-// the seconds until the broker acknowledged the last one.
-//   publisher PORT COUNT LOCATIONS WINDOW
+// the seconds until the broker acknowledged the last one. RATE (updates a second, optional):
+// paced at that rate rather than as fast as the window allows.
+//   publisher PORT COUNT LOCATIONS WINDOW [RATE]
 #include <mosquitto.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,10 +33,11 @@ static long long now_ms(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 5) { fprintf(stderr, "usage: publisher PORT COUNT LOCATIONS WINDOW\n"); return 2; }
+    if (argc != 5 && argc != 6) { fprintf(stderr, "usage: publisher PORT COUNT LOCATIONS WINDOW [RATE]\n"); return 2; }
     int port = atoi(argv[1]);
     long count = atol(argv[2]), locations = atol(argv[3]);
     int window = atoi(argv[4]);
+    double rate = argc == 6 ? atof(argv[5]) : 0;
     mosquitto_lib_init();
     struct mosquitto *client = mosquitto_new("bench-publisher", true, NULL);
     mosquitto_int_option(client, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V5);
@@ -49,6 +51,14 @@ int main(int argc, char **argv) {
     for (long sent = 0; sent < count; sent++) {
         // The window: wait for acknowledgements while too many are out.
         while (sent - acknowledged >= window) loop(client, 10);
+        // The pace: while ahead of it by a millisecond or more, read acknowledgements.
+        while (rate > 0) {
+            struct timespec now;
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            double ahead = sent / rate - ((double)(now.tv_sec - start.tv_sec) + (double)(now.tv_nsec - start.tv_nsec) / 1e9);
+            if (ahead < 0.001) break;
+            loop(client, (int)(ahead * 1000));
+        }
         long number = sent % locations;
         int domain = (int)((sent / locations) % 5);
         seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;

@@ -785,7 +785,24 @@ public actor LivePipeline {
         publishMarkerIfDue()
         reportRefusals()
         if ContinuousClock.now - lastSnapshot >= config.store.snapshotInterval { await flush() }
+        trimHeapAfterBurst()
     }
+
+    /// A burst (a long output line, a large snapshot) leaves its passing allocations as
+    /// free heap that the C library keeps; set when one happened.
+    private var burstToTrim = false
+
+    /// Once a burst is over (nothing waits for the broker), hands the free heap's pages back
+    /// to the system, so that the resident memory is the state's again.
+    private func trimHeapAfterBurst() {
+        if publisher.waiting >= Self.burstSize { burstToTrim = true }
+        guard burstToTrim, publisher.waiting == 0 else { return }
+        burstToTrim = false
+        malloc_trim(0)
+    }
+
+    /// How many waiting publications, or changed locations in one snapshot, make a burst.
+    static let burstSize = 65_536
 
     /// Writes every changed location to the state file, with the journal position they
     /// bring the snapshot up to (the journal's segments before it are then deleted).
@@ -798,6 +815,7 @@ public actor LivePipeline {
             return
         }
         let changed = core.store.takeChangedLocations()
+        if changed.count >= Self.burstSize { burstToTrim = true }
         let vacated = core.store.takeVacated()
         let position = intake.journal != nil ? appliedPosition : nil
         guard changed.count > 0 || !vacated.isEmpty || position != coveredPosition else { return }

@@ -20,11 +20,21 @@ final class SharedStyleKey: Sendable {
 /// without bound.
 struct StyleKeyPool {
     private var pool: [StyleKey: SharedStyleKey] = [:]
+    /// The last one shared: a restore reads locations in address order, and a room's or a
+    /// floor's neighbours tend to show the same style.
+    private var last: SharedStyleKey?
     private var sweepAt = 1024
     static let limit = 1 << 16
 
     /// The shared object of `key`.
     mutating func share(_ key: StyleKey) -> SharedStyleKey {
+        if let last, last.key == key { return last }
+        let shared = pooled(key)
+        last = shared
+        return shared
+    }
+
+    private mutating func pooled(_ key: StyleKey) -> SharedStyleKey {
         if let existing = pool[key] { return existing }
         if pool.count >= sweepAt { sweep() }
         let made = SharedStyleKey(key)

@@ -188,11 +188,24 @@ extension ClientCore {
             if errno == EAGAIN || errno == EWOULDBLOCK {
                 if buffered && livedata_io_buffered_input(socket) > 0 { continue }
                 var waiting: Int32 = 0
-                if ioctl(socket, UInt(FIONREAD), &waiting) != 0 || waiting == 0 { break }
+                if ioctl(socket, UInt(FIONREAD), &waiting) != 0 || waiting == 0 {
+                    // Over TLS, records the library already read from the socket wait
+                    // decrypted in the session: the socket shows nothing and poll would not
+                    // wake for them until more bytes come.
+                    if let ssl = mosquitto_ssl_get(mosq), let sslPending = Self.sslPending, sslPending(ssl) > 0 { continue }
+                    break
+                }
             }
         }
         return MOSQ_ERR_SUCCESS.raw
     }
+
+    /// OpenSSL's `SSL_pending`, from the libssl that libmosquitto loaded (the package does
+    /// not link OpenSSL itself): how many decrypted bytes wait in a TLS session.
+    private static let sslPending: (@convention(c) (UnsafeMutableRawPointer) -> Int32)? = {
+        guard let symbol = dlsym(nil, "SSL_pending") else { return nil }
+        return unsafeBitCast(symbol, to: (@convention(c) (UnsafeMutableRawPointer) -> Int32).self)
+    }()
 
     private func finishReadPass() {
         guard let readEnd else { return }
