@@ -133,6 +133,45 @@ SYSCALLS = ["read", "write", "writev", "sendto", "recvfrom", "poll", "ppoll", "e
             "timerfd_settime", "epoll_ctl", "mmap", "munmap", "madvise", "setsockopt"]
 
 
+def resident_bytes(pid):
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def start_daemon(args, config, log_path, http):
+    """Starts `livedata serve` and waits for /readyz; returns the process and the seconds it took."""
+    log = open(log_path, "w+")
+    # BENCH_WRAP: a command to run the daemon under (a heap profiler, say), split at spaces.
+    wrap = os.environ.get("BENCH_WRAP", "").split()
+    started = time.monotonic()
+    # In a session of its own, so that the stop reaches the daemon under a wrapper too.
+    daemon = subprocess.Popen(wrap + [args.livedata, "serve", "--config", config], stdout=log, stderr=subprocess.STDOUT,
+                              start_new_session=True)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        try:
+            if urllib.request.urlopen(f"http://127.0.0.1:{http}/readyz", timeout=2).status == 200:
+                return daemon, time.monotonic() - started
+        except Exception:
+            time.sleep(0.05)
+    log.seek(0)
+    os.killpg(daemon.pid, signal.SIGKILL)
+    raise SystemExit("the daemon did not become ready:\n" + log.read()[-3000:])
+
+
+def wait_drained(http, timeout=300):
+    """Waits until the broker has acknowledged every style; returns the seconds it took."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        values = metrics(http)
+        if values.get("livedata_output_waiting", 1) == 0 and values.get("livedata_output_in_flight", 1) == 0:
+            break
+        time.sleep(0.05)
+    return time.monotonic() - started
+
+
 def daemon_run(tools, args, folder):
     broker = Broker(folder, args.broker_inflight)
     config = os.path.join(folder, "livedata.yaml")
@@ -142,24 +181,10 @@ def daemon_run(tools, args, folder):
         plain = ", bufferedSocket: false" if args.plain_socket else ""
         f.write(rules + f"store: {{path: {folder}/state.db}}\nbroker: {{host: 127.0.0.1, port: {broker.port}, clientId: bench-daemon{plain}}}\n"
                 + f"http: {{listen: \"127.0.0.1:{http}\"}}\n")
-    log = open(os.path.join(folder, "daemon.log"), "w+")
-    # BENCH_WRAP: a command to run the daemon under (a heap profiler, say), split at spaces.
-    wrap = os.environ.get("BENCH_WRAP", "").split()
-    # In a session of its own, so that the stop reaches the daemon under a wrapper too.
-    daemon = subprocess.Popen(wrap + [args.livedata, "serve", "--config", config], stdout=log, stderr=subprocess.STDOUT,
-                              start_new_session=True)
+    daemon, _ = start_daemon(args, config, os.path.join(folder, "daemon.log"), http)
     publisher = None
     try:
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            try:
-                if urllib.request.urlopen(f"http://127.0.0.1:{http}/readyz", timeout=2).status == 200:
-                    break
-            except Exception:
-                time.sleep(0.05)
-        else:
-            log.seek(0)
-            raise SystemExit("the daemon did not become ready:\n" + log.read()[-3000:])
+        empty = resident_bytes(daemon.pid)
         profiler = None
         if args.perf or args.syscalls:
             command = (["perf", "record", "-g", "-o", args.perf] if args.perf
@@ -190,15 +215,31 @@ def daemon_run(tools, args, folder):
             profiler.wait(timeout=60)
         publisher_cpu = wait_cpu(publisher)
         # Until the broker has acknowledged every style the stream changed.
-        drained_at = time.monotonic()
-        while time.monotonic() - drained_at < 120:
-            values = metrics(http)
-            if values.get("livedata_output_waiting", 1) == 0 and values.get("livedata_output_in_flight", 1) == 0:
-                break
-            time.sleep(0.05)
-        drain = time.monotonic() - drained_at
-        time.sleep(0.5)
+        drain = wait_drained(http)
+        # A tick or two: the free heap a burst leaves goes back to the system once it is over.
+        time.sleep(2.5)
         values = metrics(http)
+        memory = {"empty_mb": empty / 2**20, "filled_per_location": (resident_bytes(daemon.pid) - empty) / args.locations}
+        if args.restart:
+            # A clean stop and a start on the same state file and broker: the time to /readyz,
+            # the restore the log reports, and the memory once it is idle.
+            memory["rss_mb"] = peak_resident_mb(daemon.pid)
+            os.killpg(daemon.pid, signal.SIGTERM)
+            daemon.wait(timeout=60)
+            # At info level: the start logs its restore time.
+            text = open(config).read().replace("log: {level: warning}", "log: {level: info}")
+            open(config, "w").write(text)
+            daemon, memory["ready_s"] = start_daemon(args, config, os.path.join(folder, "daemon-restarted.log"), http)
+            wait_drained(http)
+            time.sleep(2.5)
+            memory["restarted_per_location"] = (resident_bytes(daemon.pid) - empty) / args.locations
+            match = re.search(r"restore\.milliseconds=(\d+)", open(os.path.join(folder, "daemon-restarted.log")).read())
+            memory["restore_ms"] = int(match.group(1)) if match else None
+            # A crash and a start: no checkpoint, so every retained style is read back.
+            os.killpg(daemon.pid, signal.SIGKILL)
+            daemon.wait(timeout=60)
+            daemon, memory["ready_after_kill_s"] = start_daemon(args, config, os.path.join(folder, "daemon-killed.log"), http)
+            memory["read_after_kill"] = int(metrics(http).get("livedata_convergence_read_total", 0))
         return {
             "rate": received / elapsed, "received": received,
             "cpu_us": per_update_us(cpu, received),
@@ -206,6 +247,7 @@ def daemon_run(tools, args, folder):
             "publisher_us": per_update_us(publisher_cpu, received),
             "published": int(values.get("livedata_derived_changes_published_total", 0)),
             "rss_mb": peak_resident_mb(daemon.pid),
+            **memory,
             "p99_ms": histogram_p99(values) * 1000,
             "lag_p99_ms": histogram_p99(values, "livedata_publish_lag_seconds") * 1000,
             "drain_s": drain,
@@ -228,6 +270,8 @@ def main():
     parser.add_argument("--updates", type=int, default=200_000)
     parser.add_argument("--locations", type=int, default=10_000)
     parser.add_argument("--window", type=int, default=1_000)
+    parser.add_argument("--restart", action="store_true",
+                        help="after the stream, stop the daemon cleanly and start it again (time to ready, restore, memory), then SIGKILL it and start it again (time to ready)")
     parser.add_argument("--rate", type=float, default=0, metavar="N",
                         help="pace the publisher at N updates a second (default: as fast as its window allows)")
     parser.add_argument("--broker-inflight", type=int, default=0, metavar="N",
@@ -255,7 +299,11 @@ def main():
               f"daemon CPU {daemon['cpu_us']:.1f} us/update; derived changes published {daemon['published']:,}"
               + (f" (coalesced {daemon['coalesced']:,})" if args.min_interval else "") + "; "
               f"peak RSS {daemon['rss_mb']:.0f} MB; intake queue peak {daemon['queue_peak']:,}; processing p99 <= {daemon['p99_ms']:g} ms; "
-              f"publication lag p99 <= {daemon['lag_p99_ms']:g} ms, output drained {daemon['drain_s']:.2f} s after the last update; lost {lost}", flush=True)
+              f"publication lag p99 <= {daemon['lag_p99_ms']:g} ms, output drained {daemon['drain_s']:.2f} s after the last update; lost {lost}; "
+              f"resident memory {daemon['empty_mb']:.0f} MB empty, {daemon['filled_per_location']:,.0f} bytes per location after the stream"
+              + (f"; after a clean restart: ready in {daemon['ready_s']:.2f} s, restore {daemon['restore_ms']} ms, "
+                 f"{daemon['restarted_per_location']:,.0f} bytes per location; after SIGKILL: ready in {daemon['ready_after_kill_s']:.2f} s "
+                 f"({daemon['read_after_kill']:,} retained messages read back)" if args.restart else ""), flush=True)
     print(f"median: ratio {statistics.median(ratios):.2f}; daemon CPU {statistics.median(r['cpu_us'] for r in results):.1f} us/update; "
           f"peak RSS {statistics.median(r['rss_mb'] for r in results):.0f} MB; "
           f"p99 <= {statistics.median(r['p99_ms'] for r in results):g} ms; "

@@ -791,17 +791,23 @@ public actor LivePipeline {
     /// A burst (a long output line, a large snapshot) leaves its passing allocations as
     /// free heap that the C library keeps; set when one happened.
     private var burstToTrim = false
+    private var lastTrim = (at: ContinuousClock.now, processed: 0)
 
-    /// Once a burst is over (nothing waits for the broker), hands the free heap's pages back
-    /// to the system, so that the resident memory is the state's again.
+    /// Once a burst or many updates are over (nothing waits for the broker), hands the
+    /// free heap's pages back to the system, so that the resident memory is the state's
+    /// again: at most every 5 s (a trim walks the heap's free lists: milliseconds).
     private func trimHeapAfterBurst() {
         if publisher.waiting >= Self.burstSize { burstToTrim = true }
-        guard burstToTrim, publisher.waiting == 0 else { return }
+        guard burstToTrim || processed - lastTrim.processed >= Self.burstSize, publisher.waiting == 0,
+            ContinuousClock.now - lastTrim.at >= .seconds(5)
+        else { return }
         burstToTrim = false
+        lastTrim = (.now, processed)
         malloc_trim(0)
     }
 
-    /// How many waiting publications, or changed locations in one snapshot, make a burst.
+    /// How many waiting publications, changed locations in one snapshot, or updates since
+    /// the last trim make a burst.
     static let burstSize = 65_536
 
     /// Writes every changed location to the state file, with the journal position they

@@ -111,8 +111,10 @@ public struct PendingOutput {
     }
 
     /// Drops the line's taken part once it is large, so that the array stays within twice
-    /// what waits.
+    /// what waits, and an emptied table's storage.
     private mutating func compact() {
+        // A table that once held a long line keeps its size when emptied: let it go.
+        if entries.isEmpty && entries.capacity > 4096 { entries = [:] }
         if head == order.count {
             order.removeAll(keepingCapacity: order.count <= 4096)
             head = 0
