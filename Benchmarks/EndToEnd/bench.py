@@ -53,8 +53,9 @@ class Broker:
         self.process.wait(timeout=10)
 
 
-def publish(tools, port, args):
-    return subprocess.Popen([os.path.join(tools, "publisher"), str(port), str(args.updates), str(args.locations), str(args.window), str(args.rate)],
+def publish(tools, port, args, count=None, seed=12345):
+    return subprocess.Popen([os.path.join(tools, "publisher"), str(port), str(count or args.updates), str(args.locations), str(args.window),
+                             str(args.rate), str(seed)],
                             stdout=subprocess.PIPE, text=True)
 
 
@@ -221,25 +222,29 @@ def daemon_run(tools, args, folder):
         values = metrics(http)
         memory = {"empty_mb": empty / 2**20, "filled_per_location": (resident_bytes(daemon.pid) - empty) / args.locations}
         if args.restart:
-            # A clean stop and a start on the same state file and broker: the time to /readyz,
-            # the restore the log reports, and the memory once it is idle.
+            # A clean stop, one new update per location queued at the broker meanwhile, and a
+            # start on the same state file: the time to /readyz, the restore the log reports,
+            # and the memory once the backlog is done.
             memory["rss_mb"] = peak_resident_mb(daemon.pid)
-            os.killpg(daemon.pid, signal.SIGTERM)
-            daemon.wait(timeout=60)
-            # At info level: the start logs its restore time.
-            text = open(config).read().replace("log: {level: warning}", "log: {level: info}")
-            open(config, "w").write(text)
-            daemon, memory["ready_s"] = start_daemon(args, config, os.path.join(folder, "daemon-restarted.log"), http)
-            wait_drained(http)
-            time.sleep(2.5)
-            memory["restarted_per_location"] = (resident_bytes(daemon.pid) - empty) / args.locations
-            match = re.search(r"restore\.milliseconds=(\d+)", open(os.path.join(folder, "daemon-restarted.log")).read())
-            memory["restore_ms"] = int(match.group(1)) if match else None
-            # A crash and a start: no checkpoint, so every retained style is read back.
-            os.killpg(daemon.pid, signal.SIGKILL)
-            daemon.wait(timeout=60)
-            daemon, memory["ready_after_kill_s"] = start_daemon(args, config, os.path.join(folder, "daemon-killed.log"), http)
-            memory["read_after_kill"] = int(metrics(http).get("livedata_convergence_read_total", 0))
+            for stop, name in [(signal.SIGTERM, "sigterm"), (signal.SIGKILL, "sigkill")]:
+                os.killpg(daemon.pid, stop)
+                daemon.wait(timeout=60)
+                backlog = publish(tools, broker.port, args, count=args.locations, seed=777 + stop)
+                backlog.wait(timeout=600)
+                # At info level: the start logs its restore time.
+                text = open(config).read().replace("log: {level: warning}", "log: {level: info}")
+                open(config, "w").write(text)
+                log_path = os.path.join(folder, f"daemon-after-{name}.log")
+                daemon, memory[f"ready_{name}_s"] = start_daemon(args, config, log_path, http)
+                memory[f"read_{name}"] = int(metrics(http).get("livedata_convergence_read_total", 0))
+                match = re.search(r"restore\.milliseconds=(\d+)", open(log_path).read())
+                memory[f"restore_{name}_ms"] = int(match.group(1)) if match else None
+                # Until the backlog is processed and its styles acknowledged.
+                while int(metrics(http).get("livedata_updates_received_total", 0)) < args.locations:
+                    time.sleep(0.2)
+                wait_drained(http)
+                time.sleep(6)
+                memory[f"rss_{name}_per_location"] = (resident_bytes(daemon.pid) - empty) / args.locations
         return {
             "rate": received / elapsed, "received": received,
             "cpu_us": per_update_us(cpu, received),
@@ -271,7 +276,8 @@ def main():
     parser.add_argument("--locations", type=int, default=10_000)
     parser.add_argument("--window", type=int, default=1_000)
     parser.add_argument("--restart", action="store_true",
-                        help="after the stream, stop the daemon cleanly and start it again (time to ready, restore, memory), then SIGKILL it and start it again (time to ready)")
+                        help="after the stream, stop the daemon with SIGTERM, queue one update per location, start it again (time to ready, "
+                             "restore, memory once done); then the same with SIGKILL")
     parser.add_argument("--rate", type=float, default=0, metavar="N",
                         help="pace the publisher at N updates a second (default: as fast as its window allows)")
     parser.add_argument("--broker-inflight", type=int, default=0, metavar="N",
@@ -301,9 +307,10 @@ def main():
               f"peak RSS {daemon['rss_mb']:.0f} MB; intake queue peak {daemon['queue_peak']:,}; processing p99 <= {daemon['p99_ms']:g} ms; "
               f"publication lag p99 <= {daemon['lag_p99_ms']:g} ms, output drained {daemon['drain_s']:.2f} s after the last update; lost {lost}; "
               f"resident memory {daemon['empty_mb']:.0f} MB empty, {daemon['filled_per_location']:,.0f} bytes per location after the stream"
-              + (f"; after a clean restart: ready in {daemon['ready_s']:.2f} s, restore {daemon['restore_ms']} ms, "
-                 f"{daemon['restarted_per_location']:,.0f} bytes per location; after SIGKILL: ready in {daemon['ready_after_kill_s']:.2f} s "
-                 f"({daemon['read_after_kill']:,} retained messages read back)" if args.restart else ""), flush=True)
+              + "".join(f"; after {name.upper()} and {args.locations:,} updates queued: ready in {daemon[f'ready_{name}_s']:.2f} s "
+                        f"({daemon[f'read_{name}']:,} retained messages read back), restore {daemon[f'restore_{name}_ms']} ms, "
+                        f"{daemon[f'rss_{name}_per_location']:,.0f} bytes per location once done"
+                        for name in (["sigterm", "sigkill"] if args.restart else [])), flush=True)
     print(f"median: ratio {statistics.median(ratios):.2f}; daemon CPU {statistics.median(r['cpu_us'] for r in results):.1f} us/update; "
           f"peak RSS {statistics.median(r['rss_mb'] for r in results):.0f} MB; "
           f"p99 <= {statistics.median(r['p99_ms'] for r in results):g} ms; "

@@ -2,8 +2,9 @@
 // locations x 5 domains (occupancy, temperature, co2, humidity, availability), about 60-byte
 // payloads with epoch-millisecond timestamps, at most WINDOW unacknowledged at a time. Prints
 // the seconds until the broker acknowledged the last one. RATE (updates a second, optional):
-// paced at that rate rather than as fast as the window allows.
-//   publisher PORT COUNT LOCATIONS WINDOW [RATE]
+// paced at that rate rather than as fast as the window allows (0: not paced). SEED: another
+// stream of values (the default is 12345).
+//   publisher PORT COUNT LOCATIONS WINDOW [RATE [SEED]]
 #include <mosquitto.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,11 +34,11 @@ static long long now_ms(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 5 && argc != 6) { fprintf(stderr, "usage: publisher PORT COUNT LOCATIONS WINDOW [RATE]\n"); return 2; }
+    if (argc < 5 || argc > 7) { fprintf(stderr, "usage: publisher PORT COUNT LOCATIONS WINDOW [RATE [SEED]]\n"); return 2; }
     int port = atoi(argv[1]);
     long count = atol(argv[2]), locations = atol(argv[3]);
     int window = atoi(argv[4]);
-    double rate = argc == 6 ? atof(argv[5]) : 0;
+    double rate = argc >= 6 ? atof(argv[5]) : 0;
     mosquitto_lib_init();
     struct mosquitto *client = mosquitto_new("bench-publisher", true, NULL);
     mosquitto_int_option(client, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V5);
@@ -47,7 +48,7 @@ int main(int argc, char **argv) {
     char topic[128], payload[160];
     struct timespec start, end;
     clock_gettime(CLOCK_MONOTONIC, &start);
-    unsigned long long seed = 12345;
+    unsigned long long seed = argc == 7 ? strtoull(argv[6], NULL, 10) : 12345;
     for (long sent = 0; sent < count; sent++) {
         // The window: wait for acknowledgements while too many are out.
         while (sent - acknowledged >= window) loop(client, 10);
