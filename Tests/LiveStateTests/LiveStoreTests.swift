@@ -353,17 +353,19 @@ struct PersistenceTests {
         try? FileManager.default.removeItem(at: directory)
     }
 
+    /// Applies an occupancy update of `people` (capacity 8) to location `loc-{number}` of one room.
+    static func occupy(_ store: LiveStore, _ number: Int, _ people: Int) throws {
+        _ = store.apply(
+            LiveUpdate(
+                topic: try LiveTopic(parsing: "ds1/hq/B/F3/R7/loc-\(number)/occupancy"), timestamp: LiveStoreTests.start,
+                properties: ["nrOfPeople": "\(people)", "capacity": "8"]),
+            now: LiveStoreTests.start)
+    }
+
     @Test("locations that show the same style share one key; keys no location shows any more are swept from the pool as it grows")
     func sharedStyleKeys() throws {
         let store = LiveStore(ruleEngine: try LiveStoreTests.engine(staleAfter: nil))
-        let now = LiveStoreTests.start
-        func occupy(_ location: Int, _ people: Int) throws {
-            _ = store.apply(
-                LiveUpdate(
-                    topic: try LiveTopic(parsing: "ds1/hq/B/F3/R7/loc-\(location)/occupancy"), timestamp: now,
-                    properties: ["nrOfPeople": "\(people)", "capacity": "8"]),
-                now: now)
-        }
+        func occupy(_ location: Int, _ people: Int) throws { try Self.occupy(store, location, people) }
         for location in 0..<200 { try occupy(location, location % 3 + 1) }
         #expect(store.styleKeys.count == 3)
         let states = (0..<200).map {
@@ -386,30 +388,24 @@ struct PersistenceTests {
     @Test("changed locations are taken once and made into records a part at a time, as they are then; one changed again meanwhile, or whose write failed, is taken again")
     func changedLocationsInParts() throws {
         let store = LiveStore(ruleEngine: try LiveStoreTests.engine(staleAfter: nil))
-        let now = LiveStoreTests.start
-        func occupy(_ room: Int, _ people: Int) throws {
-            _ = store.apply(
-                LiveUpdate(
-                    topic: try LiveTopic(parsing: "ds1/hq/B/F3/R7/room-\(room)/occupancy"), timestamp: now, properties: ["nrOfPeople": "\(people)"]),
-                now: now)
-        }
+        func occupy(_ room: Int, _ people: Int) throws { try Self.occupy(store, room, people) }
         for room in 0..<10 { try occupy(room, 1) }
         let changed = store.takeChangedLocations()
         #expect(changed.count == 10)
         #expect(store.takeChangedLocations().count == 0)
         let first = store.records(changed, in: 0..<4)
-        #expect(first.map(\.address.location) == (0..<4).map { "room-\($0)" })
-        // Room 7 changes before its part is made: its record is the newest, and the next
+        #expect(first.map(\.address.location) == (0..<4).map { "loc-\($0)" })
+        // Location 7 changes before its part is made: its record is the newest, and the next
         // snapshot takes it again.
         try occupy(7, 5)
         let rest = store.records(changed, in: 4..<10)
-        #expect(rest.first { $0.address.location == "room-7" }?.values.first?.properties["nrOfPeople"] == "5")
+        #expect(rest.first { $0.address.location == "loc-7" }?.values.first?.properties["nrOfPeople"] == "5")
         let again = store.takeChangedLocations()
-        #expect(store.records(again, in: 0..<again.count).map(\.address.location) == ["room-7"])
+        #expect(store.records(again, in: 0..<again.count).map(\.address.location) == ["loc-7"])
         // A failed part is marked for the next snapshot; a location is taken once however often marked.
         store.markDirty(changed, in: 8..<10)
         store.markDirty(changed, in: 9..<10)
-        #expect(store.takeDirty().map(\.address.location) == ["room-8", "room-9"])
+        #expect(store.takeDirty().map(\.address.location) == ["loc-8", "loc-9"])
     }
 
     @Test("a restored store publishes nothing for locations whose style did not change")
