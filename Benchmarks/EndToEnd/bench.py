@@ -3,7 +3,7 @@
 libmosquitto subscriber and to `livedata serve`, alternately, each run on a fresh broker.
 Run it with scripts/bench-e2e (it builds what this uses). BENCH_TRACE=1 prints the daemon's
 progress and resident memory at every look."""
-import argparse, os, re, signal, socket, statistics, subprocess, tempfile, time, urllib.request
+import argparse, json, os, re, signal, socket, statistics, subprocess, tempfile, time, urllib.request
 
 RULES = """
 subscriptions:
@@ -173,6 +173,19 @@ def wait_drained(http, timeout=300):
     return time.monotonic() - started
 
 
+def check_every_location(http, port, args):
+    """After a stream of one update per new location: how many locations the daemon's HTTP
+    interface shows and how many retained styles the broker holds (each should be all)."""
+    shown = 0
+    for building in range(4):
+        for floor in range(10):
+            with urllib.request.urlopen(f"http://127.0.0.1:{http}/v1/floors/bench/hq/b{building}/f{floor}", timeout=60) as response:
+                shown += len(json.load(response)["locations"])
+    retained = subprocess.run(["mosquitto_sub", "-h", "127.0.0.1", "-p", str(port), "-t", "livedata/style/#", "--retained-only",
+                               "-W", "10", "-F", "%t"], capture_output=True, text=True).stdout.split()
+    return shown, sum(1 for topic in retained if topic.startswith("livedata/style/bench/"))
+
+
 def daemon_run(tools, args, folder):
     broker = Broker(folder, args.broker_inflight)
     config = os.path.join(folder, "livedata.yaml")
@@ -221,6 +234,8 @@ def daemon_run(tools, args, folder):
         time.sleep(2.5)
         values = metrics(http)
         memory = {"empty_mb": empty / 2**20, "filled_per_location": (resident_bytes(daemon.pid) - empty) / args.locations}
+        if args.check:
+            memory["shown"], memory["retained"] = check_every_location(http, broker.port, args)
         if args.restart:
             # A clean stop, one new update per location queued at the broker meanwhile, and a
             # start on the same state file: the time to /readyz, the restore the log reports,
@@ -275,6 +290,8 @@ def main():
     parser.add_argument("--updates", type=int, default=200_000)
     parser.add_argument("--locations", type=int, default=10_000)
     parser.add_argument("--window", type=int, default=1_000)
+    parser.add_argument("--check", action="store_true",
+                        help="after the stream, count the locations GET /v1/floors shows and the retained styles (each should be every location)")
     parser.add_argument("--restart", action="store_true",
                         help="after the stream, stop the daemon with SIGTERM, queue one update per location, start it again (time to ready, "
                              "restore, memory once done); then the same with SIGKILL")
@@ -307,6 +324,8 @@ def main():
               f"peak RSS {daemon['rss_mb']:.0f} MB; intake queue peak {daemon['queue_peak']:,}; processing p99 <= {daemon['p99_ms']:g} ms; "
               f"publication lag p99 <= {daemon['lag_p99_ms']:g} ms, output drained {daemon['drain_s']:.2f} s after the last update; lost {lost}; "
               f"resident memory {daemon['empty_mb']:.0f} MB empty, {daemon['filled_per_location']:,.0f} bytes per location after the stream"
+              + (f"; every location checked: {daemon['shown']:,} shown by GET /v1/floors, {daemon['retained']:,} retained styles "
+                 f"(expected {min(args.updates, args.locations):,} each)" if args.check else "")
               + "".join(f"; after {name.upper()} and {args.locations:,} updates queued: ready in {daemon[f'ready_{name}_s']:.2f} s "
                         f"({daemon[f'read_{name}']:,} retained messages read back), restore {daemon[f'restore_{name}_ms']} ms, "
                         f"{daemon[f'rss_{name}_per_location']:,.0f} bytes per location once done"
