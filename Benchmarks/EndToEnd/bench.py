@@ -234,6 +234,13 @@ def daemon_run(tools, args, folder):
         time.sleep(2.5)
         values = metrics(http)
         memory = {"empty_mb": empty / 2**20, "filled_per_location": (resident_bytes(daemon.pid) - empty) / args.locations}
+        if args.keep_state:
+            # SQLite's online backup: a consistent copy while the daemon writes.
+            import sqlite3
+            os.makedirs(args.keep_state, exist_ok=True)
+            with sqlite3.connect(os.path.join(folder, "state.db")) as source, \
+                    sqlite3.connect(os.path.join(args.keep_state, "state.db")) as copy:
+                source.backup(copy)
         if args.check:
             memory["shown"], memory["retained"] = check_every_location(http, broker.port, args)
         if args.restart:
@@ -302,6 +309,7 @@ def main():
     parser.add_argument("--min-interval", metavar="DURATION", help="run the daemon with output.minInterval, e.g. 100ms")
     parser.add_argument("--perf", metavar="FILE", help="record the daemon with `perf record -g` into FILE")
     parser.add_argument("--plain-socket", action="store_true", help="run the daemon with broker.bufferedSocket: false (libmosquitto's own socket calls)")
+    parser.add_argument("--keep-state", metavar="DIR", help="after the stream, copy the daemon's state file to DIR/state.db (for a restore probe)")
     parser.add_argument("--syscalls", metavar="FILE", help="count the daemon's system calls with `perf stat` into FILE")
     args = parser.parse_args()
     pace = f", paced at {args.rate:,.0f}/s" if args.rate else ""

@@ -16,6 +16,9 @@ public struct RestoredState {
     /// every publication before it, if the last stop was clean. Taken out of the file as it
     /// is read: a run that does not stop cleanly leaves none.
     public var checkpoint: String?
+    /// How many rows opening the file moved from the first layout of the state file (rows
+    /// keyed by address) to numbered rows, if it had that layout.
+    public var migrated: Int?
 
     public init() {}
 }
@@ -43,6 +46,7 @@ extension LiveCore {
     ) throws -> RestoredState {
         let database = try StateDatabase(path: path)
         var restored = RestoredState()
+        restored.migrated = database.migrated
         restored.journalPosition = try database.journalPosition()
         if let checkpoint = try database.meta(StateDatabase.checkpointKey), !checkpoint.isEmpty {
             restored.checkpoint = checkpoint
@@ -58,7 +62,11 @@ extension LiveCore {
         let unreadable = try StateDatabase.readAll(path: path, preparing: {
             LiveStore.prepare($0, ruleEngine: ruleEngine, sameRules: sameRules)
         }) { batch in
-            for location in batch { store.restore(location) }
+            // Each location borrowed from the batch where it lies: a `for in` would copy it
+            // (a retain of each of its references, and a release when the copy goes).
+            batch.withUnsafeBufferPointer { locations in
+                for index in locations.indices { store.restore(locations[index]) }
+            }
             count += batch.count
             progress(count, total)
         }

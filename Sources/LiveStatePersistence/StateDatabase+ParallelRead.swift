@@ -13,7 +13,7 @@ extension StateDatabase {
     /// - Throws: ``Failure`` when the file cannot be opened or read.
     @discardableResult
     public static func readAll<Prepared: Sendable>(
-        path: String, batchSize: Int = 8192, preparing prepare: @escaping @Sendable (LocationRecord) -> Prepared,
+        path: String, batchSize: Int = 8192, preparing prepare: @escaping @Sendable (LocationRow) -> Prepared,
         _ body: ([Prepared]) -> Void
     ) throws(Failure) -> Int {
         let channel = BatchChannel<Prepared>(capacity: 4)
@@ -22,11 +22,11 @@ extension StateDatabase {
                 let database = try StateDatabase(path: path)
                 var batch: [Prepared] = []
                 batch.reserveCapacity(batchSize)
-                let unreadable = try database.forEachRecord { record in
-                    batch.append(prepare(record))
+                let unreadable = try database.forEachRecord { row in
+                    batch.append(prepare(row))
                     if batch.count == batchSize {
                         channel.send(batch)
-                        batch = []
+                        batch = channel.takeEmptied() ?? []
                         batch.reserveCapacity(batchSize)
                     }
                 }
@@ -38,7 +38,13 @@ extension StateDatabase {
         }
         reader.name = "livedata state reader"
         reader.start()
-        while let batch = channel.receive() { body(batch) }
+        // A batch's storage goes back to the reader once used: a fresh one each time would be
+        // memory the kernel hands out (and clears) page by page, over and over.
+        while var batch = channel.receive() {
+            body(batch)
+            batch.removeAll(keepingCapacity: true)
+            channel.giveBack(batch)
+        }
         let (unreadable, failure) = channel.result
         if let failure { throw failure }
         return unreadable
@@ -49,6 +55,7 @@ extension StateDatabase {
 private final class BatchChannel<Batch: Sendable>: Sendable {
     private struct State {
         var batches: [[Batch]] = []
+        var emptied: [[Batch]] = []
         var finished = false
         var unreadable = 0
         var failure: StateDatabase.Failure?
@@ -75,6 +82,16 @@ private final class BatchChannel<Batch: Sendable>: Sendable {
             $0.failure = failure
         }
         available.signal()
+    }
+
+    /// A used batch's storage, for the reader to fill again.
+    func giveBack(_ batch: [Batch]) {
+        state.withLock { $0.emptied.append(batch) }
+    }
+
+    /// Storage given back by the consumer, if any.
+    func takeEmptied() -> [Batch]? {
+        state.withLock { $0.emptied.popLast() }
     }
 
     /// The next batch, or `nil` when the reader is done.

@@ -6,6 +6,13 @@ import LiveTopics
 /// The SQLite file behind the store: one row per location, its record in a compact binary
 /// form. Written in batches (write-behind), read once at start.
 ///
+/// A location's row is a number the store gives it when it first sees the location, in
+/// order of arrival, and keeps as the location moves (``LocationRow``). New locations append
+/// to the table's last page, and a move rewrites its row in place: a snapshot after a fill
+/// of a million new locations writes about one page per 30 of them, where rows keyed by
+/// their address landed all over the table and rewrote a page each. Files of the first
+/// layout (rows keyed by address) are migrated when opened.
+///
 /// Not thread-safe: one owner (the store writer) uses it.
 public final class StateDatabase {
     /// A failed SQLite call, with the statement or function and SQLite's message.
@@ -51,11 +58,45 @@ public final class StateDatabase {
         sqlite3_busy_timeout(db, 5_000)
         try execute("PRAGMA journal_mode=WAL")
         try execute("PRAGMA synchronous=NORMAL")
-        try execute(
-            "CREATE TABLE IF NOT EXISTS locations (address TEXT PRIMARY KEY, record BLOB NOT NULL) WITHOUT ROWID")
+        try execute("CREATE TABLE IF NOT EXISTS location_rows (row INTEGER PRIMARY KEY, record BLOB NOT NULL)")
         try execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-        upsert = try prepare("INSERT OR REPLACE INTO locations (address, record) VALUES (?1, ?2)")
-        delete = try prepare("DELETE FROM locations WHERE address = ?1")
+        migrated = try migrateAddressKeyedRows()
+        upsert = try prepare("INSERT OR REPLACE INTO location_rows (row, record) VALUES (?1, ?2)")
+        delete = try prepare("DELETE FROM location_rows WHERE row = ?1")
+    }
+
+    /// How many rows opening the file moved from the first layout (rows keyed by address)
+    /// to numbered rows; `nil` when the file had the current layout.
+    public private(set) var migrated: Int?
+
+    /// Moves the rows of a file of the first layout to numbered rows (in address order, the
+    /// order they were stored in) and drops the old table, in one transaction: a stop
+    /// halfway leaves the file as it was.
+    private func migrateAddressKeyedRows() throws(Failure) -> Int? {
+        guard try hasAddressKeyedTable() else { return nil }
+        // Another connection (the reader at start) may be migrating too: the one that takes
+        // the write lock first does it, the other finds it done.
+        try execute("BEGIN IMMEDIATE")
+        do throws(Failure) {
+            guard try hasAddressKeyedTable() else {
+                try execute("COMMIT")
+                return nil
+            }
+            try execute("INSERT INTO location_rows (record) SELECT record FROM locations ORDER BY address")
+            let moved = Int(sqlite3_changes(db))
+            try execute("DROP TABLE locations")
+            try execute("COMMIT")
+            return moved
+        } catch {
+            _ = sqlite3_exec(db, "ROLLBACK", nil, nil, nil)
+            throw error
+        }
+    }
+
+    private func hasAddressKeyedTable() throws(Failure) -> Bool {
+        let probe = try prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'locations'")
+        defer { sqlite3_finalize(probe) }
+        return sqlite3_step(probe) == SQLITE_ROW
     }
 
     /// A stored setting (such as the fingerprint of the rules the styles were derived with).
@@ -91,23 +132,22 @@ public final class StateDatabase {
 
     static let journalKey = "journal"
 
-    /// Deletes the rows of `vacated` (places locations moved away from) and writes these
-    /// records, in one transaction (a location that moved away and back is written), with
-    /// the journal position they bring the snapshot up to.
+    /// Deletes the rows of `vacated` (the second rows of locations a restore found stored
+    /// twice) and writes these rows, in one transaction, with the journal position they
+    /// bring the snapshot up to.
     /// - Throws: ``Failure``; the transaction is rolled back.
     public func write(
-        _ records: [LocationRecord], deleting vacated: [LocationAddress] = [], journalPosition: UInt64? = nil
+        _ rows: [LocationRow], deleting vacated: [Int64] = [], journalPosition: UInt64? = nil
     ) throws(Failure) {
-        guard !records.isEmpty || !vacated.isEmpty || journalPosition != nil else { return }
+        guard !rows.isEmpty || !vacated.isEmpty || journalPosition != nil else { return }
         try execute("BEGIN")
         do throws(Failure) {
-            for address in vacated {
-                let key = address.description
+            for row in vacated {
                 sqlite3_reset(delete)
-                sqlite3_bind_text(delete, 1, key, -1, transient)
-                guard sqlite3_step(delete) == SQLITE_DONE else { throw failure("deleting \(key)") }
+                sqlite3_bind_int64(delete, 1, row)
+                guard sqlite3_step(delete) == SQLITE_DONE else { throw failure("deleting row \(row)") }
             }
-            for record in records { try upsert(key: record.address.description, record: RecordCodec.encode(record)) }
+            for row in rows { try upsert(row: row.row, record: RecordCodec.encode(row.record)) }
             if let journalPosition { try setMeta(Self.journalKey, String(journalPosition)) }
             try execute("COMMIT")
         } catch {
@@ -116,12 +156,12 @@ public final class StateDatabase {
         }
     }
 
-    /// Writes one row: a record's bytes under its key (outside a transaction, its own).
-    func upsert(key: String, record blob: [UInt8]) throws(Failure) {
+    /// Writes one row: a record's bytes under its number (outside a transaction, its own).
+    func upsert(row: Int64, record blob: [UInt8]) throws(Failure) {
         sqlite3_reset(upsert)
-        sqlite3_bind_text(upsert, 1, key, -1, transient)
+        sqlite3_bind_int64(upsert, 1, row)
         blob.withUnsafeBytes { _ = sqlite3_bind_blob(upsert, 2, $0.baseAddress, Int32($0.count), transient) }
-        guard sqlite3_step(upsert) == SQLITE_DONE else { throw failure("writing \(key)") }
+        guard sqlite3_step(upsert) == SQLITE_DONE else { throw failure("writing row \(row)") }
     }
 
     /// Reads every stored location.
@@ -130,25 +170,27 @@ public final class StateDatabase {
     public func readAll() throws(Failure) -> (records: [LocationRecord], unreadable: Int) {
         var records: [LocationRecord] = []
         if let count = try? countRows() { records.reserveCapacity(count) }
-        let unreadable = try forEachRecord { records.append($0) }
+        let unreadable = try forEachRecord { records.append($0.record) }
         return (records, unreadable)
     }
 
-    /// Calls `body` with every stored location, in address order, without holding them all.
+    /// Calls `body` with every stored location and its row, in row order (the order the
+    /// locations first arrived in), without holding them all.
     /// - Returns: how many records could not be decoded (and were skipped).
     /// - Throws: ``Failure`` when the file cannot be read.
     @discardableResult
-    public func forEachRecord(_ body: (LocationRecord) -> Void) throws(Failure) -> Int {
-        let statement = try prepare("SELECT record FROM locations")
+    public func forEachRecord(_ body: (LocationRow) -> Void) throws(Failure) -> Int {
+        let statement = try prepare("SELECT row, record FROM location_rows")
         defer { sqlite3_finalize(statement) }
         var unreadable = 0
         while true {
             let code = sqlite3_step(statement)
             if code == SQLITE_DONE { break }
             guard code == SQLITE_ROW else { throw failure("reading the locations") }
-            let bytes = UnsafeRawBufferPointer(start: sqlite3_column_blob(statement, 0), count: Int(sqlite3_column_bytes(statement, 0)))
+            let row = sqlite3_column_int64(statement, 0)
+            let bytes = UnsafeRawBufferPointer(start: sqlite3_column_blob(statement, 1), count: Int(sqlite3_column_bytes(statement, 1)))
             do {
-                body(try RecordCodec.decode(bytes))
+                body(LocationRow(row: row, record: try RecordCodec.decode(bytes)))
             } catch {
                 unreadable += 1
             }
@@ -158,7 +200,7 @@ public final class StateDatabase {
 
     /// How many locations are stored.
     public func countRows() throws(Failure) -> Int {
-        let statement = try prepare("SELECT count(*) FROM locations")
+        let statement = try prepare("SELECT count(*) FROM location_rows")
         defer { sqlite3_finalize(statement) }
         guard sqlite3_step(statement) == SQLITE_ROW else { throw failure("counting the locations") }
         return Int(sqlite3_column_int64(statement, 0))

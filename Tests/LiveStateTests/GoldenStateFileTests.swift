@@ -65,6 +65,8 @@ struct GoldenStateFileTests {
         let copy = directory.appendingPathComponent("state.db").path
         try FileManager.default.copyItem(atPath: Self.fixture, toPath: copy)
         let database = try StateDatabase(path: copy)
+        // The fixture has the first layout (rows keyed by address): opening it numbers them.
+        #expect(database.migrated == Self.records.count)
         let read = try database.readAll()
         #expect(read.unreadable == 0)
         let byAddress = Dictionary(uniqueKeysWithValues: read.records.map { ($0.address, $0) })
@@ -72,6 +74,27 @@ struct GoldenStateFileTests {
         for record in Self.records {
             #expect(byAddress[record.address] == record)
         }
+    }
+
+    @Test("a state file of the first layout is migrated once, to rows in address order that a restore keeps")
+    func firstLayoutMigrates() throws {
+        let directory = try TestDirectory.make(prefix: "golden")
+        let copy = directory.appendingPathComponent("state.db").path
+        try FileManager.default.copyItem(atPath: Self.fixture, toPath: copy)
+        #expect(try StateDatabase(path: copy).migrated == 3)
+        #expect(try StateDatabase(path: copy).migrated == nil)
+        var rows: [LocationRow] = []
+        try StateDatabase(path: copy).forEachRecord { rows.append($0) }
+        #expect(rows.map(\.row) == [1, 2, 3])
+        #expect(rows.map(\.record.address.description) == Self.records.map(\.address.description).sorted())
+        // A restore keeps each location's row, and a new location gets the next one.
+        let store = LiveStore(ruleEngine: RuleEngine(RuleSet(rules: [])))
+        for row in rows { store.restore(row.record, row: row.row) }
+        _ = store.takeDirty()
+        _ = store.apply(
+            LiveUpdate(topic: try LiveTopic(parsing: "ds1/hq/B/F3/R7/room-8/occupancy"), timestamp: .now, properties: ["nrOfPeople": "1"]),
+            now: .now)
+        #expect(store.takeDirty().map(\.row) == [4])
     }
 
     @Test("a stored style with a field this version does not know is refused with its id")
@@ -120,9 +143,9 @@ struct GoldenStateFileTests {
     func corruptRecordInAFile() throws {
         let path = try TestDirectory.make(prefix: "corrupt").appendingPathComponent("state.db").path
         let database = try StateDatabase(path: path)
-        try database.write(Self.records)
+        try database.write(Self.records.enumerated().map { LocationRow(row: Int64($0.offset + 1), record: $0.element) })
         // Overwrite one row's record with a count no record can hold.
-        try database.upsert(key: Self.records[1].address.description, record: [1, 1, 0x41, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01])
+        try database.upsert(row: 2, record: [1, 1, 0x41, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01])
         let read = try StateDatabase(path: path).readAll()
         #expect(read.unreadable == 1)
         #expect(Set(read.records.map(\.address)) == [Self.records[0].address, Self.records[2].address])

@@ -339,10 +339,10 @@ struct PersistenceTests {
         let path = directory.appendingPathComponent("nested/state.db").path
         do {
             let database = try StateDatabase(path: path)
-            try database.write([sampleRecord("a"), sampleRecord("b")])
+            try database.write([LocationRow(row: 1, record: sampleRecord("a")), LocationRow(row: 2, record: sampleRecord("b"))])
             var changed = sampleRecord("a")
             changed.version = 301
-            try database.write([changed])
+            try database.write([LocationRow(row: 1, record: changed)])
         }
         let reopened = try StateDatabase(path: path)
         let (records, unreadable) = try reopened.readAll()
@@ -394,18 +394,20 @@ struct PersistenceTests {
         #expect(changed.count == 10)
         #expect(store.takeChangedLocations().count == 0)
         let first = store.records(changed, in: 0..<4)
-        #expect(first.map(\.address.location) == (0..<4).map { "loc-\($0)" })
+        #expect(first.map(\.record.address.location) == (0..<4).map { "loc-\($0)" })
+        // Rows in order of arrival, from 1.
+        #expect(first.map(\.row) == [1, 2, 3, 4])
         // Location 7 changes before its part is made: its record is the newest, and the next
         // snapshot takes it again.
         try occupy(7, 5)
         let rest = store.records(changed, in: 4..<10)
-        #expect(rest.first { $0.address.location == "loc-7" }?.values.first?.properties["nrOfPeople"] == "5")
+        #expect(rest.first { $0.record.address.location == "loc-7" }?.record.values.first?.properties["nrOfPeople"] == "5")
         let again = store.takeChangedLocations()
-        #expect(store.records(again, in: 0..<again.count).map(\.address.location) == ["loc-7"])
+        #expect(store.records(again, in: 0..<again.count).map(\.record.address.location) == ["loc-7"])
         // A failed part is marked for the next snapshot; a location is taken once however often marked.
         store.markDirty(changed, in: 8..<10)
         store.markDirty(changed, in: 9..<10)
-        #expect(store.takeDirty().map(\.address.location) == ["loc-8", "loc-9"])
+        #expect(store.takeDirty().map(\.record.address.location) == ["loc-8", "loc-9"])
     }
 
     @Test("a restored store publishes nothing for locations whose style did not change")
@@ -423,7 +425,7 @@ struct PersistenceTests {
         #expect(store.takeDirty().isEmpty)
 
         let restored = LiveStore(ruleEngine: engine)
-        restored.restore(written)
+        restored.restore(written.map(\.record))
         #expect(restored.count == 5)
         #expect(restored.rederiveAll(now: now).isEmpty)
         // The same update again changes nothing; the version goes on from where it was.
@@ -448,7 +450,7 @@ struct LocationTableTests {
     static func state(_ address: LocationAddress) -> LocationState {
         let aggregate = SummaryTracker.Aggregate(SummaryTracker.Key(dataset: "d", venue: "v", building: "b"))
         var keys = StyleKeyPool()
-        return LocationState(LocationRecord(address: address), published: .none, floor: aggregate, keys: &keys)
+        return LocationState(address, values: [], version: 0, published: .none, floor: aggregate, keys: &keys)
     }
 
     static func address(_ number: Int) -> LocationAddress {

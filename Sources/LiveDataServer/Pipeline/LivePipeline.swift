@@ -168,6 +168,11 @@ public actor LivePipeline {
                 metadata: ["store.path": "\(config.store.path)"])
             restored = RestoredState()
         }
+        if let migrated = restored.migrated {
+            logger.notice(
+                "moved the state file's \(migrated) locations to numbered rows (the layout of this version; an older version cannot read the file any more)",
+                metadata: ["store.path": "\(config.store.path)"])
+        }
         if restored.unreadable > 0 {
             logger.warning(
                 "skipped \(restored.unreadable) stored locations that could not be read",

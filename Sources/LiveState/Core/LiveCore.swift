@@ -331,7 +331,7 @@ public final class LiveCore {
         store.takeDueSummaries(now: now)
     }
 
-    public func takeDirty() -> [LocationRecord] { store.takeDirty() }
+    public func takeDirty() -> [LocationRow] { store.takeDirty() }
 
     public func discardDirty() { store.discardDirty() }
 }

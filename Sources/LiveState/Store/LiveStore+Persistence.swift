@@ -3,8 +3,8 @@ import LiveTopics
 
 /// What persistence reads from the store and puts back into it.
 extension LiveStore {
-    /// The records of the locations changed since the last call.
-    public func takeDirty() -> [LocationRecord] {
+    /// The records of the locations changed since the last call, with their rows.
+    public func takeDirty() -> [LocationRow] {
         let changed = takeChangedLocations()
         return records(changed, in: 0..<changed.count)
     }
@@ -25,9 +25,9 @@ extension LiveStore {
         public var count: Int { states.count }
     }
 
-    /// The records of some of the changed locations, as they are now.
-    public func records(_ changed: ChangedLocations, in range: Range<Int>) -> [LocationRecord] {
-        changed.states[range].map { $0.record(ruleEngine) }
+    /// The records of some of the changed locations, as they are now, with their rows.
+    public func records(_ changed: ChangedLocations, in range: Range<Int>) -> [LocationRow] {
+        changed.states[range].map { LocationRow(row: Int64($0.row), record: $0.record(ruleEngine)) }
     }
 
     /// Marks some of the changed locations for writing again (their write failed).
@@ -51,16 +51,25 @@ extension LiveStore {
         for record in restored { restore(record) }
     }
 
-    /// Puts back one persisted location (see ``restore(_:)-([LocationRecord])``).
-    public func restore(_ record: LocationRecord) {
-        restore(Self.prepare(record, ruleEngine: ruleEngine, sameRules: false))
+    /// Puts back one persisted location (see ``restore(_:)-([LocationRecord])``); `row`: its
+    /// row in the state file (0: it gets a new one).
+    public func restore(_ record: LocationRecord, row: Int64 = 0) {
+        restore(Self.prepare(LocationRow(row: row, record: record), ruleEngine: ruleEngine, sameRules: false))
     }
 
     /// A persisted location made ready to put back: what can be worked out without the
     /// store (its key, its published style as the rules tell it, what it adds to its
     /// summaries) is, so that a restore can do that on the thread that reads the file.
+    ///
+    /// It holds the record's parts but not its published style, which `published` stands for:
+    /// a record holds a style inline (hundreds of bytes, a reference per text), and what is
+    /// handed from thread to thread in batches is moved and released as often as it is small.
     package struct PreparedLocation: Sendable {
-        let record: LocationRecord
+        let address: LocationAddress
+        let values: [DomainValue]
+        let version: UInt64
+        /// Its row in the state file (0: none yet).
+        let row: Int64
         /// Its identity's hash in the location table.
         let hash: UInt64
         let ruleEngine: RuleEngine
@@ -73,7 +82,8 @@ extension LiveStore {
     /// Prepares a persisted location for ``restore(_:)-(PreparedLocation)`` under `ruleEngine`
     /// (the store's); safe on any thread. `sameRules`: the record was written under these
     /// very rules (equal fingerprints), so its style need not be checked against them.
-    package static func prepare(_ record: LocationRecord, ruleEngine: RuleEngine, sameRules: Bool) -> PreparedLocation {
+    package static func prepare(_ row: LocationRow, ruleEngine: RuleEngine, sameRules: Bool) -> PreparedLocation {
+        let record = row.record
         let published = PublishedStyle(record.published, at: record.address, ruleEngine: ruleEngine, trusted: sameRules)
         let selection: RuleSelection? = switch published {
         case .none: nil
@@ -81,7 +91,7 @@ extension LiveStore {
         case .foreign(let foreign): foreign.selection
         }
         return PreparedLocation(
-            record: record, hash: LocationTable.hash(record.address),
+            address: record.address, values: record.values, version: record.version, row: row.row, hash: LocationTable.hash(record.address),
             ruleEngine: ruleEngine, published: published,
             contribution: contribution(
                 record.address, legendState: selection.flatMap { ruleEngine.legendStateID($0) }, values: record.values,
@@ -95,10 +105,17 @@ extension LiveStore {
     /// Puts back one prepared location (see ``restore(_:)-([LocationRecord])``).
     package func restore(_ prepared: PreparedLocation) {
         guard prepared.ruleEngine === ruleEngine else {
-            // Prepared under rules the store no longer has.
-            return restore(prepared.record)
+            // Prepared under rules the store no longer has: prepared again under these.
+            let engine = prepared.ruleEngine
+            let published: DerivedStyle? = switch prepared.published {
+            case .none: nil
+            case .key(let key): engine.derivedStyle(engine.style(key, at: prepared.address), key.selection)
+            case .foreign(let foreign): foreign.derived
+            }
+            let record = LocationRecord(address: prepared.address, values: prepared.values, published: published, version: prepared.version)
+            return restore(record, row: prepared.row)
         }
-        let record = prepared.record
+        let record = prepared
         let state: LocationState
         // The table finds the location by its identity, wherever it is placed: one lookup.
         if let existing = record.address.withPathBytes({ locations.find($0, hash: prepared.hash) }) {
@@ -110,7 +127,7 @@ extension LiveStore {
                 version = max(version, existing.version)
                 guard Self.newest(record.values) > Self.newest(existing.values) else {
                     existing.version = version
-                    vacated.append(record.address)
+                    if prepared.row > 0 && prepared.row != Int64(existing.row) { vacated.append(prepared.row) }
                     staleStyleAddresses.append(record.address)
                     return
                 }
@@ -121,8 +138,15 @@ extension LiveStore {
             state.setValues(record.values)
             state.setPublished(prepared.published, keys: &styleKeys)
             state.version = version
+            if prepared.row > 0 && prepared.row != Int64(existing.row) {
+                // The location stays in its first row, which now takes these values.
+                vacated.append(prepared.row)
+                markDirty(state)
+            }
         } else {
-            state = insert(record, hash: prepared.hash, published: prepared.published)
+            state = insert(
+                record.address, values: record.values, version: record.version, hash: prepared.hash, published: prepared.published,
+                row: prepared.row)
         }
         state.outOfScope = outOfScopeSelections.number(of: prepared.outOfScope)
         scheduleAll(state)
@@ -134,15 +158,15 @@ extension LiveStore {
         values.lazy.map(\.timestamp.millisecondsSince1970).max() ?? .min
     }
 
-    /// Addresses no location holds any more, for persistence to delete (and forget).
-    public func takeVacated() -> [LocationAddress] {
+    /// Rows no location holds any more, for persistence to delete (and forget).
+    public func takeVacated() -> [Int64] {
         defer { vacated.removeAll() }
         return vacated
     }
 
-    /// Puts back addresses whose deletion failed, for the next write.
-    public func returnVacated(_ addresses: [LocationAddress]) {
-        vacated.insert(contentsOf: addresses, at: 0)
+    /// Puts back rows whose deletion failed, for the next write.
+    public func returnVacated(_ rows: [Int64]) {
+        vacated.insert(contentsOf: rows, at: 0)
     }
 
     /// Style topics to clear that no derived change clears: the placements dropped when a

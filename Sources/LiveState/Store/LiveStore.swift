@@ -64,8 +64,11 @@ public final class LiveStore {
     public var maximumDomains = LiveLimits.standard.domains
     /// Where the location of the last ``Outcome/placementConflict`` is.
     public private(set) var lastPlacementConflict: LocationAddress?
-    /// Addresses that no location holds any more (it moved away), for persistence to delete.
-    var vacated: [LocationAddress] = []
+    /// Rows of the state file that no location holds any more (the second row of a location
+    /// a restore found stored twice), for persistence to delete.
+    var vacated: [Int64] = []
+    /// The row the next new location gets (``LocationRow``).
+    var nextRow: Int64 = 1
     /// Style topics to clear that no derived change will clear (see ``takeStaleStyleAddresses()``).
     var staleStyleAddresses: [LocationAddress] = []
     /// The domains with a `staleAfter`, numbered for the expiry bitmask of each location.
@@ -159,8 +162,8 @@ public final class LiveStore {
         return .changed(change)
     }
 
-    /// Places a location elsewhere: its summaries, floor index and persistence key move
-    /// with it, and its next derivation publishes the whole style at its new topic.
+    /// Places a location elsewhere: its summaries and floor index move with it (its row in
+    /// the state file stays, and is rewritten), and its next derivation publishes the whole style at its new topic.
     /// `counted`: a move seen in the updates (not one a restore settles).
     func move(_ state: LocationState, to address: LocationAddress, counted: Bool = true) {
         let old = state.address
@@ -174,7 +177,6 @@ public final class LiveStore {
         state.acceptedDomains = 0
         // Nothing is published at the new topic yet: the next change carries every field.
         state.setPublished(.none, keys: &styleKeys)
-        vacated.append(old)
         if counted { counters.moves += 1 }
         markDirty(state)
     }
@@ -396,16 +398,35 @@ public final class LiveStore {
         let hash = LocationTable.hash(address)
         if let found = address.withPathBytes({ locations.find($0, hash: hash) }) { return (found, found.address == address) }
         guard locations.count < maximumLocations else { return nil }
-        return (insert(LocationRecord(address: address), hash: hash, published: .none), true)
+        return (insert(address, values: [], version: 0, hash: hash, published: .none), true)
     }
 
-    /// `hash`: the record's address's ``LocationTable/hash(_:)``.
-    func insert(_ record: LocationRecord, hash: UInt64, published: PublishedStyle) -> LocationState {
-        let state = LocationState(record, published: published, floor: summaries.floorAggregate(for: record.address), keys: &styleKeys)
+    /// `hash`: the address's ``LocationTable/hash(_:)``; `row`: its row in the state file,
+    /// or 0 for the next one.
+    func insert(
+        _ address: LocationAddress, values: [DomainValue], version: UInt64, hash: UInt64, published: PublishedStyle, row: Int64 = 0
+    ) -> LocationState {
+        let state = LocationState(
+            address, values: values, version: version, published: published, floor: summaries.floorAggregate(for: address),
+            keys: &styleKeys)
+        if row > 0, let number = UInt32(exactly: row) {
+            state.row = number
+            nextRow = max(nextRow, row + 1)
+        } else {
+            if row > 0 { vacated.append(row) }
+            state.row = takeRow()
+        }
         locations.insert(state, hash: hash)
         floorIndex.insert(state)
-        if !datasets.contains(record.address.dataset) { datasets.insert(record.address.dataset) }
+        if !datasets.contains(address.dataset) { datasets.insert(address.dataset) }
         return state
+    }
+
+    /// A row for a new location. Rows only grow: a location is never forgotten, and a
+    /// start carries on after the highest row of the file.
+    private func takeRow() -> UInt32 {
+        defer { nextRow += 1 }
+        return UInt32(truncatingIfNeeded: nextRow)
     }
 
     private func schedule(_ state: LocationState, number: Int, deadline: LiveTimestamp) {

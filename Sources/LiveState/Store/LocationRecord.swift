@@ -22,6 +22,19 @@ public struct LocationRecord: Hashable, Sendable {
     public var fresh: [DomainValue] { values.filter { !$0.stale } }
 }
 
+/// A location's record with its row in the state file: a number the store gives the
+/// location when it first sees it, in order of arrival, and keeps as long as it tracks it
+/// (a move keeps its row). Rows start at 1.
+public struct LocationRow: Sendable, Equatable {
+    public var row: Int64
+    public var record: LocationRecord
+
+    public init(row: Int64, record: LocationRecord) {
+        self.row = row
+        self.record = record
+    }
+}
+
 /// A location inside the store: a reference, so that an update changes it in place
 /// without copying (or re-hashing) anything. Kept small: at a million locations every
 /// byte here is a megabyte. Only its store changes it, so its properties opt out of the
@@ -47,6 +60,8 @@ final class LocationState {
     @exclusivity(unchecked) var outOfScope: UInt32 = 0
     /// Changed since the last write.
     @exclusivity(unchecked) var dirty = false
+    /// Its row in the state file (``LocationRow``); in the padding after `dirty`.
+    @exclusivity(unchecked) var row: UInt32 = 0
     @exclusivity(unchecked) var version: UInt64
     /// One bit per domain with a `staleAfter` (the store numbers them) that has an entry in
     /// the expiry queue: at most one entry per value.
@@ -63,11 +78,14 @@ final class LocationState {
     /// under other rules, or published before a reload), until the next derivation.
     @exclusivity(unchecked) var foreign: ForeignStyle?
 
-    init(_ record: LocationRecord, published: PublishedStyle, floor: SummaryTracker.Aggregate, keys: inout StyleKeyPool) {
-        address = record.address
-        values = record.values
-        domainTags = IdentifierTags(record.values.lazy.map(\.domain))
-        version = record.version
+    init(
+        _ address: LocationAddress, values: [DomainValue], version: UInt64, published: PublishedStyle, floor: SummaryTracker.Aggregate,
+        keys: inout StyleKeyPool
+    ) {
+        self.address = address
+        self.values = values
+        domainTags = IdentifierTags(values.lazy.map(\.domain))
+        self.version = version
         floorSummary = floor
         setPublished(published, keys: &keys)
     }
