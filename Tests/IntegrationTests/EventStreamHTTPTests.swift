@@ -1,8 +1,10 @@
 import Foundation
 import Hummingbird
 import HummingbirdTesting
-@testable import LiveDataServer
+import NIOCore
 import Testing
+
+@testable import LiveDataServer
 
 /// `GET /v1/events` in process, served by Hummingbird on a loopback port and read by
 /// ``EventStreamViewer``: the snapshot of the scope and the changes that follow, in order;
@@ -21,10 +23,18 @@ struct EventStreamHTTPTests {
     }
 
     /// Serves the routes of a pipeline whose hub is `hub` on a loopback port.
-    func serve(_ hub: EventHub, _ test: @escaping @Sendable (LivePipeline, Int) async throws -> Void) async throws {
+    /// - Parameter sendBuffer: when given, the bytes each connection may hold on the
+    ///   server's side (see ``SmallSendBuffer``).
+    func serve(
+        _ hub: EventHub, sendBuffer: Int? = nil, _ test: @escaping @Sendable (LivePipeline, Int) async throws -> Void
+    ) async throws {
         let pipeline = try await routes.pipeline(metrics: DaemonMetrics(), events: hub)
+        let handlers: @Sendable () -> [any RemovableChannelHandler] = {
+            sendBuffer.map { [SmallSendBuffer(bytes: $0)] } ?? []
+        }
         let app = Application(
             router: HTTPInterface.router(token: nil, pipeline: pipeline, metrics: DaemonMetrics()),
+            server: .http1(configuration: .init(additionalChannelHandlers: handlers())),
             configuration: .init(address: .hostname("127.0.0.1", port: 0)))
         try await app.test(.live) { client in
             try await test(pipeline, try #require(client.port))
@@ -98,14 +108,24 @@ struct EventStreamHTTPTests {
     @Test("a viewer that stops reading is dropped once its buffer is full, the pipeline and the other viewer go on, and it comes back with what it missed or a snapshot")
     func slowViewer() async throws {
         let hub = EventHub(history: 256, viewerBuffer: 16)
-        try await serve(hub) { pipeline, port in
+        // With the kernel's send buffer autotuned (up to megabytes) a viewer that stops
+        // reading takes up to minutes of changes to back up into its mailbox; fixed small
+        // buffers make that some tens of kilobytes, about a second of these batches.
+        try await serve(hub, sendBuffer: 8192) { pipeline, port in
             let slow = try await EventStreamViewer.open(port: port, path: Self.floor3, receiveBuffer: 4096)
             let keen = try await EventStreamViewer.open(port: port, path: Self.floor3)
-            #expect(await slow.wait { events, _ in events.first?.name == "snapshot" })
+            // Both subscribed before the first change: a viewer whose request is served after
+            // it gets a snapshot that already holds it, and is never sent it as an event.
+            for viewer in [slow, keen] {
+                #expect(await viewer.wait(timeout: .seconds(5)) { events, _ in events.first?.name == "snapshot" })
+            }
+            #expect(keen.events.first?.id == slow.events.first?.id, "both snapshots come before any change")
             try await slow.reading(false)
             var sent = 0
             var time: Int64 = 1_763_720_100_000
-            while hub.statistics.dropped == 0 && sent < 20_000 {
+            // Bounded in time as well as count: a drop that never comes fails in seconds.
+            let deadline = ContinuousClock.now + .seconds(10)
+            while hub.statistics.dropped == 0 && sent < 2_000 && ContinuousClock.now < deadline {
                 // A change each: the count alternates, and so does the rule's fill.
                 var batch: [IntakeMessage] = []
                 for _ in 0..<10 {
@@ -115,32 +135,57 @@ struct EventStreamHTTPTests {
                 await pipeline.handle(batch)
                 sent += batch.count
                 let expected = sent + 1
-                // Let the keen viewer keep up, as a browser would.
-                _ = await keen.wait(timeout: .seconds(5)) { events, _ in events.count >= expected }
+                // The keen viewer keeps up, as a browser would: a batch reaches it in its next
+                // write, while the slow one's mailbox fills.
+                let keptUp = await keen.wait(timeout: .seconds(3)) { events, _ in events.count >= expected }
+                #expect(keptUp, "the keen viewer has \(keen.events.count) of \(expected) events")
+                if !keptUp { break }
             }
             #expect(hub.statistics.dropped == 1, "dropped after \(sent) changes")
             #expect(await pipeline.statistics.processed >= sent, "the pipeline processed every update")
             // The keen viewer has them all, in order, each id one more than the one before.
             let total = sent + 1
-            #expect(await keen.wait { events, _ in events.count == total }, "\(keen.events.count) of \(total); \(hub.statistics)")
+            #expect(
+                await keen.wait(timeout: .seconds(5)) { events, _ in events.count == total },
+                "\(keen.events.count) of \(total); \(hub.statistics)")
             let numbers = keen.events.compactMap(\.number)
             #expect(zip(numbers, numbers.dropFirst()).allSatisfy { $1 == $0 + 1 })
             // The slow one reads again: what it had, in order, then the end of its stream.
             try await slow.reading(true)
-            #expect(await slow.wait { _, ended in ended })
+            #expect(await slow.wait(timeout: .seconds(5)) { _, ended in ended })
             let received = slow.events.compactMap(\.number)
             #expect(received.count < total && zip(received, received.dropFirst()).allSatisfy { $1 == $0 + 1 })
             // It reconnects from its last id: resumed with exactly what it missed if that fits
             // in its buffer, else a snapshot.
             let missed = try #require(numbers.last) - (try #require(received.last))
             let again = try await EventStreamViewer.open(port: port, path: Self.floor3, lastEventID: slow.events.last?.id)
-            if missed < 16 {
-                #expect(await again.wait { events, _ in events.count == missed })
+            if missed < hub.viewerBuffer {
+                #expect(await again.wait(timeout: .seconds(5)) { events, _ in events.count == missed })
                 #expect(again.events.compactMap(\.number) == Array(numbers.suffix(Int(missed))))
+                #expect(hub.statistics.resumed == 1)
             } else {
-                #expect(await again.wait { events, _ in events.first?.name == "snapshot" })
+                #expect(await again.wait(timeout: .seconds(5)) { events, _ in events.first?.name == "snapshot" })
+                #expect(hub.statistics.snapshots == 3)
             }
             for viewer in [keen, again] { await viewer.close() }
         }
+    }
+}
+
+/// Gives a server connection a small, fixed send buffer and write-buffer watermark, so
+/// that a viewer that stops reading blocks the server's writes after `bytes` or so in the
+/// kernel and as many in the channel, rather than after the megabytes the kernel's
+/// autotuning grows a loopback send buffer to.
+private final class SmallSendBuffer: ChannelInboundHandler, RemovableChannelHandler {
+    // Everything passes through untouched.
+    typealias InboundIn = NIOAny
+    let bytes: Int
+
+    init(bytes: Int) { self.bytes = bytes }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        // Setting SO_SNDBUF also turns the kernel's autotuning off for the socket.
+        _ = context.channel.setOption(.socketOption(.so_sndbuf), value: SocketOptionValue(bytes))
+        _ = context.channel.setOption(.writeBufferWaterMark, value: .init(low: bytes / 2, high: bytes))
     }
 }
