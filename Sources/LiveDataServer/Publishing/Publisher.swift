@@ -9,7 +9,9 @@ import Mosquitto
 /// awaits acknowledgement): libmosquitto is never handed more than its window holds, so its
 /// own queue (unbounded, and walked on every acknowledgement) stays empty, and what waits
 /// here is one entry per location however fast styles change. A derived change's JSON is
-/// built as it leaves.
+/// built as it leaves. While nothing waits and the window had room at the last look, a
+/// derived change goes to the client at once, not through the line (a table insertion and
+/// removal per change, keyed by its address's text, for nothing).
 ///
 /// Also counts what went out, and remembers whose legend is published. One publication the
 /// library refuses (too large for the broker's Maximum Packet Size, an invalid topic) is
@@ -26,8 +28,13 @@ struct Publisher {
     /// The datasets whose legend was published since the last (re)connection or reload.
     private var legends = Set<String>()
     private(set) var pending = PendingOutput()
-    /// Everything ever put in line.
-    var puts: Int { pending.puts }
+    /// Everything ever put in line or sent at once.
+    var puts: Int { pending.puts + sentAtOnce }
+    /// Derived changes handed to the client as they came, past the line.
+    private var sentAtOnce = 0
+    /// How many more may go at once: the window's room at the end of the last ``drain()``,
+    /// less what went since (acknowledgements only make more room meanwhile).
+    private var roomAtOnce = 0
     /// The topics handed to the client since the last sync marker the broker acknowledged
     /// (see ``LivePipeline``'s markers): what a broker that resumed the session may still
     /// lack, if it lost what it acknowledged last. `recent[0]` is the publication numbered
@@ -89,7 +96,12 @@ struct Publisher {
 
     /// Puts a derived change in line; `since` is when the update behind it arrived.
     mutating func send(change: DerivedChange, since: ContinuousClock.Instant? = nil) {
-        pending.put(change, since: since)
+        guard roomAtOnce > 0, pending.isEmpty else { return pending.put(change, since: since) }
+        roomAtOnce -= 1
+        sentAtOnce += 1
+        if handOver(.style(change.address), PendingOutput.Entry(item: .change(change), since: since)) == .disconnected {
+            roomAtOnce = 0
+        }
     }
 
     /// A derived change already built (it waited for `output.minInterval`).
@@ -116,46 +128,63 @@ struct Publisher {
 
     /// Hands the client what waits, oldest first, while the window has room.
     mutating func drain() -> Drained {
+        roomAtOnce = 0
         guard client.state == .connected else { return pending.isEmpty ? .empty : .disconnected }
         let windowed = qos != .atMostOnce
         var room = windowed ? client.session.sendWindow - client.inFlight : Self.unwindowedBatch
         guard room > 0 else { return pending.isEmpty ? .empty : .windowFull }
         return client.withBatchedSends { () -> Drained in
             while room > 0 {
-                guard let (key, entry) = pending.take() else { return .empty }
-                let publication: Publication
-                switch entry.item {
-                case .change(let change):
-                    publication = Publication(topic: topics.style(change.address), payload: topics.payload(change), retain: topics.retain)
-                case .publication(let ready): publication = ready
+                guard let (key, entry) = pending.take() else {
+                    roomAtOnce = room
+                    return .empty
                 }
-                let topic = publication.topic
-                do throws(MQTTError) {
-                    try client.send(topic, payload: publication.payload, qos: qos, retain: publication.retain, origin: entry.since)
-                    if case .change = entry.item { changes += 1 }
-                    room -= 1
-                    if recent.count < Self.recentLimit && overflowedAt == nil {
-                        recent.append(topic)
-                    } else if overflowedAt == nil {
-                        overflowedAt = handedOver
-                    }
-                    handedOver += 1
-                } catch .disconnected {
-                    pending.putBack(key, entry)
-                    return .disconnected
-                } catch {
-                    var entry = entry
-                    entry.refusals += 1
-                    if entry.refusals < Self.maximumAttempts {
-                        refused.append((key, entry))
-                    } else {
-                        dropped += 1
-                        lastDropped = "\(topic): \(error)"
-                    }
+                switch handOver(key, entry) {
+                case .sent: room -= 1
+                case .disconnected: return .disconnected
+                case .refused: break
                 }
             }
             if pending.isEmpty { return .empty }
             return windowed ? .windowFull : .more
+        }
+    }
+
+    private enum HandOver { case sent, disconnected, refused }
+
+    /// Gives one publication to the client; one it cannot take for want of a connection
+    /// goes back first in line, one it refuses is tried again later or dropped.
+    private mutating func handOver(_ key: PendingOutput.Key, _ entry: PendingOutput.Entry) -> HandOver {
+        let publication: Publication
+        switch entry.item {
+        case .change(let change):
+            publication = Publication(topic: topics.style(change.address), payload: topics.payload(change), retain: topics.retain)
+        case .publication(let ready): publication = ready
+        }
+        let topic = publication.topic
+        do throws(MQTTError) {
+            try client.send(topic, payload: publication.payload, qos: qos, retain: publication.retain, origin: entry.since)
+            if case .change = entry.item { changes += 1 }
+            if recent.count < Self.recentLimit && overflowedAt == nil {
+                recent.append(topic)
+            } else if overflowedAt == nil {
+                overflowedAt = handedOver
+            }
+            handedOver += 1
+            return .sent
+        } catch .disconnected {
+            pending.putBack(key, entry)
+            return .disconnected
+        } catch {
+            var entry = entry
+            entry.refusals += 1
+            if entry.refusals < Self.maximumAttempts {
+                refused.append((key, entry))
+            } else {
+                dropped += 1
+                lastDropped = "\(topic): \(error)"
+            }
+            return .refused
         }
     }
 

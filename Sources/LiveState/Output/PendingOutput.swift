@@ -36,6 +36,11 @@ public struct PendingOutput {
         public var since: ContinuousClock.Instant?
         /// How often the MQTT library refused it so far.
         public var refusals = 0
+
+        public init(item: Item, since: ContinuousClock.Instant?) {
+            self.item = item
+            self.since = since
+        }
     }
 
     private var entries: [Key: Entry] = [:]
