@@ -71,23 +71,29 @@ def wait_cpu(process):
     return usage.ru_utime + usage.ru_stime
 
 
-def bare_run(tools, args, folder):
-    broker = Broker(folder)
+def bare_run(tools, args, folder, program="bare-subscriber"):
+    """The stream to a bare libmosquitto client: `bare-subscriber` (receives) or `bare-echo`
+    (receives and publishes one style-sized message back for each, as the daemon does); the
+    rate runs until it is done (for the echo, until the broker acknowledged its last)."""
+    # The echo publishes as the daemon does: its broker takes the daemon's window.
+    broker = Broker(folder, inflight=args.broker_inflight if program == "bare-echo" else 0)
     publisher = None
     try:
-        subscriber = subprocess.Popen([os.path.join(tools, "bare-subscriber"), str(broker.port), "bench/#", str(args.updates), "120"],
+        subscriber = subprocess.Popen([os.path.join(tools, program), str(broker.port), "bench/#", str(args.updates), "300"],
                                       stdout=subprocess.PIPE, text=True)
         assert subscriber.stdout.readline().strip() == "subscribed"
         broker_before = cpu_seconds(broker.process.pid)
         started = time.monotonic()
         publisher = publish(tools, broker.port, args)
         line = subscriber.stdout.readline().strip()
-        subscriber.wait(timeout=130)
+        subscriber.wait(timeout=310)
         elapsed = time.monotonic() - started
         broker_cpu = cpu_seconds(broker.process.pid) - broker_before
         publisher_cpu = wait_cpu(publisher)
         received = int(line.split()[1])
         cpu = float(line.split()[-2]) if "cpu" in line else 0.0
+        if subscriber.returncode != 0:
+            raise SystemExit(f"{program}: {line}")
         return {"rate": received / elapsed, "received": received, "cpu_us": per_update_us(cpu, received),
                 "broker_us": per_update_us(broker_cpu, received), "publisher_us": per_update_us(publisher_cpu, received)}
     finally:
@@ -97,13 +103,21 @@ def bare_run(tools, args, folder):
 
 
 def metrics(port):
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30).read().decode()
     values = {}
     for line in text.splitlines():
         if line and not line.startswith("#"):
             name, _, value = line.rpartition(" ")
             values[name] = float(value)
     return values
+
+
+def heap_stats(pid):
+    """With BENCH_HEAP set: malloc's own account of the daemon's heap (bytes in use and held,
+    per arena), written by malloc_stats() to the daemon's log."""
+    if os.environ.get("BENCH_HEAP"):
+        subprocess.run(["gdb", "-p", str(pid), "-batch", "-ex", "call (void) malloc_stats()"],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def cpu_seconds(pid):
@@ -230,10 +244,14 @@ def daemon_run(tools, args, folder):
         publisher_cpu = wait_cpu(publisher)
         # Until the broker has acknowledged every style the stream changed.
         drain = wait_drained(http)
+        # The whole cost of the stream: until the broker acknowledged its last style.
+        completed = time.monotonic() - started
+        cpu_complete = cpu_seconds(daemon.pid) - cpu_before
         # A tick or two: the free heap a burst leaves goes back to the system once it is over.
         time.sleep(2.5)
         values = metrics(http)
         memory = {"empty_mb": empty / 2**20, "filled_per_location": (resident_bytes(daemon.pid) - empty) / args.locations}
+        heap_stats(daemon.pid)
         if args.keep_state:
             # SQLite's online backup: a consistent copy while the daemon writes.
             import sqlite3
@@ -267,9 +285,11 @@ def daemon_run(tools, args, folder):
                 wait_drained(http)
                 time.sleep(6)
                 memory[f"rss_{name}_per_location"] = (resident_bytes(daemon.pid) - empty) / args.locations
+                heap_stats(daemon.pid)
         return {
             "rate": received / elapsed, "received": received,
             "cpu_us": per_update_us(cpu, received),
+            "complete_rate": received / completed, "cpu_complete_us": per_update_us(cpu_complete, received),
             "broker_us": per_update_us(broker_cpu, received),
             "publisher_us": per_update_us(publisher_cpu, received),
             "published": int(values.get("livedata_derived_changes_published_total", 0)),
@@ -320,14 +340,19 @@ def main():
     for run in range(1, args.runs + 1):
         with tempfile.TemporaryDirectory(prefix="livedata-bench-") as folder:
             os.makedirs(f"{folder}/bare"); os.makedirs(f"{folder}/daemon")
+            os.makedirs(f"{folder}/echo")
             bare = bare_run(args.tools, args, f"{folder}/bare")
+            echo = bare_run(args.tools, args, f"{folder}/echo", "bare-echo")
             daemon = daemon_run(args.tools, args, f"{folder}/daemon")
         ratio = daemon["rate"] / bare["rate"]
+        daemon["echo_ratio"] = daemon["complete_rate"] / echo["rate"]
         ratios.append(ratio); results.append(daemon)
         lost = args.updates - daemon["received"]
         print(f"run {run}: bare {bare['rate']:,.0f} msg/s ({bare['cpu_us']:.1f} us CPU/msg; broker {bare['broker_us']:.1f}, publisher {bare['publisher_us']:.1f}); "
               f"daemon {daemon['rate']:,.0f} msg/s (broker {daemon['broker_us']:.1f}, publisher {daemon['publisher_us']:.1f} us CPU/update); ratio {ratio:.2f}; "
-              f"daemon CPU {daemon['cpu_us']:.1f} us/update; derived changes published {daemon['published']:,}"
+              f"daemon CPU {daemon['cpu_us']:.1f} us/update; "
+              f"until the last style was acknowledged: bare echo {echo['rate']:,.0f} msg/s ({echo['cpu_us']:.1f} us CPU/msg; broker {echo['broker_us']:.1f}), "
+              f"daemon {daemon['complete_rate']:,.0f} updates/s, ratio {daemon['echo_ratio']:.2f}, daemon CPU {daemon['cpu_complete_us']:.1f} us/update; derived changes published {daemon['published']:,}"
               + (f" (coalesced {daemon['coalesced']:,})" if args.min_interval else "") + "; "
               f"peak RSS {daemon['rss_mb']:.0f} MB; intake queue peak {daemon['queue_peak']:,}; processing p99 <= {daemon['p99_ms']:g} ms; "
               f"publication lag p99 <= {daemon['lag_p99_ms']:g} ms, output drained {daemon['drain_s']:.2f} s after the last update; lost {lost}; "
@@ -339,6 +364,8 @@ def main():
                         f"{daemon[f'rss_{name}_per_location']:,.0f} bytes per location once done"
                         for name in (["sigterm", "sigkill"] if args.restart else [])), flush=True)
     print(f"median: ratio {statistics.median(ratios):.2f}; daemon CPU {statistics.median(r['cpu_us'] for r in results):.1f} us/update; "
+          f"until the last style was acknowledged: ratio to the bare echo {statistics.median(r['echo_ratio'] for r in results):.2f}, "
+          f"daemon CPU {statistics.median(r['cpu_complete_us'] for r in results):.1f} us/update; "
           f"peak RSS {statistics.median(r['rss_mb'] for r in results):.0f} MB; "
           f"p99 <= {statistics.median(r['p99_ms'] for r in results):g} ms; "
           f"publication lag p99 <= {statistics.median(r['lag_p99_ms'] for r in results):g} ms")

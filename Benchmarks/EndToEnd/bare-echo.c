@@ -1,0 +1,107 @@
+// The second baseline of the end-to-end benchmark: a bare libmosquitto client that does what
+// the daemon does on the wire and nothing else. It subscribes at QoS 1 and, for every message,
+// publishes one QoS 1 retained message of a style's size (300 bytes) on the same connection,
+// with at most 1,000 unacknowledged (the rest owed, sent as acknowledgements come). It prints
+// the seconds from its first message to its EXPECTED-th, from its first message to the
+// broker's acknowledgement of its EXPECTED-th publication, and the CPU time it used.
+//   bare-echo PORT TOPIC EXPECTED TIMEOUT-SECONDS
+#include <mosquitto.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+enum { window = 1000 };
+
+static long expected, received, sent, acknowledged, owed;
+static struct timespec first, last_received, last_acknowledged;
+static const char *topic;
+static char payload[300];
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+static double seconds(struct timespec a, struct timespec b) {
+    return (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9;
+}
+
+// Sends what is owed while the window has room; called with the lock held.
+static void send_owed(struct mosquitto *client) {
+    while (owed > 0 && sent - acknowledged < window) {
+        char name[64];
+        snprintf(name, sizeof name, "bench-echo/style/%ld", sent);
+        sent++;
+        owed--;
+        mosquitto_publish(client, NULL, name, sizeof payload, payload, 1, true);
+    }
+}
+
+static void on_connect(struct mosquitto *client, void *context, int code) {
+    (void)context;
+    if (code != 0) { fprintf(stderr, "bare-echo: connection refused (%d)\n", code); exit(1); }
+    mosquitto_subscribe(client, NULL, topic, 1);
+}
+
+static void on_subscribe(struct mosquitto *client, void *context, int mid, int count, const int *granted) {
+    (void)client; (void)context; (void)mid; (void)count; (void)granted;
+    printf("subscribed\n");
+    fflush(stdout);
+}
+
+static void on_message(struct mosquitto *client, void *context, const struct mosquitto_message *message) {
+    (void)context; (void)message;
+    pthread_mutex_lock(&lock);
+    if (received == 0) clock_gettime(CLOCK_MONOTONIC, &first);
+    if (++received == expected) clock_gettime(CLOCK_MONOTONIC, &last_received);
+    owed++;
+    send_owed(client);
+    pthread_mutex_unlock(&lock);
+}
+
+static void on_publish(struct mosquitto *client, void *context, int mid) {
+    (void)context; (void)mid;
+    pthread_mutex_lock(&lock);
+    if (++acknowledged == expected) clock_gettime(CLOCK_MONOTONIC, &last_acknowledged);
+    send_owed(client);
+    pthread_mutex_unlock(&lock);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 5) { fprintf(stderr, "usage: bare-echo PORT TOPIC EXPECTED TIMEOUT-SECONDS\n"); return 2; }
+    int port = atoi(argv[1]);
+    topic = argv[2];
+    expected = atol(argv[3]);
+    double timeout = atof(argv[4]);
+    memset(payload, 'x', sizeof payload);
+    mosquitto_lib_init();
+    struct mosquitto *client = mosquitto_new("bench-bare-echo", true, NULL);
+    mosquitto_int_option(client, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V5);
+    mosquitto_int_option(client, MOSQ_OPT_RECEIVE_MAXIMUM, window);
+    mosquitto_int_option(client, MOSQ_OPT_SEND_MAXIMUM, window);
+    mosquitto_connect_callback_set(client, on_connect);
+    mosquitto_subscribe_callback_set(client, on_subscribe);
+    mosquitto_message_callback_set(client, on_message);
+    mosquitto_publish_callback_set(client, on_publish);
+    if (mosquitto_connect(client, "127.0.0.1", port, 30) != MOSQ_ERR_SUCCESS) { fprintf(stderr, "bare-echo: cannot connect\n"); return 1; }
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (;;) {
+        int code = mosquitto_loop(client, 100, 1);
+        pthread_mutex_lock(&lock);
+        long done = acknowledged;
+        pthread_mutex_unlock(&lock);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (done >= expected || seconds(start, now) > timeout) break;
+        if (code != MOSQ_ERR_SUCCESS && code != MOSQ_ERR_NO_CONN) { fprintf(stderr, "bare-echo: %s\n", mosquitto_strerror(code)); break; }
+    }
+    if (acknowledged < expected) { printf("received %ld, acknowledged %ld of %ld\n", received, acknowledged, expected); return 1; }
+    struct rusage usage;
+    getrusage(RUSAGE_SELF, &usage);
+    double cpu = usage.ru_utime.tv_sec + usage.ru_utime.tv_usec / 1e6 + usage.ru_stime.tv_sec + usage.ru_stime.tv_usec / 1e6;
+    printf("received %ld in %.6f s, acknowledged in %.6f s, cpu %.6f s\n", received, seconds(first, last_received),
+           seconds(first, last_acknowledged), cpu);
+    mosquitto_disconnect(client);
+    mosquitto_destroy(client);
+    mosquitto_lib_cleanup();
+    return 0;
+}
