@@ -112,12 +112,18 @@ def metrics(port):
     return values
 
 
-def heap_stats(pid):
-    """With BENCH_HEAP set: malloc's own account of the daemon's heap (bytes in use and held,
-    per arena), written by malloc_stats() to the daemon's log."""
-    if os.environ.get("BENCH_HEAP"):
-        subprocess.run(["gdb", "-p", str(pid), "-batch", "-ex", "call (void) malloc_stats()"],
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def heap_stats(pid, log_path, when):
+    """With BENCH_HEAP set: prints malloc's own account of the daemon's heap (bytes in use and
+    held, per arena), which malloc_stats() writes to the daemon's log."""
+    if not os.environ.get("BENCH_HEAP"):
+        return
+    size = os.path.getsize(log_path)
+    subprocess.run(["gdb", "-p", str(pid), "-batch", "-ex", "call (void) malloc_stats()"],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(log_path) as log:
+        log.seek(size)
+        totals = [line.strip() for line in log if line.startswith(("Total", "system bytes", "in use bytes"))]
+    print(f"  heap {when}: " + "; ".join(totals[-3:]), flush=True)
 
 
 def cpu_seconds(pid):
@@ -251,7 +257,7 @@ def daemon_run(tools, args, folder):
         time.sleep(2.5)
         values = metrics(http)
         memory = {"empty_mb": empty / 2**20, "filled_per_location": (resident_bytes(daemon.pid) - empty) / args.locations}
-        heap_stats(daemon.pid)
+        heap_stats(daemon.pid, os.path.join(folder, "daemon.log"), "after the stream")
         if args.keep_state:
             # SQLite's online backup: a consistent copy while the daemon writes.
             import sqlite3
@@ -285,7 +291,7 @@ def daemon_run(tools, args, folder):
                 wait_drained(http)
                 time.sleep(6)
                 memory[f"rss_{name}_per_location"] = (resident_bytes(daemon.pid) - empty) / args.locations
-                heap_stats(daemon.pid)
+                heap_stats(daemon.pid, log_path, f"after {name.upper()} and the backlog")
         return {
             "rate": received / elapsed, "received": received,
             "cpu_us": per_update_us(cpu, received),
