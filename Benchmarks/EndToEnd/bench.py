@@ -71,15 +71,16 @@ def wait_cpu(process):
     return usage.ru_utime + usage.ru_stime
 
 
-def bare_run(tools, args, folder, program="bare-subscriber"):
-    """The stream to a bare libmosquitto client: `bare-subscriber` (receives) or `bare-echo`
-    (receives and publishes one style-sized message back for each, as the daemon does); the
-    rate runs until it is done (for the echo, until the broker acknowledged its last)."""
+def bare_run(tools, args, folder, echo=False):
+    """The stream to a bare libmosquitto client that receives, or with `echo` also publishes
+    one style-sized message back for each, as the daemon does; the rate runs until it is
+    done (for the echo, until the broker acknowledged its last)."""
     # The echo publishes as the daemon does: its broker takes the daemon's window.
-    broker = Broker(folder, inflight=args.broker_inflight if program == "bare-echo" else 0)
+    broker = Broker(folder, inflight=args.broker_inflight if echo else 0)
     publisher = None
     try:
-        subscriber = subprocess.Popen([os.path.join(tools, program), str(broker.port), "bench/#", str(args.updates), "300"],
+        subscriber = subprocess.Popen([os.path.join(tools, "bare-subscriber"), str(broker.port), "bench/#", str(args.updates), "300"]
+                                      + (["echo"] if echo else []),
                                       stdout=subprocess.PIPE, text=True)
         assert subscriber.stdout.readline().strip() == "subscribed"
         broker_before = cpu_seconds(broker.process.pid)
@@ -93,7 +94,7 @@ def bare_run(tools, args, folder, program="bare-subscriber"):
         received = int(line.split()[1])
         cpu = float(line.split()[-2]) if "cpu" in line else 0.0
         if subscriber.returncode != 0:
-            raise SystemExit(f"{program}: {line}")
+            raise SystemExit(f"bare-subscriber: {line}")
         return {"rate": received / elapsed, "received": received, "cpu_us": per_update_us(cpu, received),
                 "broker_us": per_update_us(broker_cpu, received), "publisher_us": per_update_us(publisher_cpu, received)}
     finally:
@@ -348,7 +349,7 @@ def main():
             os.makedirs(f"{folder}/bare"); os.makedirs(f"{folder}/daemon")
             os.makedirs(f"{folder}/echo")
             bare = bare_run(args.tools, args, f"{folder}/bare")
-            echo = bare_run(args.tools, args, f"{folder}/echo", "bare-echo")
+            echo = bare_run(args.tools, args, f"{folder}/echo", echo=True)
             daemon = daemon_run(args.tools, args, f"{folder}/daemon")
         ratio = daemon["rate"] / bare["rate"]
         daemon["echo_ratio"] = daemon["complete_rate"] / echo["rate"]
