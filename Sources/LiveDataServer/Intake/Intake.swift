@@ -40,6 +40,10 @@ public final class Intake: Sendable {
     private let oversizeLog = Mutex(RateLimitedLog(interval: .seconds(10)))
     /// The read pass's updates, until its end (the network thread's alone).
     private let batch = Mutex<[IntakeMessage]>([])
+    /// The most a read pass's storage keeps for the next pass: a pass that read a flood (a
+    /// backlog the broker sends at once after a restart) would otherwise hold its storage,
+    /// tens of megabytes, for as long as the daemon runs.
+    private let keptCapacity: Int
 
     /// Opens the journal beside the state file (unless the store is in memory).
     /// - Throws: ``IntakeJournal/Failure`` when its folder cannot be opened.
@@ -48,6 +52,7 @@ public final class Intake: Sendable {
             config.store.isInMemory
             ? nil : try IntakeJournal(directory: config.store.journalPath, syncInterval: config.store.journalSync)
         queue = IntakeQueue(capacity: config.limits.queue, byteCapacity: config.limits.queueBytes)
+        keptCapacity = max(config.limits.queue, 1024)
         payloadLimit = config.limits.payload.size
         self.logger = logger
     }
@@ -100,7 +105,7 @@ public final class Intake: Sendable {
                         // Shutting down: leave the updates unacknowledged for the next session.
                         if stopping.load(ordering: .acquiring) {
                             journal.discardStaged()
-                            messages.removeAll(keepingCapacity: true)
+                            messages.removeAll(keepingCapacity: messages.capacity <= keptCapacity)
                             return .refused
                         }
                         usleep(500_000)
@@ -110,7 +115,7 @@ public final class Intake: Sendable {
             }
             // A closed queue (the daemon is stopping) takes nothing: leave them unacknowledged.
             let taken = queue.push(contentsOf: messages)
-            messages.removeAll(keepingCapacity: true)
+            messages.removeAll(keepingCapacity: messages.capacity <= keptCapacity)
             return taken ? .taken : .refused
         }
     }

@@ -150,8 +150,10 @@ final class IntakeQueue: Sendable {
         return batch.isEmpty ? nil : batch
     }
 
-    /// Gives an emptied batch's storage back for the next one.
+    /// Gives an emptied batch's storage back for the next one (storage of more than twice
+    /// the queue's capacity, left by a batch of oversize messages, goes).
     func recycle(_ batch: consuming [IntakeMessage]) {
+        guard batch.capacity <= 2 * capacity else { return }
         batch.removeAll(keepingCapacity: true)
         state.withLock { state in
             if state.spare.capacity < batch.capacity { state.spare = batch }
