@@ -238,6 +238,11 @@ public final class RuleEngine: Sendable {
         return template.isConstant ? template.source : template.render { location.values[$0] }
     }
 
+    /// The style a key stands for at a location, with the names of the rules behind it.
+    public func derivedStyle(_ key: StyleKey, at address: LocationAddress) -> DerivedStyle {
+        derivedStyle(style(key, at: address), key.selection)
+    }
+
     /// The style a key stands for at a location: the layers of its rules, its label and
     /// badge text, made invisible when its layer is hidden.
     public func style(_ key: StyleKey, at address: LocationAddress) -> Style {

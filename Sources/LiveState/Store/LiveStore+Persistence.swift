@@ -109,7 +109,7 @@ extension LiveStore {
             let engine = prepared.ruleEngine
             let published: DerivedStyle? = switch prepared.published {
             case .none: nil
-            case .key(let key): engine.derivedStyle(engine.style(key, at: prepared.address), key.selection)
+            case .key(let key): engine.derivedStyle(key, at: prepared.address)
             case .foreign(let foreign): foreign.derived
             }
             let record = LocationRecord(address: prepared.address, values: prepared.values, published: published, version: prepared.version)

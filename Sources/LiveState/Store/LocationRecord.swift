@@ -109,7 +109,7 @@ final class LocationState {
     func publishedStyle(_ ruleEngine: RuleEngine) -> DerivedStyle? {
         if let foreign { return foreign.derived }
         guard let published = published?.key else { return nil }
-        return ruleEngine.derivedStyle(ruleEngine.style(published, at: address), published.selection)
+        return ruleEngine.derivedStyle(published, at: address)
     }
 
     func record(_ ruleEngine: RuleEngine) -> LocationRecord {

@@ -205,16 +205,7 @@ public struct SummaryTracker {
     /// How many bytes of a location's path come before its floor's end (dataset, venue,
     /// building and floor, with the slashes between them).
     private static func floorPrefixLength(_ path: UnsafeRawBufferPointer) -> Int {
-        var slashes = 0
-        var end = 0
-        while end < path.count {
-            if path[end] == UInt8(ascii: "/") {
-                slashes += 1
-                if slashes == 4 { break }
-            }
-            end += 1
-        }
-        return end
+        LocationAddress.range(of: 3, in: path).upperBound
     }
 
     /// Records what a location now contributes.

@@ -101,8 +101,9 @@ public struct LocationAddress: Hashable, Sendable, CustomStringConvertible {
         other.withPathBytes { hasIdentity(ofPath: $0) }
     }
 
-    /// The byte range of component `position` (0 for the dataset … 5 for the location).
-    private static func range(of position: Int, in path: UnsafeRawBufferPointer) -> Range<Int> {
+    /// The byte range of component `position` (0 for the dataset … 5 for the location) in a
+    /// path's bytes.
+    public static func range(of position: Int, in path: UnsafeRawBufferPointer) -> Range<Int> {
         var start = 0
         var seen = 0
         var index = 0
