@@ -102,7 +102,8 @@ public struct LocationAddress: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// The byte range of component `position` (0 for the dataset … 5 for the location) in a
-    /// path's bytes.
+    /// path's bytes. Inlinable: a restore asks it for every location.
+    @inlinable
     public static func range(of position: Int, in path: UnsafeRawBufferPointer) -> Range<Int> {
         var start = 0
         var seen = 0
