@@ -198,7 +198,7 @@ extension LiveDataConfig {
 
     private static func readBroker(_ node: Node, _ reader: ConfigReader, _ resolver: PathResolver) -> BrokerSettings {
         var broker = BrokerSettings()
-        let keys = ["host", "port", "clientId", "protocol", "username", "passwordFile", "keepalive", "qos", "cleanStart", "bufferedSocket", "tls"]
+        let keys = ["host", "port", "clientId", "protocol", "username", "passwordFile", "keepalive", "qos", "cleanStart", "bufferedSocket", "outputConnection", "tls"]
         for (key, _, value) in reader.mapping(node, "broker", allowed: keys) {
             switch key {
             case "host": broker.host = reader.nonEmptyString(value, "broker.host") ?? broker.host
@@ -219,6 +219,8 @@ extension LiveDataConfig {
             case "cleanStart": broker.cleanStart = reader.bool(value, "broker.cleanStart") ?? broker.cleanStart
             case "bufferedSocket":
                 broker.bufferedSocket = reader.bool(value, "broker.bufferedSocket") ?? broker.bufferedSocket
+            case "outputConnection":
+                broker.outputConnection = reader.bool(value, "broker.outputConnection") ?? broker.outputConnection
             case "tls":
                 var tls = TLSSettings()
                 for (tlsKey, _, tlsValue) in reader.mapping(value, "broker.tls", allowed: ["caFile", "certFile", "keyFile"]) {

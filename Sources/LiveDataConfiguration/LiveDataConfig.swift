@@ -65,6 +65,12 @@ public struct BrokerSettings: Sendable, Equatable {
     /// false gives libmosquitto's own calls. Plain TCP only; TLS connections are never
     /// buffered.
     public var bufferedSocket = true
+    /// `outputConnection`, default true: the daemon publishes on a second connection of its
+    /// own (client id `{clientId}-output`) rather than on the one it receives on. mosquitto
+    /// reads one packet from each ready connection in turn, and one connection would carry
+    /// two packets per update (the update's acknowledgement and its style) against the
+    /// publisher's one: the styles would fall behind whenever the broker is busy.
+    public var outputConnection = true
     /// `tls: {caFile, certFile, keyFile}`, default none (plain TCP).
     public var tls: TLSSettings?
 

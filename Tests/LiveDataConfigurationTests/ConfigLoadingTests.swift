@@ -85,6 +85,8 @@ struct ConfigLoadingTests {
         #expect(config.broker.passwordFromEnvironment == "p")
         #expect(config.broker.bufferedSocket)
         #expect(try parse("broker: {bufferedSocket: false}\n").broker.bufferedSocket == false)
+        #expect(config.broker.outputConnection)
+        #expect(try parse("broker: {outputConnection: false}\n").broker.outputConnection == false)
         #expect(config.http.token == "t" && config.http.listen == "127.0.0.1:8080")
         #expect(config.subscriptions.map(\.filter.string) == ["+/+/+/+/+/+/+"])
         #expect(config.output.prefix == "livedata" && config.output.retain && config.output.qos == 1)
@@ -96,7 +98,7 @@ struct ConfigLoadingTests {
         arguments: [
             (
                 "broker:\n  hots: x\n",
-                #"test.yaml:2:3: unknown key "hots" in broker (did you mean "host"? expected one of: host, port, clientId, protocol, username, passwordFile, keepalive, qos, cleanStart, bufferedSocket, tls)"#
+                #"test.yaml:2:3: unknown key "hots" in broker (did you mean "host"? expected one of: host, port, clientId, protocol, username, passwordFile, keepalive, qos, cleanStart, bufferedSocket, outputConnection, tls)"#
             ),
             ("colour: red\n", #"test.yaml:1:1: unknown key "colour" in the config file (expected one of: broker, subscriptions, domains, catalog, geometry, styles, rules, output, store, http, log, limits)"#),
             (

@@ -32,17 +32,27 @@ public struct LiveDataDaemon: Sendable {
         let intake = try Intake(config: config, logger: logger)
         let metrics = DaemonMetrics()
         let window = OutputWindow(lag: metrics.publishLag)
-        let client = try intake.makeClient(configuration: mqtt, logger: logger, window: window)
+        // The acknowledgements that open the window come on the connection that publishes.
+        let output: MQTTClient?
+        if config.broker.outputConnection {
+            output = try MQTTClient(
+                configuration: config.broker.outputMQTTConfiguration(input: mqtt), logger: logger,
+                onAcknowledged: { window.acknowledged($0) })
+        } else {
+            output = nil
+        }
+        let client = try intake.makeClient(configuration: mqtt, logger: logger, window: output == nil ? window : nil)
         logger.info("starting", metadata: ["mqtt.broker": "\(mqtt.address)", "config.file": "\(configPath)"])
         for warning in config.warnings { logger.warning("\(warning)") }
-        let pipeline = LivePipeline(config: config, client: client, intake: intake, metrics: metrics, logger: logger, window: window)
+        let pipeline = LivePipeline(
+            config: config, client: client, output: output, intake: intake, metrics: metrics, logger: logger, window: window)
         let httpListening = StartupGate()
         let http = try HTTPInterface.application(
             settings: config.http, pipeline: pipeline, metrics: metrics, logger: logger, onListening: { await httpListening.open() })
         self.pipeline = pipeline
         self.metrics = metrics
         services = [
-            PipelineService(pipeline: pipeline, client: client, notifier: notifier, logger: logger, waitFor: httpListening),
+            PipelineService(pipeline: pipeline, notifier: notifier, logger: logger, waitFor: httpListening),
             WatchdogService(pipeline: pipeline, notifier: notifier, logger: logger),
             ReloadService(pipeline: pipeline, configPath: configPath, notifier: notifier, logger: logger),
             http,

@@ -27,4 +27,15 @@ extension BrokerSettings {
         configuration.maximumPacketSize = UInt32(payloadLimit + 2048)
         return configuration
     }
+
+    /// The client settings of the daemon's output connection (``BrokerSettings/outputConnection``):
+    /// those of `input` under the client id `{clientId}-output`, with the same will (a lost
+    /// output connection shows as `offline` too, until it is back). It subscribes to
+    /// nothing, so it takes a small Receive Maximum.
+    public func outputMQTTConfiguration(input: MQTTConfiguration) -> MQTTConfiguration {
+        var configuration = input
+        configuration.clientID = "\(clientId)-output"
+        configuration.receiveMaximum = 20
+        return configuration
+    }
 }

@@ -49,7 +49,13 @@ public actor LivePipeline {
         public var events = EventHub.Statistics()
     }
 
+    /// The connection that receives: subscriptions, the updates, and the session the
+    /// broker keeps while the daemon is down.
     nonisolated let client: MQTTClient
+    /// The connection that publishes: styles, summaries, legends, status and sync markers,
+    /// all on one connection so that the broker stores them in the order handed over.
+    /// The receiving one, or a second connection (``BrokerSettings/outputConnection``).
+    nonisolated let output: MQTTClient
     let logger: Logger
     private(set) var config: LiveDataConfig
     private var core: LiveCore
@@ -117,18 +123,19 @@ public actor LivePipeline {
 
     /// Builds the core; ``start()`` restores the stored state.
     public init(
-        config: LiveDataConfig, client: MQTTClient, intake: Intake, metrics: DaemonMetrics = DaemonMetrics(), logger: Logger,
-        events: EventHub = EventHub(), window: OutputWindow = OutputWindow()
+        config: LiveDataConfig, client: MQTTClient, output: MQTTClient? = nil, intake: Intake,
+        metrics: DaemonMetrics = DaemonMetrics(), logger: Logger, events: EventHub = EventHub(), window: OutputWindow = OutputWindow()
     ) {
         self.config = config
         self.window = window
         self.events = events
         self.metrics = metrics
         self.client = client
+        self.output = output ?? client
         self.intake = intake
         self.logger = logger
         topics = OutputTopics(prefix: config.output.prefix, retain: config.output.retain)
-        publisher = Publisher(client: client, qos: MQTTQoS(rawValue: Int32(config.output.qos)) ?? .atLeastOnce, topics: topics)
+        publisher = Publisher(client: self.output, qos: MQTTQoS(rawValue: Int32(config.output.qos)) ?? .atLeastOnce, topics: topics)
         coalescer = config.output.minInterval > .zero ? PublishCoalescer(interval: config.output.minInterval) : nil
         core = LiveCore(
             ruleSet: config.ruleSet, subscriptions: config.subscriptions, summaryInterval: config.output.summaryInterval,
@@ -244,8 +251,16 @@ public actor LivePipeline {
         stallForTesting = nil
     }
 
-    /// The broker connection's state.
-    public nonisolated var brokerState: MQTTConnectionState { client.state }
+    /// The broker connection's state: the receiving connection's, or the output's while that
+    /// one is not connected.
+    public nonisolated var brokerState: MQTTConnectionState {
+        let receiving = client.state
+        guard receiving == .connected, output !== client else { return receiving }
+        return output.state
+    }
+
+    /// Both connections are up.
+    private var bothConnected: Bool { client.state == .connected && output.state == .connected }
 
     /// The records of every location with this id (the topic's location level): one per
     /// dataset that has it, in address order.
@@ -270,8 +285,8 @@ public actor LivePipeline {
             coalesced: (coalescer?.coalesced ?? 0) + publisher.pending.coalesced,
             summariesPublished: publisher.summaries, locations: core.store.count,
             refusedSubscriptions: refusedSubscriptions.count, intake: intake.statistics, replayed: replayed,
-            snapshotFailures: snapshotFailures, publishesRefused: client.refusedPublishes.count, publishesDropped: publisher.dropped,
-            outputWaiting: publisher.waiting, outputInFlight: client.inFlight, convergences: convergences,
+            snapshotFailures: snapshotFailures, publishesRefused: refusedPublishes.count, publishesDropped: publisher.dropped,
+            outputWaiting: publisher.waiting, outputInFlight: output.inFlight, convergences: convergences,
             convergenceFailures: convergenceFailures, convergencesSkipped: convergencesSkipped,
             convergenceRead: convergenceRead + (reader?.count ?? 0), convergenceProgress: reader?.count ?? 0,
             processed: processed, events: events.statistics)
@@ -306,15 +321,22 @@ public actor LivePipeline {
         }
     }
 
+    /// A connection came up: once both are, what follows a (re)connection.
+    private func connectionUp() {
+        if bothConnected { connected() }
+    }
+
     /// Publishes `online`, the legends and whatever waits, and converges unless nothing can
-    /// have diverged; call after every (re)connection.
+    /// have diverged; call after every (re)connection (of either connection, once both are up).
     public func connected() {
         publisher.send(topics.statusPublication(online: true))
         publisher.forgetLegends()
         for dataset in knownDatasets() { publishLegend(dataset) }
-        let session = client.session
+        // The broker kept both sessions: it kept its store (a connection that did not drop
+        // still reports the session of its last CONNACK).
+        let present = client.session.present && output.session.present
         switch versions {
-        case .trusted where session.present && acknowledgedMarker != nil && publisher.recentIsWhole:
+        case .trusted where present && acknowledgedMarker != nil && publisher.recentIsWhole:
             // The broker resumed our session, so it kept its store, or restored it from its
             // last save (mosquitto saves sessions and retained messages together, at times).
             // If its retained marker is the last one it acknowledged, it holds every style
@@ -323,7 +345,7 @@ public actor LivePipeline {
             // a read of every style.
             markerCheck = .resumed(acknowledgedMarker!)
             startConvergence()
-        case .inDoubt where session.present && restoredCheckpoint != nil:
+        case .inDoubt where present && restoredCheckpoint != nil:
             // A start after a clean stop: the retained marker tells whether the broker
             // holds what the state file says it acknowledged. What came in meanwhile is held.
             markerCheck = .start(restoredCheckpoint!)
@@ -376,7 +398,7 @@ public actor LivePipeline {
     /// Publishes a marker when something was handed over since the last one, at most once
     /// a ``markerInterval``, one at a time, only while the versions are known.
     private func publishMarkerIfDue() {
-        guard hasConverged, markerCheck == nil, !markerInFlight, client.state == .connected,
+        guard hasConverged, markerCheck == nil, !markerInFlight, output.state == .connected,
             ContinuousClock.now - lastMarker >= Self.markerInterval, publisher.handedOver > markedPosition
         else { return }
         drainOutput()
@@ -392,7 +414,7 @@ public actor LivePipeline {
         let payload = nextMarkerPayload()
         let position = publisher.handedOver
         markerInFlight = true
-        let client = client
+        let client = output
         let topic = checkpointTopic
         Task {
             let acknowledged = (try? await client.publish(topic, payload: Array(payload.utf8), qos: .atLeastOnce, retain: true)) != nil
@@ -609,8 +631,8 @@ public actor LivePipeline {
         // The last styles that waited for their interval go out before `offline`.
         sendAllCoalesced()
         drainOutput()
-        guard client.state == .connected else { return }
-        let client = client
+        guard output.state == .connected else { return }
+        let client = output
         let offline = topics.statusPublication(online: false)
         let published = Task {
             try await client.publish(offline.topic, payload: offline.payload, qos: .atLeastOnce, retain: offline.retain)
@@ -656,10 +678,17 @@ public actor LivePipeline {
             group.addTask { await self.run() }
             group.addTask {
                 for await event in self.client.events where event == .state(.connected) {
-                    await self.connected()
+                    await self.connectionUp()
                 }
                 // The client has ended: nothing more comes in; what waits is still processed.
                 self.intake.queue.close()
+            }
+            if output !== client {
+                group.addTask {
+                    for await event in self.output.events where event == .state(.connected) {
+                        await self.connectionUp()
+                    }
+                }
             }
             group.addTask {
                 // The broker's window has room again.
@@ -698,12 +727,12 @@ public actor LivePipeline {
     /// broker that resumed its session, knows the broker holds every style the state file
     /// holds, and skips reading them all back (see ``connected()``).
     public func checkpoint(timeout: Duration = .seconds(5)) async {
-        guard writer != nil, hasConverged, client.state == .connected else { return }
+        guard writer != nil, hasConverged, output.state == .connected else { return }
         let deadline = ContinuousClock.now + timeout
-        while publisher.waiting > 0 || client.inFlight > 0 || markerInFlight {
-            guard ContinuousClock.now < deadline, client.state == .connected else {
+        while publisher.waiting > 0 || output.inFlight > 0 || markerInFlight {
+            guard ContinuousClock.now < deadline, output.state == .connected else {
                 logger.notice(
-                    "stopping with \(publisher.waiting + client.inFlight) publications not yet acknowledged: the next start converges with the broker")
+                    "stopping with \(publisher.waiting + output.inFlight) publications not yet acknowledged: the next start converges with the broker")
                 return
             }
             drainOutput()
@@ -731,8 +760,8 @@ public actor LivePipeline {
     /// Processes messages in groups of 16 whose memory is loaded together (see
     /// ``LiveCore/prefetch(_:topic:)``).
     public func handle(_ messages: [IntakeMessage]) {
-        // The batch's publications wake the client's network thread once, at the end.
-        client.withBatchedSends {
+        // The batch's publications wake the output's network thread once, at the end.
+        output.withBatchedSends {
             var start = 0
             while start < messages.count {
                 let end = min(start + 16, messages.count)
@@ -960,10 +989,10 @@ public actor LivePipeline {
             case .empty, .disconnected: return
             case .more: continue
             case .windowFull:
-                let size = client.session.sendWindow
+                let size = output.session.sendWindow
                 window.arm(window: size)
                 // Acknowledgements that came between the drain and the arming woke nobody.
-                if client.inFlight > size / 2 { return }
+                if output.inFlight > size / 2 { return }
             }
         }
     }
@@ -1058,6 +1087,14 @@ public actor LivePipeline {
         publisher.send(topics.publication(config.ruleSet.legend(dataset: dataset), dataset: dataset))
     }
 
+    /// Publications the broker refused, on either connection, and the last refusal.
+    private nonisolated var refusedPublishes: (count: Int, last: MQTTError?) {
+        let output = output.refusedPublishes
+        guard self.output !== client else { return output }
+        let receiving = client.refusedPublishes
+        return (output.count + receiving.count, output.last ?? receiving.last)
+    }
+
     private func knownDatasets() -> Set<String> {
         Set(config.subscriptions.compactMap { $0[.dataset] }).union(core.store.datasets)
     }
@@ -1065,7 +1102,7 @@ public actor LivePipeline {
     /// Logs the publications refused since the last report, at most every 10 s: by the
     /// broker (not sent again) and by the MQTT library (dropped after retries).
     private func reportRefusals() {
-        let broker = client.refusedPublishes
+        let broker = refusedPublishes
         let library = publisher.dropped
         guard broker.count > reportedRefusals.broker || library > reportedRefusals.library, refusalLog.admit() != nil else { return }
         if broker.count > reportedRefusals.broker {

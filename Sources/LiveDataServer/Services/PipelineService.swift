@@ -7,13 +7,14 @@ import ServiceLifecycle
 /// updates: publishes `offline`, disconnects, and the pipeline writes the store.
 struct PipelineService: Service {
     let pipeline: LivePipeline
-    let client: MQTTClient
     let notifier: SystemdNotifier
     let logger: Logger
     /// What must be up before READY=1 (the HTTP server).
     var waitFor: StartupGate?
 
     func run() async throws {
+        let client = pipeline.client
+        let output = pipeline.output
         let address = client.configuration.address
         // The restore and the journal's replay: `WatchdogService` reports how far they are
         // (STATUS=, EXTEND_TIMEOUT_USEC=). SIGTERM meanwhile ends them with nothing written.
@@ -36,6 +37,7 @@ struct PipelineService: Service {
         }
         notifier.status("waiting for the MQTT broker at \(address)")
         client.start()
+        if output !== client { output.start() }
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
                 do {
@@ -63,6 +65,7 @@ struct PipelineService: Service {
                 await pipeline.publishOffline()
                 pipeline.intake.stop()
                 await client.disconnect()
+                if output !== client { await output.disconnect() }
             }
             // The pipeline runs until the client disconnects (at shutdown); then stop the rest.
             await pipeline.serve()
