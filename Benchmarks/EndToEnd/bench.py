@@ -245,12 +245,12 @@ def daemon_run(tools, args, folder):
         elapsed = time.monotonic() - started
         cpu = cpu_seconds(daemon.pid) - cpu_before
         broker_cpu = cpu_seconds(broker.process.pid) - broker_before
-        if profiler:
-            profiler.send_signal(signal.SIGINT)
-            profiler.wait(timeout=60)
         publisher_cpu = wait_cpu(publisher)
         # Until the broker has acknowledged every style the stream changed.
         drain = wait_drained(http)
+        if profiler:
+            profiler.send_signal(signal.SIGINT)
+            profiler.wait(timeout=60)
         # The whole cost of the stream: until the broker acknowledged its last style.
         completed = time.monotonic() - started
         cpu_complete = cpu_seconds(daemon.pid) - cpu_before
@@ -337,6 +337,7 @@ def main():
     parser.add_argument("--perf", metavar="FILE", help="record the daemon with `perf record -g` into FILE")
     parser.add_argument("--plain-socket", action="store_true", help="run the daemon with broker.bufferedSocket: false (libmosquitto's own socket calls)")
     parser.add_argument("--keep-state", metavar="DIR", help="after the stream, copy the daemon's state file to DIR/state.db (for a restore probe)")
+    parser.add_argument("--daemon-only", action="store_true", help="leave out the bare baselines (to compare two builds of the daemon)")
     parser.add_argument("--syscalls", metavar="FILE", help="count the daemon's system calls with `perf stat` into FILE")
     args = parser.parse_args()
     pace = f", paced at {args.rate:,.0f}/s" if args.rate else ""
@@ -348,8 +349,11 @@ def main():
         with tempfile.TemporaryDirectory(prefix="livedata-bench-") as folder:
             os.makedirs(f"{folder}/bare"); os.makedirs(f"{folder}/daemon")
             os.makedirs(f"{folder}/echo")
-            bare = bare_run(args.tools, args, f"{folder}/bare")
-            echo = bare_run(args.tools, args, f"{folder}/echo", echo=True)
+            if args.daemon_only:
+                bare = echo = dict.fromkeys(["rate", "cpu_us", "broker_us", "publisher_us"], float("nan"))
+            else:
+                bare = bare_run(args.tools, args, f"{folder}/bare")
+                echo = bare_run(args.tools, args, f"{folder}/echo", echo=True)
             daemon = daemon_run(args.tools, args, f"{folder}/daemon")
         ratio = daemon["rate"] / bare["rate"]
         daemon["echo_ratio"] = daemon["complete_rate"] / echo["rate"]
