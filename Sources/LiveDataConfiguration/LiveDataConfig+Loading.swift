@@ -4,8 +4,6 @@ import LiveTopics
 import Yams
 
 extension LiveDataConfig {
-    static let topLevelKeys = ["broker", "subscriptions", "domains", "catalog", "geometry", "styles", "rules", "output", "store", "http", "log", "limits"]
-
     /// Reads and checks a config file. Relative paths in it (catalog, password file, TLS
     /// files) are found from the working directory, or else from the file's directory.
     /// `$LIVEDATA_MQTT_PASSWORD` and `$LIVEDATA_HTTP_TOKEN` override the secrets.
@@ -81,7 +79,7 @@ extension LiveDataConfig {
         var domains: [String: DomainSettings] = [:]
         var stylesNode: Node?
         var rulesNode: Node?
-        for (key, _, value) in reader.mapping(root, "the config file", allowed: topLevelKeys) {
+        for (key, _, value) in reader.mapping(root, "the config file", allowed: ConfigKeys.keys(of: "")) {
             switch key {
             case "broker": config.broker = readBroker(value, reader, resolver)
             case "subscriptions": config.subscriptions = readSubscriptions(value, reader)
@@ -198,8 +196,7 @@ extension LiveDataConfig {
 
     private static func readBroker(_ node: Node, _ reader: ConfigReader, _ resolver: PathResolver) -> BrokerSettings {
         var broker = BrokerSettings()
-        let keys = ["host", "port", "clientId", "protocol", "username", "passwordFile", "keepalive", "qos", "cleanStart", "bufferedSocket", "outputConnection", "tls"]
-        for (key, _, value) in reader.mapping(node, "broker", allowed: keys) {
+        for (key, _, value) in reader.mapping(node, "broker", allowed: ConfigKeys.keys(of: "broker")) {
             switch key {
             case "host": broker.host = reader.nonEmptyString(value, "broker.host") ?? broker.host
             case "port": broker.port = reader.int(value, "broker.port", range: 1...65_535) ?? broker.port
@@ -223,7 +220,7 @@ extension LiveDataConfig {
                 broker.outputConnection = reader.bool(value, "broker.outputConnection") ?? broker.outputConnection
             case "tls":
                 var tls = TLSSettings()
-                for (tlsKey, _, tlsValue) in reader.mapping(value, "broker.tls", allowed: ["caFile", "certFile", "keyFile"]) {
+                for (tlsKey, _, tlsValue) in reader.mapping(value, "broker.tls", allowed: ConfigKeys.keys(of: "broker.tls")) {
                     let path = reader.nonEmptyString(tlsValue, "broker.tls.\(tlsKey)").map(resolver.resolve)
                     switch tlsKey {
                     case "caFile": tls.caFile = path
@@ -249,8 +246,7 @@ extension LiveDataConfig {
 
     /// `{dataset: ds1, domain: occupancy}` or `{filter: "ds1/+/B/#"}`.
     static func readCriteria(_ node: Node, _ reader: ConfigReader, _ what: String) -> TopicCriteria? {
-        let allowed = LiveTopic.Component.allCases.map(\.rawValue) + ["filter"]
-        let members = reader.mapping(node, what, allowed: allowed)
+        let members = reader.mapping(node, what, allowed: ConfigKeys.keys(of: "subscriptions[]"))
         if let filterMember = members.first(where: { $0.key == "filter" }) {
             guard members.count == 1 else {
                 reader.error(node, "\(what) is either a filter or components, not both")
@@ -283,7 +279,7 @@ extension LiveDataConfig {
         var domains: [String: DomainSettings] = [:]
         for (domain, _, value) in reader.mapping(node, "domains", allowed: nil) {
             var settings = DomainSettings()
-            for (key, _, setting) in reader.mapping(value, "domains.\(domain)", allowed: ["staleAfter", "moves"]) {
+            for (key, _, setting) in reader.mapping(value, "domains.\(domain)", allowed: ConfigKeys.keys(of: "domains.*")) {
                 switch key {
                 case "staleAfter": settings.staleAfter = reader.duration(setting, "domains.\(domain).staleAfter")
                 default: settings.moves = reader.bool(setting, "domains.\(domain).moves")
@@ -300,7 +296,7 @@ extension LiveDataConfig {
         var main = StyleTemplate.empty
         var types: [String: StyleTemplate] = [:]
         var locations: [String: StyleTemplate] = [:]
-        for (key, _, value) in reader.mapping(node, "styles", allowed: ["main", "types", "locations"]) {
+        for (key, _, value) in reader.mapping(node, "styles", allowed: ConfigKeys.keys(of: "styles")) {
             switch key {
             case "main": main = readStyleTemplate(value, reader, "styles.main", domain: nil)
             case "types":
@@ -320,7 +316,7 @@ extension LiveDataConfig {
         var style = Style()
         var labelNode: Node?
         var badgeTextNode: Node?
-        for (key, _, value) in reader.mapping(node, what, allowed: StyleField.allCases.map(\.rawValue)) {
+        for (key, _, value) in reader.mapping(node, what, allowed: ConfigKeys.keys(of: "style")) {
             let name = "\(what).\(key)"
             let field = StyleField(rawValue: key)!
             switch field.definition.kind {
@@ -335,7 +331,7 @@ extension LiveDataConfig {
             case .color: style[field] = reader.color(value, name).map(StyleValue.color)
             case .badge:
                 var badge = Badge()
-                for (badgeKey, _, badgeValue) in reader.mapping(value, name, allowed: ["text", "textColor", "backgroundColor"]) {
+                for (badgeKey, _, badgeValue) in reader.mapping(value, name, allowed: ConfigKeys.keys(of: "style.badge")) {
                     switch badgeKey {
                     case "text":
                         badge.text = reader.string(badgeValue, "\(name).text")
@@ -366,9 +362,8 @@ extension LiveDataConfig {
     private static func readRules(_ node: Node, _ reader: ConfigReader) -> [Rule] {
         var rules: [Rule] = []
         var names = Set<String>()
-        let keys = ["name", "domain", "when", "where", "style", "legend", "layer", "priority"]
         for (order, item) in reader.sequence(node, "rules").enumerated() {
-            let members = reader.mapping(item, "a rule", allowed: keys)
+            let members = reader.mapping(item, "a rule", allowed: ConfigKeys.keys(of: "rules[]"))
             guard case .mapping = item else { continue }
             guard let nameMember = members.first(where: { $0.key == "name" }) else {
                 reader.error(item, "a rule needs a name")
@@ -421,8 +416,7 @@ extension LiveDataConfig {
 
     private static func readLimits(_ node: Node, _ reader: ConfigReader) -> LimitSettings {
         var limits = LimitSettings()
-        let keys = ["futureSkew", "queue", "queueBytes", "locations", "domains", "payloadSize", "properties", "nameLength", "valueLength"]
-        for (key, _, value) in reader.mapping(node, "limits", allowed: keys) {
+        for (key, _, value) in reader.mapping(node, "limits", allowed: ConfigKeys.keys(of: "limits")) {
             func count(_ range: ClosedRange<Int>) -> Int? { reader.int(value, "limits.\(key)", range: range) }
             switch key {
             case "queue": limits.queue = count(1...10_000_000) ?? limits.queue
@@ -442,7 +436,7 @@ extension LiveDataConfig {
 
     private static func readOutput(_ node: Node, _ reader: ConfigReader) -> OutputSettings {
         var output = OutputSettings()
-        for (key, _, value) in reader.mapping(node, "output", allowed: ["prefix", "retain", "qos", "summaryInterval", "minInterval"]) {
+        for (key, _, value) in reader.mapping(node, "output", allowed: ConfigKeys.keys(of: "output")) {
             switch key {
             case "prefix":
                 if let prefix = reader.nonEmptyString(value, "output.prefix") {
@@ -464,7 +458,7 @@ extension LiveDataConfig {
 
     private static func readStore(_ node: Node, _ reader: ConfigReader) -> StoreSettings {
         var store = StoreSettings()
-        for (key, _, value) in reader.mapping(node, "store", allowed: ["path", "snapshotInterval", "journalSync"]) {
+        for (key, _, value) in reader.mapping(node, "store", allowed: ConfigKeys.keys(of: "store")) {
             switch key {
             case "snapshotInterval":
                 store.snapshotInterval = reader.duration(value, "store.snapshotInterval", range: .milliseconds(10)...(.seconds(3600)))
@@ -480,7 +474,7 @@ extension LiveDataConfig {
 
     private static func readHTTP(_ node: Node, _ reader: ConfigReader) -> HTTPSettings {
         var http = HTTPSettings()
-        for (key, _, value) in reader.mapping(node, "http", allowed: ["listen", "token"]) {
+        for (key, _, value) in reader.mapping(node, "http", allowed: ConfigKeys.keys(of: "http")) {
             if key == "listen" {
                 if let listen = reader.nonEmptyString(value, "http.listen") {
                     if let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]),
@@ -500,7 +494,7 @@ extension LiveDataConfig {
 
     private static func readLog(_ node: Node, _ reader: ConfigReader) -> LogSettings {
         var log = LogSettings()
-        for (_, _, value) in reader.mapping(node, "log", allowed: ["level"]) {
+        for (_, _, value) in reader.mapping(node, "log", allowed: ConfigKeys.keys(of: "log")) {
             if let level = reader.string(value, "log.level") {
                 if LogSettings.levels.contains(level) {
                     log.level = level
