@@ -13,6 +13,19 @@ let package = Package(
         .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
     ],
     targets: [
+        .systemLibrary(
+            name: "CLibMosquitto",
+            path: "Benchmarks/CLibMosquitto",
+            pkgConfig: "libmosquitto",
+            providers: [.apt(["libmosquitto-dev"])]
+        ),
+        // The reference the topic index is measured against: libmosquitto's own matching, one
+        // filter after another.
+        .target(
+            name: "LinearTopicMatcher",
+            dependencies: ["CLibMosquitto"],
+            path: "Benchmarks/LinearTopicMatcher"
+        ),
         .target(
             name: "BenchmarkFixtures",
             dependencies: [
@@ -26,9 +39,9 @@ let package = Package(
             name: "TopicIndexBenchmarks",
             dependencies: [
                 "BenchmarkFixtures",
+                "LinearTopicMatcher",
                 .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "LiveTopics", package: "livedata"),
-                .product(name: "Mosquitto", package: "livedata"),
             ],
             path: "Benchmarks/TopicIndexBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]

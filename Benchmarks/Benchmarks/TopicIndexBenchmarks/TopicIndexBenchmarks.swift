@@ -1,7 +1,7 @@
 import Benchmark
 import BenchmarkFixtures
 import LiveTopics
-import Mosquitto
+import LinearTopicMatcher
 
 /// Matching one topic against 10,000 and 100,000 registered criteria: the trie index,
 /// and libmosquitto's `mosquitto_topic_matches_sub` over every filter as the baseline.

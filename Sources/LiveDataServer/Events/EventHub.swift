@@ -318,19 +318,6 @@ public final class EventHub: Sendable {
         subscription.frames.mailbox.end()
     }
 
-    /// Ends every stream (the server is shutting down).
-    public func finishAll() {
-        let viewers = state.withLock { state in
-            defer {
-                state.viewers.removeAll()
-                viewerCount.store(0, ordering: .relaxed)
-                state.unwatched = true
-            }
-            return Array(state.viewers.values)
-        }
-        for viewer in viewers { viewer.mailbox.end() }
-    }
-
     private func remove(_ id: Int) {
         state.withLock { state in
             guard state.viewers.removeValue(forKey: id) != nil else { return }

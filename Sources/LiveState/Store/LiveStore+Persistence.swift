@@ -41,9 +41,6 @@ extension LiveStore {
         dirty.removeAll(keepingCapacity: true)
     }
 
-    /// Whether changes wait to be written.
-    public var hasDirty: Bool { !dirty.isEmpty }
-
     /// Puts back persisted locations: values, last published style and version. Staleness is
     /// rescheduled; call ``expire(now:)`` and ``rederiveAll(now:)`` after it to catch up.
     public func restore(_ restored: [LocationRecord]) {

@@ -1,4 +1,4 @@
-import CMosquitto
+import CLibMosquitto
 
 /// Matches a topic by asking `mosquitto_topic_matches_sub` about every filter in turn:
 /// the straightforward approach whose cost grows with the number of filters. Kept as the

@@ -1,0 +1,6 @@
+#ifndef LIVEDATA_BENCHMARKS_CLIBMOSQUITTO_SHIM_H
+#define LIVEDATA_BENCHMARKS_CLIBMOSQUITTO_SHIM_H
+
+#include <mosquitto.h>
+
+#endif
