@@ -74,6 +74,13 @@ let package = Package(
                 .product(name: "AsyncAlgorithms", package: "swift-async-algorithms"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+            ],
+            // The floor view's page, script and style sheet, compiled in as byte arrays
+            // (`PackageResources`): the daemon stays one file, with no bundle beside it.
+            resources: [
+                .embedInCode("HTTP/Assets/floor.html"),
+                .embedInCode("HTTP/Assets/floor.js"),
+                .embedInCode("HTTP/Assets/floor.css"),
             ]
         ),
         .executableTarget(

@@ -17,16 +17,7 @@ enum FloorView {
         router.get("/") { _, _ in
             html(VenuePage.render(summaries: await pipeline.summaries, geometryFloors: await pipeline.geometryFloors))
         }
-        router.get("/floors/:dataset/:venue/:building/:floor") { _, context in
-            let parts = ["dataset", "venue", "building", "floor"].map { context.parameters.get($0) ?? "" }
-            return html(FloorPage.render(dataset: parts[0], venue: parts[1], building: parts[2], floor: parts[3]))
-        }
-        router.get("/assets/floor.js") { _, _ in
-            asset(FloorPage.script, type: "text/javascript; charset=utf-8")
-        }
-        router.get("/assets/floor.css") { _, _ in
-            asset(FloorPage.styleSheet, type: "text/css; charset=utf-8")
-        }
+        addFloorPage(to: router)
         router.get("/v1/venues") { _, _ in
             let summaries = await pipeline.summaries
             let now = LiveTimestamp.now
@@ -82,13 +73,31 @@ enum FloorView {
         }
     }
 
-    static func html(_ text: String) -> Response {
-        Response(status: .ok, headers: [.contentType: "text/html; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(string: text)))
+    /// A floor's page at `/floors/{dataset}/{venue}/{building}/{floor}`, its script and its
+    /// style sheet: what the pipeline does not change.
+    static func addFloorPage(to router: Router<BasicRequestContext>) {
+        router.get("/floors/:dataset/:venue/:building/:floor") { _, context in
+            let parts = ["dataset", "venue", "building", "floor"].map { context.parameters.get($0) ?? "" }
+            return html(FloorPage.render(dataset: parts[0], venue: parts[1], building: parts[2], floor: parts[3]))
+        }
+        router.get("/assets/floor.js") { _, _ in
+            asset(FloorPage.script, type: "text/javascript; charset=utf-8")
+        }
+        router.get("/assets/floor.css") { _, _ in
+            asset(FloorPage.styleSheet, type: "text/css; charset=utf-8")
+        }
     }
 
-    static func asset(_ text: String, type: String) -> Response {
-        Response(
-            status: .ok, headers: [.contentType: type, .cacheControl: "no-cache"], body: .init(byteBuffer: ByteBuffer(string: text)))
+    static func html(_ text: String) -> Response {
+        html(ByteBuffer(string: text))
+    }
+
+    static func html(_ page: ByteBuffer) -> Response {
+        Response(status: .ok, headers: [.contentType: "text/html; charset=utf-8"], body: .init(byteBuffer: page))
+    }
+
+    static func asset(_ bytes: ByteBuffer, type: String) -> Response {
+        Response(status: .ok, headers: [.contentType: type, .cacheControl: "no-cache"], body: .init(byteBuffer: bytes))
     }
 }
 
@@ -109,8 +118,9 @@ func htmlEscaped(_ text: String) -> String {
     return out
 }
 
-/// A page of the floor view: the shared head (character set, phone viewport, the style
-/// sheet), `head` added to it, and `body` (already HTML) in a body with `bodyAttributes`.
+/// A page of the floor view built in Swift (the venue list): the head `Assets/floor.html`
+/// has too (character set, phone viewport, the style sheet), `head` added to it, and `body`
+/// (already HTML) in a body with `bodyAttributes`.
 func htmlDocument(title: String, head: String = "", bodyAttributes: String, body: String) -> String {
     """
     <!doctype html>
