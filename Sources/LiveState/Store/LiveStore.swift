@@ -166,7 +166,6 @@ public final class LiveStore {
     /// the state file stays, and is rewritten), and its next derivation publishes the whole style at its new topic.
     /// `counted`: a move seen in the updates (not one a restore settles).
     func move(_ state: LocationState, to address: LocationAddress, counted: Bool = true) {
-        let old = state.address
         // Its slot in the table stays: the table keys locations by identity.
         floorIndex.remove(state)
         state.address = address
