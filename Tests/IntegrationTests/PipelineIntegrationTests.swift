@@ -43,7 +43,7 @@ struct PipelineIntegrationTests {
 
     /// A pipeline serving in the background, and a way to stop it.
     func startPipeline(_ config: LiveDataConfig) async throws -> (LivePipeline, MQTTClient, Task<Void, Never>) {
-        var mqtt = try config.broker.mqttConfiguration(topics: OutputTopics(prefix: config.output.prefix))
+        var mqtt = try config.broker.mqttConfiguration(topics: OutputFormat(prefix: config.output.prefix))
         mqtt.reconnect = MQTTBackoff(initial: .milliseconds(100), maximum: .milliseconds(500), jitter: 0)
         let intake = try Intake(config: config, logger: logger)
         let client = try intake.makeClient(configuration: mqtt, logger: logger)

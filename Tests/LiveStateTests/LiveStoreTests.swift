@@ -242,7 +242,7 @@ struct LiveStoreTests {
         _ = store.apply(try update(["nrOfPeople": "0", "capacity": "4"], location: "room-9", domain: "occupancy"), now: at(0))
         _ = store.apply(try update(["nrOfPeople": "2", "capacity": "6"], location: "room-5", domain: "occupancy", floor: "F4"), now: at(0))
         let first = store.takeDueSummaries(now: at(0))
-        #expect(first.map { OutputTopics(prefix: "p").summary($0.key) } == ["p/summary/ds1/hq/B", "p/summary/ds1/hq/B/F3", "p/summary/ds1/hq/B/F4"])
+        #expect(first.map { OutputFormat(prefix: "p").summary($0.key) } == ["p/summary/ds1/hq/B", "p/summary/ds1/hq/B/F3", "p/summary/ds1/hq/B/F4"])
         let floor = try #require(first.first { $0.key.floor == "F3" })
         #expect(floor.locations == 2 && floor.people == 3 && floor.capacity == 12)
         #expect(floor.states == ["Occupied": 1, "Vacant": 1])
@@ -280,7 +280,7 @@ struct LiveStoreTests {
         #expect(
             change.json
                 == ##"{"location": "room-7", "topic": {"dataset": "ds1", "venue": "hq", "building": "B", "floor": "F3", "room": "R7", "location": "room-7"}, "style": {"visible": true, "label": "3/8", "polygonFillColor": "#D64545", "layer": "occupancy"}, "changed": ["visible", "label", "polygonFillColor", "layer"], "rules": ["occupied"], "live": {"occupancy": {"nrOfPeople": "3", "capacity": "8", "timestamp": "2025-11-21T10:13:20.000Z"}}, "version": 1, "updatedAt": "2025-11-21T10:13:20.005Z"}"##)
-        #expect(OutputTopics(prefix: "p").publication(change).topic == "p/style/ds1/hq/B/F3/R7/room-7")
+        #expect(OutputFormat(prefix: "p").publication(change).topic == "p/style/ds1/hq/B/F3/R7/room-7")
     }
 }
 

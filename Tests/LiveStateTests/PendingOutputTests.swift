@@ -62,7 +62,7 @@ struct PendingOutputTests {
 
     @Test("a publication at a location's style topic (a clearing, a change that waited for its interval) and the location's changes replace one another: whichever came last leaves, in the place of the first")
     func styleTopicsShareTheLocationsKey() throws {
-        let topics = OutputTopics(prefix: "livedata")
+        let topics = OutputFormat(prefix: "livedata")
         var pending = PendingOutput()
         let change = try change("a", people: 1)
         pending.put(change)

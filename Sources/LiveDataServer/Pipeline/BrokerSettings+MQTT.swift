@@ -7,7 +7,7 @@ extension BrokerSettings {
     /// The client settings for the daemon: a fixed client id, the configured session, and
     /// `offline` at `{prefix}/status` (from `topics`) as the will.
     /// - Throws: ``MQTTError/invalidConfiguration(_:)`` for an unreadable password file.
-    public func mqttConfiguration(topics: OutputTopics, payloadLimit: Int = PayloadLimits.standard.size) throws(MQTTError) -> MQTTConfiguration {
+    public func mqttConfiguration(topics: OutputFormat, payloadLimit: Int = PayloadLimits.standard.size) throws(MQTTError) -> MQTTConfiguration {
         var configuration = MQTTConfiguration(
             host: host, port: port, clientID: clientId, protocolVersion: protocolVersion == "mqtt311" ? .v311 : .v5,
             cleanStart: cleanStart, keepalive: keepalive)

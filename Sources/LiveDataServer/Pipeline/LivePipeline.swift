@@ -59,7 +59,7 @@ public actor LivePipeline {
     let logger: Logger
     private(set) var config: LiveDataConfig
     private var core: LiveCore
-    private let topics: OutputTopics
+    private let topics: OutputFormat
     private var writer: StoreWriter?
     public nonisolated let intake: Intake
     /// The journal position of the last update applied: a snapshot written now covers it.
@@ -134,7 +134,7 @@ public actor LivePipeline {
         self.output = output ?? client
         self.intake = intake
         self.logger = logger
-        topics = OutputTopics(prefix: config.output.prefix, retain: config.output.retain)
+        topics = OutputFormat(prefix: config.output.prefix, retain: config.output.retain)
         publisher = Publisher(client: self.output, qos: MQTTQoS(rawValue: Int32(config.output.qos)) ?? .atLeastOnce, topics: topics)
         coalescer = config.output.minInterval > .zero ? PublishCoalescer(interval: config.output.minInterval) : nil
         core = LiveCore(

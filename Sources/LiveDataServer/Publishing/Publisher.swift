@@ -20,7 +20,7 @@ import Mosquitto
 struct Publisher {
     let client: MQTTClient
     let qos: MQTTQoS
-    let topics: OutputTopics
+    let topics: OutputFormat
     /// Derived changes handed to the client.
     private(set) var changes = 0
     /// Summaries put in line.
@@ -73,7 +73,7 @@ struct Publisher {
     /// that the pipeline gets back to its updates.
     static let unwindowedBatch = 4096
 
-    init(client: MQTTClient, qos: MQTTQoS, topics: OutputTopics) {
+    init(client: MQTTClient, qos: MQTTQoS, topics: OutputFormat) {
         self.client = client
         self.qos = qos
         self.topics = topics

@@ -59,7 +59,7 @@ public struct PendingOutput {
     public var isEmpty: Bool { entries.isEmpty }
 
     /// Puts a publication in line for its topic, replacing whatever waited there.
-    /// `key`: what it waits under (``OutputTopics/pendingKey(of:)``; by default its topic).
+    /// `key`: what it waits under (``OutputFormat/pendingKey(of:)``; by default its topic).
     public mutating func put(_ publication: Publication, under key: Key? = nil, since: ContinuousClock.Instant? = nil) {
         put(key ?? .topic(publication.topic), .publication(publication), since: since)
     }

@@ -1,22 +1,9 @@
 import DisplayRules
 import LiveTopics
 
-/// One message for the broker: its topic, its bytes and whether it is retained.
-public struct Publication: Sendable, Equatable {
-    public var topic: String
-    public var payload: [UInt8]
-    public var retain: Bool
-
-    public init(topic: String, payload: [UInt8], retain: Bool) {
-        self.topic = topic
-        self.payload = payload
-        self.retain = retain
-    }
-}
-
-/// Everything the daemon publishes below its prefix, topic and bytes, built in this one
-/// place: derived changes, summaries, legends and the daemon's status.
-public struct OutputTopics: Sendable {
+/// The format of everything the daemon publishes below its prefix, topics and payloads,
+/// built in this one place: derived changes, summaries, legends and the daemon's status.
+public struct OutputFormat: Sendable {
     public let prefix: String
     /// Whether derived changes and summaries are retained (`output.retain`).
     public let retain: Bool

@@ -1,0 +1,122 @@
+import DisplayRules
+import LiveTopics
+
+/// Brings the messages the broker holds retained under the daemon's prefix in line with
+/// the state, after a start or a reconnection: give it every retained message read back
+/// (``retained(topic:payload:now:)``), then ``finish(now:datasets:)``. Each returns what to
+/// publish: styles that differ or are missing again in full, an empty retained payload
+/// where the state holds nothing (a location that moved or is gone, a floor without
+/// locations, a dataset no longer served). Versions continue from the highest seen.
+public struct Convergence {
+    public struct Counts: Sendable, Equatable {
+        /// Retained styles that matched the state.
+        public var agreed = 0
+        /// Styles published again (differing, or missing at the broker).
+        public var republished = 0
+        /// Retained messages cleared.
+        public var cleared = 0
+        /// Retained messages read.
+        public var read = 0
+
+        public init() {}
+    }
+
+    let store: LiveStore
+    let topics: OutputFormat
+    private var seen = Set<ObjectIdentifier>()
+    public private(set) var counts = Counts()
+
+    public init(core: LiveCore, topics: OutputFormat) {
+        store = core.store
+        self.topics = topics
+    }
+
+    /// One retained message from under the prefix.
+    /// - Returns: what to publish for it (nothing when it agrees).
+    public mutating func retained(topic: String, payload: [UInt8], now: LiveTimestamp) -> [PendingOutput.Item] {
+        counts.read += 1
+        guard !payload.isEmpty else { return [] }
+        if let path = topic.dropPrefix(topics.prefix + "/style/") {
+            guard let address = LocationAddress(path: String(path)) else { return [] }
+            return payload.withUnsafeBytes { bytes -> [PendingOutput.Item] in
+                let members = topLevelMembers(bytes, ["style", "version"])
+                let style = members?["style"].map { UnsafeRawBufferPointer(rebasing: bytes[$0]) }
+                let version = members?["version"].flatMap { UInt64(String(decoding: bytes[$0], as: UTF8.self)) } ?? 0
+                switch store.reconcile(retainedAt: address, style: style, version: version, now: now) {
+                case .unknown:
+                    counts.cleared += 1
+                    return [.publication(topics.clearing(styleOf: address))]
+                case .agrees(let state):
+                    seen.insert(ObjectIdentifier(state))
+                    counts.agreed += 1
+                    return []
+                case .republish(let state, let change):
+                    seen.insert(ObjectIdentifier(state))
+                    counts.republished += 1
+                    return [.change(change)]
+                }
+            }
+        }
+        if let path = topic.dropPrefix(topics.prefix + "/summary/") {
+            let parts = path.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+            guard parts.count == 3 || parts.count == 4 else { return [] }
+            let key = SummaryTracker.Key(
+                dataset: parts[0], venue: parts[1], building: parts[2], floor: parts.count == 4 ? parts[3] : nil)
+            if let summary = store.summaries.summary(key), summary.locations > 0 { return [] }
+            counts.cleared += 1
+            return [.publication(Publication(topic: topic, payload: [], retain: true))]
+        }
+        return []
+    }
+
+    /// The daemon publishes this location's style now (a live change during the read):
+    /// the broker will hold it, so it needs no publishing again at the end.
+    public mutating func published(_ address: LocationAddress) {
+        if let state = store.locations.find(at: address) { seen.insert(ObjectIdentifier(state)) }
+    }
+
+    /// A message under the prefix that the reader got live, not retained: the daemon's own
+    /// publication, which reached the broker after the reader subscribed and which the
+    /// broker now holds.
+    public mutating func live(topic: String) {
+        guard let path = topic.dropPrefix(topics.prefix + "/style/"), let address = LocationAddress(path: String(path)) else {
+            return
+        }
+        published(address)
+    }
+
+    /// After the last retained message: the styles the broker did not hold, every summary
+    /// again (they are small and few), and the clearing of legends of datasets not served.
+    public mutating func finish(now: LiveTimestamp, retainedLegends: [String], datasets: Set<String>) -> [PendingOutput.Item] {
+        var publications: [PendingOutput.Item] = []
+        for state in store.locations.locations where !seen.contains(ObjectIdentifier(state)) {
+            guard let change = store.republication(state, now: now) else { continue }
+            counts.republished += 1
+            publications.append(.change(change))
+        }
+        seen = []
+        for summary in store.summaries.all() where summary.locations > 0 {
+            publications.append(.publication(topics.publication(summary, updatedAt: now)))
+        }
+        for topic in retainedLegends {
+            guard let dataset = topic.dropPrefix(topics.prefix + "/legend/"), !datasets.contains(String(dataset)) else { continue }
+            counts.cleared += 1
+            publications.append(.publication(Publication(topic: topic, payload: [], retain: true)))
+        }
+        return publications
+    }
+
+    /// Whether the location at `address` has been seen at the broker in this convergence
+    /// (its retained style read, or a change published since the read began).
+    public func hasSeen(_ address: LocationAddress) -> Bool {
+        guard let state = store.locations.find(at: address) else { return false }
+        return seen.contains(ObjectIdentifier(state))
+    }
+}
+
+extension String {
+    /// What follows `prefix`, when the string starts with it.
+    fileprivate func dropPrefix(_ prefix: String) -> Substring? {
+        hasPrefix(prefix) ? dropFirst(prefix.count) : nil
+    }
+}
