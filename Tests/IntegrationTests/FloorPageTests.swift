@@ -54,6 +54,16 @@ struct FloorPageTests {
         }
     }
 
+    @Test("a percent-encoded path gives the names as they are: a floor called F 1 is F 1, not F%201")
+    func percentDecoded() async throws {
+        try await withFloorPage { client in
+            let response = try await client.execute(uri: "/floors/ds1/main%20site/B%2F2/F%201", method: .get)
+            #expect(response.status == .ok)
+            let page = String(buffer: response.body)
+            #expect(page.contains(#"data-venue="main site" data-building="B/2" data-floor="F 1""#), "\(page.prefix(2000))")
+        }
+    }
+
     @Test("a floor named <b>&\" shows escaped, in the title, the heading, the label and the body's scope")
     func escaped() {
         let page = String(buffer: FloorPage.render(dataset: "d'1", venue: "v", building: "B", floor: #"<b>&""#))

@@ -77,7 +77,7 @@ enum FloorView {
     /// style sheet: what the pipeline does not change.
     static func addFloorPage(to router: Router<BasicRequestContext>) {
         router.get("/floors/:dataset/:venue/:building/:floor") { _, context in
-            let parts = ["dataset", "venue", "building", "floor"].map { context.parameters.get($0) ?? "" }
+            let parts = HTTPInterface.pathComponents(context, ["dataset", "venue", "building", "floor"])
             return html(FloorPage.render(dataset: parts[0], venue: parts[1], building: parts[2], floor: parts[3]))
         }
         router.get("/assets/floor.js") { _, _ in

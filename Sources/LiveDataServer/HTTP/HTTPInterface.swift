@@ -76,7 +76,7 @@ public enum HTTPInterface {
         }
         // `/v1/locations/{id}`, or `/v1/locations/{dataset}/{venue}/{building}/{floor}/{room}/{id}`.
         router.get("/v1/locations/**") { _, context in
-            let parts = context.parameters.getCatchAll().map(String.init)
+            let parts = context.parameters.getCatchAll().map(pathComponent)
             switch parts.count {
             case 1:
                 // A bare id names one location per dataset: several datasets holding it is
@@ -103,7 +103,7 @@ public enum HTTPInterface {
             }
         }
         router.get("/v1/floors/:dataset/:venue/:building/:floor") { _, context in
-            let parts = ["dataset", "venue", "building", "floor"].map { context.parameters.get($0) ?? "" }
+            let parts = pathComponents(context, ["dataset", "venue", "building", "floor"])
             let records = await pipeline.floor(dataset: parts[0], venue: parts[1], building: parts[2], floor: parts[3])
             return json(.ok, "{\"locations\": [" + records.map(\.json).joined(separator: ", ") + "]}")
         }
@@ -116,7 +116,7 @@ public enum HTTPInterface {
         }
         router.group("/v1/layers").add(middleware: BearerTokenMiddleware(token: token))
             .put(":name") { request, context in
-                let name = context.parameters.get("name") ?? ""
+                let name = pathComponents(context, ["name"])[0]
                 let body = try await request.body.collect(upTo: 4096)
                 guard let object = try? JSONSerialization.jsonObject(with: Data(buffer: body)) as? [String: Any],
                     let hidden = (object["hidden"] as? Bool) ?? (object["visible"] as? Bool).map({ !$0 })
@@ -128,6 +128,19 @@ public enum HTTPInterface {
             }
         FloorView.add(to: router, pipeline: pipeline)
         return router
+    }
+
+    /// A path component as the client meant it: the router matches the raw path, so a
+    /// location, floor or layer whose name has a space or a slash arrives percent-encoded
+    /// (`F%201`). Left as it is when it is not valid percent-encoding.
+    static func pathComponent(_ raw: some StringProtocol) -> String {
+        let text = String(raw)
+        return text.removingPercentEncoding ?? text
+    }
+
+    /// The named path parameters, each decoded (``pathComponent(_:)``); "" for a missing one.
+    static func pathComponents(_ context: BasicRequestContext, _ names: [String]) -> [String] {
+        names.map { context.parameters.get($0).map(pathComponent) ?? "" }
     }
 
     static func json(_ status: HTTPResponse.Status, _ text: String) -> Response {
