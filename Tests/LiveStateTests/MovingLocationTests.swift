@@ -90,6 +90,25 @@ struct MovingLocationTests {
         #expect(store.takeDirty().isEmpty)
     }
 
+    @Test("a snapshot takes its changed locations in the order of their rows, whatever order they changed in")
+    func changedInRowOrder() throws {
+        let store = try Self.store()
+        func occupancy(_ id: String, _ people: Int, at offset: Int64) throws -> LiveUpdate {
+            LiveUpdate(
+                topic: try LiveTopic(parsing: "ds1/v/B/F1/R1/\(id)/occupancy"), timestamp: Self.at(offset),
+                properties: ["nrOfPeople": "\(people)"])
+        }
+        for (index, id) in ["a", "b", "c", "d", "e"].enumerated() {
+            _ = store.apply(try occupancy(id, 1, at: Int64(index)), now: Self.at(Int64(index)))
+        }
+        #expect(store.takeDirty().map(\.row) == [1, 2, 3, 4, 5])
+        for (index, id) in ["d", "b", "e", "a"].enumerated() {
+            _ = store.apply(try occupancy(id, 2, at: Int64(10 + index)), now: Self.at(Int64(10 + index)))
+        }
+        let changed = store.takeChangedLocations()
+        #expect(store.records(changed, in: 0..<changed.count).map(\.row) == [1, 2, 4, 5])
+    }
+
     @Test("an older update from the old placement does not move it back")
     func orderAcrossPlacements() throws {
         let store = try Self.store()

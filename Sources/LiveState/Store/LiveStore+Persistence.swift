@@ -13,9 +13,16 @@ extension LiveStore {
     /// records of a part at a time (``records(_:in:)``): after a fill of a million
     /// locations, not a million records at once. A location that changes again before its
     /// part is written is taken again by the next call.
+    ///
+    /// In the order of their rows in the state file, so that consecutive parts write
+    /// consecutive rows: no page of the table is written by two parts of one snapshot
+    /// (each transaction copies every page it touches into the write-ahead log), however
+    /// small the parts. A fill's locations are in that order already (rows are numbered
+    /// as locations come), which the sort sees in one pass.
     public func takeChangedLocations() -> ChangedLocations {
         for state in dirty { state.dirty = false }
         defer { dirty = [] }
+        dirty.sort { $0.row < $1.row }
         return ChangedLocations(states: dirty)
     }
 
