@@ -18,13 +18,27 @@ package enum RecordCodec {
     package static func encode(_ record: LocationRecord) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(256)
+        encode(record, into: &out)
+        return out
+    }
+
+    /// Writes a record's bytes into `out`, replacing what it held (a writer of many records
+    /// reuses one buffer).
+    package static func encode(_ record: LocationRecord, into out: inout [UInt8]) {
+        out.removeAll(keepingCapacity: true)
         out.append(format)
-        // The six components, each as a string (the path split at its slashes).
+        // The six components, each as a string (the path cut at its first five slashes).
         record.address.withPathBytes { path in
-            for component in path.split(separator: UInt8(ascii: "/"), maxSplits: 5, omittingEmptySubsequences: false) {
-                varint(UInt64(component.count), &out)
-                out.append(contentsOf: component)
+            var start = 0
+            var slashes = 0
+            for index in path.indices where slashes < 5 && path[index] == UInt8(ascii: "/") {
+                varint(UInt64(index - start), &out)
+                out.append(contentsOf: UnsafeRawBufferPointer(rebasing: path[start..<index]))
+                start = index + 1
+                slashes += 1
             }
+            varint(UInt64(path.count - start), &out)
+            out.append(contentsOf: UnsafeRawBufferPointer(rebasing: path[start...]))
         }
         varint(record.version, &out)
         varint(UInt64(record.values.count), &out)
@@ -47,7 +61,6 @@ package enum RecordCodec {
         } else {
             out.append(0)
         }
-        return out
     }
 
     /// The set fields' stored ids as bits, then each set field's value in stored-id order

@@ -147,7 +147,15 @@ public final class StateDatabase {
                 sqlite3_bind_int64(delete, 1, row)
                 guard sqlite3_step(delete) == SQLITE_DONE else { throw failure("deleting row \(row)") }
             }
-            for row in rows { try upsert(row: row.row, record: RecordCodec.encode(row.record)) }
+            // One buffer for every record's bytes, and the rows read in place, not copied.
+            var blob: [UInt8] = []
+            blob.reserveCapacity(512)
+            try rows.withUnsafeBufferPointer { rows throws(Failure) in
+                for index in rows.indices {
+                    RecordCodec.encode(rows[index].record, into: &blob)
+                    try upsert(row: rows[index].row, record: blob)
+                }
+            }
             if let journalPosition { try setMeta(Self.journalKey, String(journalPosition)) }
             try execute("COMMIT")
         } catch {
