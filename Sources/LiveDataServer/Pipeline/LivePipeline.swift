@@ -259,8 +259,6 @@ public actor LivePipeline {
         return output.state
     }
 
-    /// Both connections are up.
-    private var bothConnected: Bool { client.state == .connected && output.state == .connected }
 
     /// The records of every location with this id (the topic's location level): one per
     /// dataset that has it, in address order.
@@ -321,9 +319,12 @@ public actor LivePipeline {
         }
     }
 
-    /// A connection came up: once both are, what follows a (re)connection.
-    private func connectionUp() {
-        if bothConnected { connected() }
+    /// What the connections' event streams said (see ``ConnectionPair``).
+    private lazy var connections = ConnectionPair(shared: output === client)
+
+    /// A connection's state changed (from its event stream).
+    private func connection(_ connection: ConnectionPair.Connection, _ state: MQTTConnectionState) {
+        if connections.changed(connection, to: state) == .connected { connected() }
     }
 
     /// Publishes `online`, the legends and whatever waits, and converges unless nothing can
@@ -676,16 +677,16 @@ public actor LivePipeline {
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.run() }
             group.addTask {
-                for await event in self.client.events where event == .state(.connected) {
-                    await self.connectionUp()
+                for await event in self.client.events {
+                    if case .state(let state) = event { await self.connection(.receiving, state) }
                 }
                 // The client has ended: nothing more comes in; what waits is still processed.
                 self.intake.queue.close()
             }
             if output !== client {
                 group.addTask {
-                    for await event in self.output.events where event == .state(.connected) {
-                        await self.connectionUp()
+                    for await event in self.output.events {
+                        if case .state(let state) = event { await self.connection(.output, state) }
                     }
                 }
             }
