@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import LiveDataTestSupport
 import NIOCore
 import Testing
 
