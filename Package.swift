@@ -98,7 +98,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        // The test kit: brokers, daemons and tools as child processes, an event-stream viewer.
+        // The test kit: brokers, daemons and tools as child processes, an event-stream viewer,
+        // and `eventually` for waits with a deadline.
         .target(
             name: "LiveDataTestSupport",
             dependencies: [
@@ -117,6 +118,7 @@ let package = Package(
             dependencies: ["LiveTopics", "DisplayRules", "LiveState", "LiveStatePersistence", "LiveDataConfiguration"]
         ),
         .testTarget(name: "FuzzCorpusTests", dependencies: ["FuzzTargets"]),
+        .testTarget(name: "LiveDataTestSupportTests", dependencies: ["LiveDataTestSupport"]),
         .testTarget(name: "LiveTopicsTests", dependencies: ["LiveTopics", "LiveDataTestSupport"]),
         .testTarget(name: "DisplayRulesTests", dependencies: ["DisplayRules", "LiveTopics", "LiveDataTestSupport"]),
         .testTarget(

@@ -109,12 +109,9 @@ public final class EventStreamViewer: Sendable {
     /// Waits until `condition` holds for the events (and whether the stream ended).
     @discardableResult
     public func wait(timeout: Duration = .seconds(10), until condition: ([Event], Bool) -> Bool) async -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if box.state.withLock({ condition($0.events, $0.ended) }) { return true }
-            try? await Task.sleep(for: .milliseconds(10))
-        }
-        return box.state.withLock { condition($0.events, $0.ended) }
+        func holds() -> Bool { box.state.withLock { condition($0.events, $0.ended) } }
+        // Cancelled: the events as they are decide.
+        return (try? await polling(timeout: timeout, every: .milliseconds(10), holds, until: { $0 }).held) ?? holds()
     }
 
     private final class Box: Sendable {
