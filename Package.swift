@@ -98,9 +98,17 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The test kit: brokers, daemons and tools as child processes, an event-stream viewer,
+        // and `eventually` for waits with a deadline.
         .target(
             name: "LiveDataTestSupport",
-            dependencies: ["Mosquitto", "LiveTopics", .product(name: "Subprocess", package: "swift-subprocess")],
+            dependencies: [
+                "Mosquitto", "LiveTopics",
+                .product(name: "Subprocess", package: "swift-subprocess"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
             path: "Tests/LiveDataTestSupport"
         ),
         // The parsers of outside input as fuzz targets: wrapped for libFuzzer in Fuzz/, and
@@ -110,24 +118,39 @@ let package = Package(
             dependencies: ["LiveTopics", "DisplayRules", "LiveState", "LiveStatePersistence", "LiveDataConfiguration"]
         ),
         .testTarget(name: "FuzzCorpusTests", dependencies: ["FuzzTargets"]),
+        .testTarget(name: "LiveDataTestSupportTests", dependencies: ["LiveDataTestSupport"]),
         .testTarget(name: "LiveTopicsTests", dependencies: ["LiveTopics", "LiveDataTestSupport"]),
         .testTarget(name: "DisplayRulesTests", dependencies: ["DisplayRules", "LiveTopics", "LiveDataTestSupport"]),
         .testTarget(
             name: "LiveStateTests",
-            dependencies: ["LiveState", "LiveStatePersistence", "DisplayRules", "LiveTopics", "LiveDataTestSupport"],
+            dependencies: ["LiveState", "LiveStatePersistence", "DisplayRules", "LiveTopics", "LiveDataTestSupport"]
+        ),
+        .testTarget(
+            name: "LiveStatePersistenceTests",
+            dependencies: ["LiveStatePersistence", "LiveState", "DisplayRules", "LiveTopics", "LiveDataTestSupport"],
             exclude: ["Fixtures"]
         ),
         .testTarget(
             name: "LiveDataConfigurationTests", dependencies: ["LiveDataConfiguration", "DisplayRules", "LiveTopics"]),
         .testTarget(name: "MosquittoTests", dependencies: ["Mosquitto", "LiveTopics"]),
+        // The daemon's parts in process, with no broker: the HTTP routes, the event hub and
+        // stream, logging, systemd notification.
+        .testTarget(
+            name: "LiveDataServerTests",
+            dependencies: [
+                "LiveDataServer", "LiveDataConfiguration", "LiveTopics", "Mosquitto", "LiveDataTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ]
+        ),
+        // A real broker, the whole daemon, the command line.
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
                 "Mosquitto", "LiveTopics", "LiveDataTestSupport", "livedata", "LiveDataServer", "LiveDataConfiguration",
                 "LiveState", "LiveStatePersistence", "DisplayRules",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
             ]

@@ -321,9 +321,8 @@ struct ClientIntegrationTests {
         try publisher.withBatchedSends {
             for text in sent { try publisher.send("passes/t", payload: Array(text.utf8), qos: .atLeastOnce) }
         }
-        let deadline = ContinuousClock.now + .seconds(20)
-        while !passes.withLock({ $0.closed.joined().contains("m499") }) && ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(20))
+        try await eventually("the last message, m499, to be kept", timeout: .seconds(20)) {
+            passes.withLock { $0.closed.joined().contains("m499") }
         }
         let closed = passes.withLock { $0.closed }
         let kept = Array(closed.joined())
@@ -363,10 +362,9 @@ struct ClientIntegrationTests {
         // output goes out over several passes.
         let large = (0..<12_000_000).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 11) }
         try await publisher.publish("buffered/large", payload: large, qos: .atLeastOnce)
-        let deadline = ContinuousClock.now + .seconds(30)
-        while received.withLock({ $0.count }) < burst.count + 1 && ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(20))
-        }
+        try await eventually(
+            "the burst and the large message (\(burst.count + 1) messages)", timeout: .seconds(30),
+            observing: { received.withLock { $0.count } }, until: { $0 >= burst.count + 1 })
         let messages = received.withLock { $0 }
         #expect(messages.count == burst.count + 1)
         #expect(Array(messages.prefix(burst.count)) == burst)
@@ -405,10 +403,7 @@ struct ClientIntegrationTests {
         for text in ["first", "second", "third"] {
             try await publisher.publish("handler/t", text: text, qos: .atLeastOnce)
         }
-        let deadline = ContinuousClock.now + .seconds(10)
-        while !received.withLock({ $0.contains("third") }) && ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(20))
-        }
+        try await eventually("the third message") { received.withLock { $0.contains("third") } }
         // The refused one was never acknowledged: the broker sent it again after the
         // reconnection, and nothing was lost. (What was read with it but not acknowledged
         // yet may come twice: QoS 1 is at least once.)

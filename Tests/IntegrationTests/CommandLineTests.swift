@@ -18,13 +18,8 @@ struct CommandLineTests {
 
     /// Waits until the broker has logged a subscription to `filter`.
     func waitForSubscription(_ broker: MosquittoBroker, _ filter: String) async throws {
-        let deadline = ContinuousClock.now + .seconds(10)
-        while !broker.log.contains("\t\(filter) (QoS") {
-            guard ContinuousClock.now < deadline else {
-                Issue.record("the command never subscribed to \(filter); broker log:\n\(broker.log)")
-                return
-            }
-            try await Task.sleep(for: .milliseconds(20))
+        try await eventually("the command to subscribe to \(filter); broker log:\n\(broker.log)") {
+            broker.log.contains("\t\(filter) (QoS")
         }
     }
 
@@ -146,9 +141,8 @@ struct CommandLineTests {
         try await waitForSubscription(broker, "+/+/+/+/+/+/+")
         try await broker.restart(after: .milliseconds(200))
         // Wait for the re-subscription in the new broker's log (appended after the restart).
-        let deadline = ContinuousClock.now + .seconds(10)
-        while broker.log.components(separatedBy: "\t+/+/+/+/+/+/+ (QoS").count < 3, ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(20))
+        try await eventually("the re-subscription in the broker's log:\n\(broker.log)") {
+            broker.log.components(separatedBy: "\t+/+/+/+/+/+/+ (QoS").count >= 3
         }
         let client = try await publisher(broker)
         try await client.publish("d/v/b/f/r/l/count", text: #"{"properties": {"count": 1}}"#, qos: .atLeastOnce)

@@ -85,16 +85,16 @@ struct CrashRecoveryTests {
     /// Waits until the daemon reports the last published value for every location.
     func waitForLastValues(_ stream: Stream, locations: Int, port: Int, timeout: Duration = .seconds(90)) async throws -> [String: [String: Any]] {
         let expected = stream.last.withLock { $0 }
-        let deadline = ContinuousClock.now + timeout
         var records: [String: [String: Any]] = [:]
-        while ContinuousClock.now < deadline {
+        var wrong: [Int] = []
+        try await eventually(
+            "every location to hold the last value published; \(wrong.count) of \(locations) do not, e.g. \(wrong.prefix(5).map { "loc-\($0): \(Self.people(records["loc-\($0)"] ?? [:]).map(String.init) ?? "none") instead of \(expected[$0]!)" })",
+            timeout: timeout, every: .milliseconds(250)
+        ) {
             records = (try? await reported(port)) ?? [:]
-            let wrong = (0..<locations).filter { Self.people(records["loc-\($0)"] ?? [:]) != expected[$0] }
-            if wrong.isEmpty { return records }
-            try await Task.sleep(for: .milliseconds(250))
+            wrong = (0..<locations).filter { Self.people(records["loc-\($0)"] ?? [:]) != expected[$0] }
+            return wrong.isEmpty
         }
-        let wrong = (0..<locations).filter { Self.people(records["loc-\($0)"] ?? [:]) != expected[$0] }
-        Issue.record("\(wrong.count) of \(locations) locations do not hold the last value published, e.g. \(wrong.prefix(5).map { "loc-\($0): \(Self.people(records["loc-\($0)"] ?? [:]).map(String.init) ?? "none") instead of \(expected[$0]!)" })")
         return records
     }
 
@@ -307,13 +307,9 @@ struct CrashRecoveryTests {
         close(descriptor)
         // Updates now cannot be journaled: the daemon holds them, unacknowledged, and says why.
         try await publish(stream, count: 40, locations: 20, broker: broker)
-        var readiness = try await LoopbackHTTP.request("GET", port: daemon.httpPort, path: "/readyz")
-        let deadline = ContinuousClock.now + .seconds(10)
-        while readiness.status != 503 && ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(100))
-            readiness = try await LoopbackHTTP.request("GET", port: daemon.httpPort, path: "/readyz")
-        }
-        #expect(readiness.status == 503)
+        let readiness = try await eventually(
+            "/readyz to answer 503", every: .milliseconds(100),
+            observing: { try await LoopbackHTTP.request("GET", port: daemon.httpPort, path: "/readyz") }, until: { $0.status == 503 })
         #expect(readiness.body.contains("cannot write") && readiness.body.contains("No space left on device"), "\(readiness.body)")
         let metrics = try await LoopbackHTTP.request("GET", port: daemon.httpPort, path: "/metrics").body
         #expect(metrics.contains(#"livedata_storage_failures_total{reason="journal"}"#))
@@ -322,11 +318,9 @@ struct CrashRecoveryTests {
         // Space again: everything published meanwhile arrives, and readiness comes back.
         unlink(filler)
         _ = try await waitForLastValues(stream, locations: 20, port: daemon.httpPort, timeout: .seconds(30))
-        let ready = ContinuousClock.now + .seconds(10)
-        while try await LoopbackHTTP.request("GET", port: daemon.httpPort, path: "/readyz").status != 200 && ContinuousClock.now < ready {
-            try await Task.sleep(for: .milliseconds(100))
-        }
-        #expect(try await LoopbackHTTP.request("GET", port: daemon.httpPort, path: "/readyz").status == 200)
+        try await eventually(
+            "/readyz to answer 200 again", every: .milliseconds(100),
+            observing: { try await LoopbackHTTP.request("GET", port: daemon.httpPort, path: "/readyz") }, until: { $0.status == 200 })
         #expect(daemon.running.standardError.contains("the intake journal is writable again"))
         daemon.signal(SIGTERM)
         #expect(try await daemon.running.wait(timeout: .seconds(10)) == .exited(0))
@@ -351,27 +345,25 @@ struct CrashRecoveryTests {
         let published = ContinuousClock.now - started
         // The last value of every location, over the floors endpoint of each floor.
         let expected = stream.last.withLock { $0 }
-        let deadline = ContinuousClock.now + .seconds(120)
-        var missing = locations
-        while ContinuousClock.now < deadline {
+        /// The locations without their last value, once every update was taken (nil before).
+        func missing() async throws -> Int? {
             let metrics = try await LoopbackHTTP.request("GET", port: daemon.httpPort, path: "/metrics").body
-            if metrics.contains("livedata_intake_queue_depth 0"), let applied = Self.metric(metrics, "livedata_updates_received_total"),
+            guard metrics.contains("livedata_intake_queue_depth 0"), let applied = Self.metric(metrics, "livedata_updates_received_total"),
                 applied >= Double(updates)
-            {
-                var records: [String: [String: Any]] = [:]
-                for floor in 0..<Self.floors {
-                    let response = try await LoopbackHTTP.request("GET", port: daemon.httpPort, path: "/v1/floors/ds1/hq/B/F\(floor)")
-                    let object = try JSONSerialization.jsonObject(with: Data(response.body.utf8)) as? [String: Any]
-                    for record in object?["locations"] as? [[String: Any]] ?? [] {
-                        if let id = record["location"] as? String { records[id] = record }
-                    }
+            else { return nil }
+            var records: [String: [String: Any]] = [:]
+            for floor in 0..<Self.floors {
+                let response = try await LoopbackHTTP.request("GET", port: daemon.httpPort, path: "/v1/floors/ds1/hq/B/F\(floor)")
+                let object = try JSONSerialization.jsonObject(with: Data(response.body.utf8)) as? [String: Any]
+                for record in object?["locations"] as? [[String: Any]] ?? [] {
+                    if let id = record["location"] as? String { records[id] = record }
                 }
-                missing = (0..<locations).filter { Self.people(records["loc-\($0)"] ?? [:]) != expected[$0] }.count
-                if missing == 0 { break }
             }
-            try await Task.sleep(for: .milliseconds(500))
+            return (0..<locations).filter { Self.people(records["loc-\($0)"] ?? [:]) != expected[$0] }.count
         }
-        #expect(missing == 0, "\(missing) locations without their last value")
+        try await eventually(
+            "every location's last value (observed: the locations without it, nil while updates are still queued)",
+            timeout: .seconds(120), every: .milliseconds(500), observing: missing, until: { $0 == 0 })
         let metrics = try await LoopbackHTTP.request("GET", port: daemon.httpPort, path: "/metrics").body
         let peak = Self.metric(metrics, "livedata_intake_queue_peak") ?? -1
         let blocked = Self.metric(metrics, "livedata_intake_blocked_milliseconds_total") ?? -1
@@ -406,11 +398,8 @@ struct CrashRecoveryTests {
             guard let connected = log.range(of: "connected to the MQTT broker", options: .backwards) else { return true }
             return converged.lowerBound > connected.lowerBound
         }
-        let deadline = ContinuousClock.now + .seconds(60)
-        while ContinuousClock.now < deadline {
-            if finished() { return }
-            try await Task.sleep(for: .milliseconds(100))
-        }
-        Issue.record("no convergence finished after the last connection:\n\(daemon.running.standardError.suffix(3000))")
+        try await eventually(
+            "a convergence finished after the last connection:\n\(daemon.running.standardError.suffix(3000))", timeout: .seconds(60),
+            every: .milliseconds(100), finished)
     }
 }

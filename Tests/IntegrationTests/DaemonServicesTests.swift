@@ -52,9 +52,7 @@ struct DaemonServicesTests {
         try await testGracefulShutdown { trigger in
             let group = ServiceGroup(services: daemon.services, logger: logger)
             async let running: Void = group.run()
-            let deadline = ContinuousClock.now + .seconds(10)
-            while !(await daemon.pipeline.isReady), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
-            #expect(await daemon.pipeline.isReady)
+            try await eventually("the pipeline to be ready") { await daemon.pipeline.isReady }
             try await sensor.publish(
                 "ds1/hq/B/F3/R7/room-7/occupancy", text: #"{"properties": {"nrOfPeople": "2"}}"#, qos: .atLeastOnce)
             #expect(await inbox.wait { $0.contains { $0.topic == "livedata/style/ds1/hq/B/F3/R7/room-7" } })
@@ -91,9 +89,7 @@ struct DaemonServicesTests {
         try await testGracefulShutdown { trigger in
             let group = ServiceGroup(services: daemon.services, logger: logger)
             async let running: Void = group.run()
-            let deadline = ContinuousClock.now + .seconds(10)
-            while !(await daemon.pipeline.isReady), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
-            #expect(await daemon.pipeline.isReady, "ready, for the filters the broker took")
+            try await eventually("the pipeline to be ready, for the filters the broker took") { await daemon.pipeline.isReady }
             #expect(await daemon.pipeline.refusedSubscriptions == ["ds2/#"])
             let metrics = String(decoding: daemon.metrics.exposition(await daemon.pipeline.statistics, brokerConnected: true, ready: true), as: UTF8.self)
             #expect(metrics.contains("livedata_subscriptions_refused 1"))

@@ -77,8 +77,7 @@ struct DaemonTests {
 
     /// The HTTP port the daemon logs once its server is bound.
     static func listeningPort(_ running: ChildProcess) async throws -> Int {
-        let deadline = ContinuousClock.now + .seconds(30)
-        while ContinuousClock.now < deadline {
+        func logged() -> Int? {
             for line in running.standardError.split(separator: "\n") where line.contains("HTTP interface listening") {
                 if let field = line.split(separator: " ").first(where: { $0.hasPrefix("http.listen=") }),
                     let port = field.split(separator: ":").last.flatMap({ Int($0) })
@@ -86,9 +85,13 @@ struct DaemonTests {
                     return port
                 }
             }
-            try await Task.sleep(for: .milliseconds(20))
+            return nil
         }
-        throw MosquittoBroker.Failure.toolFailed("the daemon did not say where it listens:\n\(running.standardError)")
+        let port = try await eventually(
+            "the daemon to say where it listens:\n\(running.standardError)", timeout: .seconds(30), observing: logged,
+            until: { $0 != nil })
+        guard let port else { throw MosquittoBroker.Failure.toolFailed("the daemon did not say where it listens") }
+        return port
     }
 
     func client(_ broker: MosquittoBroker, _ configure: (inout MQTTConfiguration) -> Void = { _ in }) async throws -> MQTTClient {
@@ -117,24 +120,23 @@ struct DaemonTests {
         for client in clients { await client.disconnect() }
     }
 
-    /// Whether the daemon logs `text` within 5 s.
-    func waitForLog(_ daemon: Daemon, _ text: String) async throws -> Bool {
-        for _ in 0..<50 {
-            if daemon.running.standardError.contains(text) { return true }
-            try await Task.sleep(for: .milliseconds(100))
-        }
-        return daemon.running.standardError.contains(text)
+    /// Waits until the daemon logs `text`, for 5 s at most.
+    func waitForLog(
+        _ daemon: Daemon, _ text: String, _ why: String, sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws {
+        try await eventually(
+            "\(why): \"\(text)\" in the daemon's log", timeout: .seconds(5), every: .milliseconds(100), sourceLocation: sourceLocation
+        ) { daemon.running.standardError.contains(text) }
     }
 
     /// A counter of the daemon's metrics once it reaches `least`, or its value after 10 s.
-    func waitForMetric(_ daemon: Daemon, _ name: String, atLeast least: Double) async throws -> Double {
-        var value = 0.0
-        for _ in 0..<100 where value < least {
-            let metrics = try await LoopbackHTTP.request("GET", port: daemon.httpPort, path: "/metrics").body
-            value = CrashRecoveryTests.metric(metrics, name) ?? 0
-            if value < least { try await Task.sleep(for: .milliseconds(100)) }
-        }
-        return value
+    func waitForMetric(
+        _ daemon: Daemon, _ name: String, atLeast least: Double, sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws -> Double {
+        try await eventually(
+            "\(name) to reach \(least)", timeout: .seconds(10), every: .milliseconds(100), sourceLocation: sourceLocation,
+            observing: { CrashRecoveryTests.metric(try await LoopbackHTTP.request("GET", port: daemon.httpPort, path: "/metrics").body, name) ?? 0 },
+            until: { $0 >= least })
     }
 
     func publish(_ client: MQTTClient, _ location: String, people: Int) async throws {
@@ -344,7 +346,7 @@ struct DaemonTests {
         try await publish(sensor, "room-2", people: 2)
         #expect(await inbox.wait { $0.contains { $0.topic.hasSuffix("/room-2") } }, "the update after it applied")
         #expect(try await waitForMetric(daemon, #"livedata_updates_rejected_total{reason="oversize"}"#, atLeast: 1) == 1)
-        #expect(try await waitForLog(daemon, "payload is 100"), "the refusal is logged")
+        try await waitForLog(daemon, "payload is 100", "the refusal logged")
         #expect(!(await inbox.items.contains { $0.topic.hasSuffix("/room-1") }))
         try await stop(daemon, sensor, watcher)
     }
@@ -384,7 +386,7 @@ struct DaemonTests {
         }
         #expect(await inbox.wait { $0.contains { $0.topic == "livedata/style/ds1/hq/B/F3/R7/room-1" } })
         #expect(try await waitForMetric(daemon, #"livedata_publishes_refused_total{by="broker"}"#, atLeast: 1) >= 1)
-        #expect(try await waitForLog(daemon, "not sent again"))
+        try await waitForLog(daemon, "not sent again", "the refusal logged")
         #expect(await !inbox.items.contains { $0.topic.contains("/ds2/") })
         try await stop(daemon, watcher)
     }
@@ -409,7 +411,7 @@ struct DaemonTests {
         try await sensor.publish("ds1/hq/B/F3/R7/room-2/occupancy", text: #"{"properties": {"nrOfPeople": "1", "note": "short"}}"#, qos: .atLeastOnce)
         #expect(await inbox.wait { $0.contains { $0.topic.hasSuffix("/room-2") } })
         #expect(try await waitForMetric(daemon, #"livedata_publishes_refused_total{by="library"}"#, atLeast: 1) == 1)
-        #expect(try await waitForLog(daemon, "refused 3 times"))
+        try await waitForLog(daemon, "refused 3 times", "the drop logged")
         #expect(await !inbox.items.contains { $0.topic.hasSuffix("/room-1") })
         try await stop(daemon, sensor, watcher)
     }

@@ -28,9 +28,8 @@ struct FloorViewBrowserTests {
             }
             let port = try freeLoopbackPort()
             let driver = try await ChildProcess.start(chromedriver, ["--port=\(port)", "--allowed-ips=127.0.0.1"])
-            for _ in 0..<100 {
-                if (try? await Self.request("GET", port: port, path: "/status")) != nil { break }
-                try await Task.sleep(for: .milliseconds(100))
+            try await eventually("chromedriver to answer on port \(port)", every: .milliseconds(100)) {
+                (try? await Self.request("GET", port: port, path: "/status")) != nil
             }
             let capabilities = #"{"capabilities": {"alwaysMatch": {"browserName": "chrome", "goog:chromeOptions": {"binary": "/usr/bin/chromium", "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,900"]}}}}"#
             let response: String
@@ -129,13 +128,10 @@ struct FloorViewBrowserTests {
         }
 
         /// Polls `script` until it returns true, for at most `timeout`.
-        func wait(_ script: String, timeout: Duration = .seconds(2)) async throws -> Bool {
-            let deadline = ContinuousClock.now + timeout
-            repeat {
-                if try await run(script) as? Bool == true { return true }
-                try await Task.sleep(for: .milliseconds(50))
-            } while ContinuousClock.now < deadline
-            return false
+        func wait(_ script: String, timeout: Duration = .seconds(2), sourceLocation: SourceLocation = #_sourceLocation) async throws {
+            try await eventually("the page to answer true to `\(script)`", timeout: timeout, every: .milliseconds(50), sourceLocation: sourceLocation) {
+                try await run(script) as? Bool == true
+            }
         }
 
         func screenshot() async throws -> Data? {
@@ -209,11 +205,11 @@ struct FloorViewBrowserTests {
             .write(toFile: configPath, atomically: true, encoding: .utf8)
         func startDaemon() async throws -> ChildProcess {
             let daemon = try await CommandRunner().start(["serve", "--config", configPath])
-            for _ in 0..<200 {
-                if (try? await LoopbackHTTP.request("GET", port: httpPort, path: "/readyz"))?.status == 200 { return daemon }
-                try await Task.sleep(for: .milliseconds(50))
+            let ready = try await eventually("the daemon to be ready:\n\(daemon.standardError)", every: .milliseconds(50)) {
+                (try? await LoopbackHTTP.request("GET", port: httpPort, path: "/readyz"))?.status == 200
             }
-            throw MosquittoBroker.Failure.toolFailed("the daemon did not become ready:\n\(daemon.standardError)")
+            guard ready else { throw MosquittoBroker.Failure.toolFailed("the daemon did not become ready") }
+            return daemon
         }
         var daemon = try await startDaemon()
         let sensor = try MQTTClient(configuration: .test(port: broker.port), logger: logger)
@@ -223,19 +219,19 @@ struct FloorViewBrowserTests {
         let browser = try await Browser.start()
         do {
             try await browser.open("http://127.0.0.1:\(httpPort)/floors/ds1/hq/B/F1")
-            #expect(try await browser.wait("return document.body.dataset.ready === 'true';", timeout: .seconds(10)))
+            try await browser.wait("return document.body.dataset.ready === 'true';", timeout: .seconds(10))
             #expect(try await browser.run("return document.querySelectorAll('[data-location]').length;") as? Int == 3)
-            #expect(try await browser.wait(#"return \#(fill("room-2")) === '#2E9E4F';"#))
+            try await browser.wait(#"return \#(fill("room-2")) === '#2E9E4F';"#)
 
             // An update: the room takes the rule's color within 2 s, with no reload.
             try await browser.run("window.sameDocument = true;")
             try await publish(sensor, "room-1", people: 3)
-            #expect(try await browser.wait(#"return \#(fill("room-1")) === '#D64545';"#, timeout: .seconds(2)))
+            try await browser.wait(#"return \#(fill("room-1")) === '#D64545';"#, timeout: .seconds(2))
             #expect(try await browser.run("return window.sameDocument === true;") as? Bool == true)
             // The state is named, not only colored; the legend counts it.
             let title = try await browser.run(#"return document.querySelector('[data-location="room-1"] title').textContent;"#) as? String
             #expect(title?.contains("Occupied") == true, "title: \(title ?? "")")
-            #expect(try await browser.wait(#"return document.querySelector('#legend [data-state="Occupied"] .count').textContent === '1';"#))
+            try await browser.wait(#"return document.querySelector('#legend [data-state="Occupied"] .count').textContent === '1';"#)
 
             // The screenshot: the pixels inside room-1 are the rule's color.
             let center = try await browser.run(
@@ -267,11 +263,11 @@ struct FloorViewBrowserTests {
             // meanwhile; the restarted daemon takes it and the page shows it.
             daemon.signal(SIGKILL)
             _ = try await daemon.wait(timeout: .seconds(10))
-            #expect(try await browser.wait("return !document.getElementById('banner').hidden;", timeout: .seconds(5)))
+            try await browser.wait("return !document.getElementById('banner').hidden;", timeout: .seconds(5))
             try await publish(sensor, "room-2", people: 5)
             daemon = try await startDaemon()
-            #expect(try await browser.wait("return document.getElementById('banner').hidden;", timeout: .seconds(10)))
-            #expect(try await browser.wait(#"return \#(fill("room-2")) === '#D64545';"#, timeout: .seconds(5)))
+            try await browser.wait("return document.getElementById('banner').hidden;", timeout: .seconds(10))
+            try await browser.wait(#"return \#(fill("room-2")) === '#D64545';"#, timeout: .seconds(5))
             #expect(try await browser.run("return window.sameDocument === true;") as? Bool == true)
         } catch {
             await browser.close()

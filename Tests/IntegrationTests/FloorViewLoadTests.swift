@@ -120,15 +120,14 @@ struct FloorViewLoadTests {
                 if ContinuousClock.now < due { try await Task.sleep(until: due) }
             }
         }
-        var done = try await appliedUpdates(daemon.httpPort)
-        while done < applied + count && ContinuousClock.now - began < .seconds(Self.seconds * 4 + 10) {
-            try await Task.sleep(for: .milliseconds(20))
-            done = try await appliedUpdates(daemon.httpPort)
-        }
+        // Four times the stream's length and 10 s, from its first update.
+        let done = try await eventually(
+            "the daemon to apply the \(count) updates (observed: all it applied, from \(applied))",
+            timeout: began + .seconds(Self.seconds * 4 + 10) - ContinuousClock.now,
+            observing: { try await appliedUpdates(daemon.httpPort) }, until: { $0 >= applied + count })
         let elapsed = ContinuousClock.now - began
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         let cpu = Self.cpuSeconds(daemon.running.processIdentifier) - cpuBefore
-        #expect(done >= applied + count, "the daemon applied \(done - applied) of \(count)")
         return (Double(done - applied) / seconds, cpu / Double(count) * 1e6)
     }
 

@@ -38,34 +38,27 @@ struct VenueScaleTests {
     /// Waits until every publication the daemon put in line has been acknowledged.
     /// (A broker at mosquitto's default window takes about 10,000 a second.)
     func waitForOutput(_ daemon: DaemonTests.Daemon, timeout: Duration = .seconds(max(60, locations / 4000))) async throws {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
+        try await eventually("the daemon's output to drain", timeout: timeout, every: .milliseconds(100)) {
             let text = try await metrics(daemon)
-            if CrashRecoveryTests.metric(text, "livedata_output_waiting") == 0 && CrashRecoveryTests.metric(text, "livedata_output_in_flight") == 0 {
-                return
-            }
-            try await Task.sleep(for: .milliseconds(100))
+            return CrashRecoveryTests.metric(text, "livedata_output_waiting") == 0 && CrashRecoveryTests.metric(text, "livedata_output_in_flight") == 0
         }
-        Issue.record("the daemon's output did not drain within \(timeout)")
     }
 
     /// Watches the daemon's `/readyz` until READY=1: records whether it ever answered 200
     /// before a convergence had finished (or been skipped), and how long the start took.
     func watchStart(_ daemon: DaemonTests.Daemon, since started: ContinuousClock.Instant) async throws -> (readyEarly: Bool, seconds: Double) {
         var early = false
-        let deadline = ContinuousClock.now + .seconds(120)
-        while ContinuousClock.now < deadline {
+        try await eventually(
+            "READY=1:\n\(daemon.running.standardError.suffix(3000))", timeout: .seconds(120), every: .milliseconds(25)
+        ) {
             let ready = try? await LoopbackHTTP.request("GET", port: daemon.httpPort, path: "/readyz")
-            if ready?.status == 200 {
-                let text = try await metrics(daemon)
-                if convergencesDone(text) == 0 { early = true }
-                // Ready at /readyz and to systemd alike.
-                if daemon.notify.messages.contains(where: { $0.hasPrefix("READY=1") }) { break }
-            }
-            try await Task.sleep(for: .milliseconds(25))
+            guard ready?.status == 200 else { return false }
+            let text = try await metrics(daemon)
+            if convergencesDone(text) == 0 { early = true }
+            // Ready at /readyz and to systemd alike.
+            return daemon.notify.messages.contains { $0.hasPrefix("READY=1") }
         }
         let elapsed = ContinuousClock.now - started
-        #expect(daemon.notify.messages.contains { $0.hasPrefix("READY=1") }, "not ready within 120 s:\n\(daemon.running.standardError.suffix(3000))")
         return (early, Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
     }
 
@@ -179,13 +172,9 @@ struct VenueScaleTests {
             )
         }
         func waitForReconvergence(_ before: (read: Int, skipped: Int, finished: Int)) async throws -> (read: Int, skipped: Int, finished: Int) {
-            let deadline = ContinuousClock.now + .seconds(60)
-            var now = try await counts()
-            while now.skipped + now.finished == before.skipped + before.finished && ContinuousClock.now < deadline {
-                try await Task.sleep(for: .milliseconds(100))
-                now = try await counts()
-            }
-            return now
+            try await eventually(
+                "a convergence finished or skipped", timeout: .seconds(60), every: .milliseconds(100), observing: { try await counts() },
+                until: { $0.skipped + $0.finished != before.skipped + before.finished })
         }
 
         // A clean broker restart: it saved the session, the styles and the marker.

@@ -31,12 +31,8 @@ public actor Inbox<Element: Sendable> {
     public func wait(
         timeout: Duration = .seconds(10), until predicate: @Sendable ([Element]) -> Bool
     ) async -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if predicate(items) { return true }
-            try? await Task.sleep(for: .milliseconds(10))
-        }
-        return predicate(items)
+        // Cancelled: the items as they are decide.
+        (try? await polling(timeout: timeout, every: .milliseconds(10), { items }, until: predicate).held) ?? predicate(items)
     }
 
     /// Waits until there are at least `count` items.

@@ -193,12 +193,12 @@ public final class MosquittoBroker: Sendable {
     private func launch() async throws {
         let process = try await ChildProcess.start(try Self.executable(), ["-c", directory.appendingPathComponent("mosquitto.conf").path])
         self.process.withLock { $0 = process }
-        let deadline = ContinuousClock.now + .seconds(10)
-        while ContinuousClock.now < deadline {
-            if !process.isRunning { break }
-            if canConnect(port: port) { return }
-            try await Task.sleep(for: .milliseconds(20))
+        // A broker that exits (its port taken) ends the wait at once.
+        let port = self.port
+        let listening = try await polling(timeout: .seconds(10), every: .milliseconds(20), { process.isRunning && canConnect(port: port) }) {
+            $0 || !process.isRunning
         }
+        if listening.value { return }
         await stop()
         throw Failure.didNotStart(port: port, log: log)
     }

@@ -88,11 +88,7 @@ public final class NotifySocket: Sendable {
     /// Waits until a message contains `line`.
     @discardableResult
     public func wait(for line: String, timeout: Duration = .seconds(15)) async -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if messages.contains(where: { $0.split(separator: "\n").contains(Substring(line)) }) { return true }
-            try? await Task.sleep(for: .milliseconds(20))
-        }
-        return false
+        let held = { (messages: [String]) in messages.contains { $0.split(separator: "\n").contains(Substring(line)) } }
+        return (try? await polling(timeout: timeout, every: .milliseconds(20), { messages }, until: held).held) ?? false
     }
 }

@@ -7,14 +7,14 @@ import Synchronization
 /// A viewer of `GET /v1/events` over a real TCP connection (NIO): it sends the request, parses
 /// the events as they arrive, and can stop reading (a slow viewer: the server's socket fills
 /// and its writes wait) or hang up.
-final class EventStreamViewer: Sendable {
-    struct Event: Sendable, Equatable {
-        var id: String?
-        var name: String
-        var data: String
+public final class EventStreamViewer: Sendable {
+    public struct Event: Sendable, Equatable {
+        public var id: String?
+        public var name: String
+        public var data: String
 
         /// The number of its id (`{epoch}-{n}`).
-        var number: UInt64? { id?.split(separator: "-").last.flatMap { UInt64($0) } }
+        public var number: UInt64? { id?.split(separator: "-").last.flatMap { UInt64($0) } }
     }
 
     private struct State {
@@ -59,7 +59,7 @@ final class EventStreamViewer: Sendable {
     /// - Parameter receiveBuffer: the socket's receive buffer in bytes (small: a paused
     ///   viewer backs up into the server sooner).
     /// - Parameter keepEvents: keep every event (else only the counts and the last id).
-    static func open(
+    public static func open(
         port: Int, path: String, lastEventID: String? = nil, receiveBuffer: Int? = nil, keepEvents: Bool = true,
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> EventStreamViewer {
@@ -85,36 +85,33 @@ final class EventStreamViewer: Sendable {
         return viewer
     }
 
-    var events: [Event] { box.state.withLock { $0.events } }
-    var status: Int? { box.state.withLock { $0.status } }
+    public var events: [Event] { box.state.withLock { $0.events } }
+    public var status: Int? { box.state.withLock { $0.status } }
     /// Whether the server ended the stream (or the connection closed).
-    var ended: Bool { box.state.withLock { $0.ended } }
-    var bytesReceived: Int { box.state.withLock { $0.bytes } }
+    public var ended: Bool { box.state.withLock { $0.ended } }
+    public var bytesReceived: Int { box.state.withLock { $0.bytes } }
     /// Events received (kept or not), the first one's name, the last id, and how many
     /// were out of order.
-    var tally: (count: Int, changes: Int, first: String?, lastID: String?, outOfOrder: Int) {
+    public var tally: (count: Int, changes: Int, first: String?, lastID: String?, outOfOrder: Int) {
         box.state.withLock { ($0.count, $0.changes, $0.firstName, $0.lastID, $0.outOfOrder) }
     }
 
     /// Stops reading from the socket (`false`) or reads again (`true`).
-    func reading(_ on: Bool) async throws {
+    public func reading(_ on: Bool) async throws {
         try await channel.setOption(.autoRead, value: on).get()
         if on { channel.read() }
     }
 
-    func close() async {
+    public func close() async {
         try? await channel.close().get()
     }
 
     /// Waits until `condition` holds for the events (and whether the stream ended).
     @discardableResult
-    func wait(timeout: Duration = .seconds(10), until condition: ([Event], Bool) -> Bool) async -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if box.state.withLock({ condition($0.events, $0.ended) }) { return true }
-            try? await Task.sleep(for: .milliseconds(10))
-        }
-        return box.state.withLock { condition($0.events, $0.ended) }
+    public func wait(timeout: Duration = .seconds(10), until condition: ([Event], Bool) -> Bool) async -> Bool {
+        func holds() -> Bool { box.state.withLock { condition($0.events, $0.ended) } }
+        // Cancelled: the events as they are decide.
+        return (try? await polling(timeout: timeout, every: .milliseconds(10), holds, until: { $0 }).held) ?? holds()
     }
 
     private final class Box: Sendable {

@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import LiveDataTestSupport
 import NIOCore
 import Testing
 
@@ -42,8 +43,8 @@ struct EventStreamHTTPTests {
     }
 
     static func waitForViewers(_ hub: EventHub, _ count: Int) async throws {
-        for _ in 0..<500 where hub.statistics.viewers != count { try await Task.sleep(for: .milliseconds(10)) }
-        #expect(hub.statistics.viewers == count)
+        try await eventually(
+            "\(count) viewers", timeout: .seconds(5), every: .milliseconds(10), observing: { hub.statistics.viewers }, until: { $0 == count })
     }
 
     @Test("a snapshot of the floor, then its changes in order with increasing ids; another floor's change is not sent")
