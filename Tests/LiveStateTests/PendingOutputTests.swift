@@ -50,7 +50,7 @@ struct PendingOutputTests {
         guard case .change(let newest) = first.entry.item else { Issue.record("not a change"); return }
         // The newest style, its fields counted from the style first waiting (none sent yet:
         // every field set); the lag from the oldest update behind it.
-        #expect(newest.style.polygonFillColor == (try Color("#4CAF50")))
+        #expect(newest.style.polygonFillColor == Color("#4CAF50"))
         #expect(newest.movedFrom == nil)
         #expect(newest.changedFields == newest.style.changedFieldSet(from: Style()))
         #expect(first.entry.since == early)
