@@ -175,6 +175,8 @@ struct DaemonTests {
         #expect(metrics.body.contains("livedata_updates_applied_total 1"))
         #expect(metrics.body.contains("livedata_locations_tracked 1"))
         #expect(metrics.body.contains("livedata_broker_connected 1"))
+        // Both connections (receiving and output), plain TCP: buffered.
+        #expect(metrics.body.contains("livedata_socket_buffered_connections 2"))
         #expect(metrics.body.contains("livedata_processing_seconds_count 1"))
         // Writing needs the token; with it, hiding the layer re-publishes the location as not visible.
         #expect(try await LoopbackHTTP.request("PUT", port: port, path: "/v1/layers/occupancy", body: #"{"hidden": true}"#).status == 401)

@@ -47,6 +47,8 @@ public actor LivePipeline {
         public var processed = 0
         /// The floor view's viewers.
         public var events = EventHub.Statistics()
+        /// The daemon's connections whose socket calls go through the buffers.
+        public var bufferedConnections = 0
     }
 
     /// The connection that receives: subscriptions, the updates, and the session the
@@ -287,7 +289,8 @@ public actor LivePipeline {
             outputWaiting: publisher.waiting, outputInFlight: output.inFlight, convergences: convergences,
             convergenceFailures: convergenceFailures, convergencesSkipped: convergencesSkipped,
             convergenceRead: convergenceRead + (reader?.count ?? 0), convergenceProgress: reader?.count ?? 0,
-            processed: processed, events: events.statistics)
+            processed: processed, events: events.statistics,
+            bufferedConnections: (output === client ? [client] : [client, output]).filter { $0.socketBuffered == true }.count)
     }
 
     /// Current record of a location.

@@ -41,6 +41,12 @@ extension ClientCore {
                 // libmosquitto drops the buffers when it closes the socket.
                 let socket = mosquitto_socket(mosq)
                 let buffered = handle.buffered && socket >= 0 && livedata_io_attach(socket) == 0
+                let mode = buffered ? 2 : 1
+                if socketMode.exchange(mode, ordering: .relaxed) != mode {
+                    logger.info(
+                        buffered ? "socket calls buffered" : "libmosquitto's own socket calls",
+                        metadata: ["mqtt.bufferedSocket": "\(buffered)"])
+                }
                 let (loopCode, loopErrno) = pump(buffered: buffered)
                 sendGate.withLock { $0 = false }
                 if stopFlag.load(ordering: .acquiring) { break }

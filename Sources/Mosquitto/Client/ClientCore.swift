@@ -90,6 +90,9 @@ final class ClientCore: Sendable {
     let batchDepth = Atomic<Int>(0)
     /// The network thread cut the connection under a refused message (see ``cutConnection()``).
     let connectionCut = Atomic<Bool>(false)
+    /// The current (or last) connection's socket calls go through the buffers
+    /// (``MQTTSocketBuffering``); 0 before the first connection, 1 no, 2 yes.
+    let socketMode = Atomic<Int>(0)
 
     init(
         handle: Handle, configuration: MQTTConfiguration, logger: Logger,
@@ -146,7 +149,7 @@ final class ClientCore: Sendable {
             try check(code, "mosquitto_will_set_v5")
         }
         if configuration.buffersSocket, let reason = MQTTSocketBuffering.unavailableReason {
-            logger.debug("libmosquitto's socket calls are not buffered: \(reason)")
+            logger.notice("libmosquitto's socket calls are not buffered: \(reason)")
         }
         installCallbacks()
     }

@@ -74,6 +74,15 @@ public final class MQTTClient: Sendable {
     /// The current connection state.
     public var state: MQTTConnectionState { core.state.withLock { $0.connection } }
 
+    /// Whether the current (or last) connection's socket calls go through the buffers
+    /// (``MQTTSocketBuffering``); `nil` before the first connection.
+    public var socketBuffered: Bool? {
+        switch core.socketMode.load(ordering: .relaxed) {
+        case 0: nil
+        case let mode: mode == 2
+        }
+    }
+
     /// What the broker said when the current (or last) connection was accepted: set before
     /// the `.state(.connected)` event is reported.
     public var session: MQTTSession { core.state.withLock { $0.session } }
