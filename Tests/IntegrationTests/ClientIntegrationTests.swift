@@ -128,8 +128,7 @@ struct ClientIntegrationTests {
 
     @Test("the shipped ACL (config/mosquitto.acl): sensors write live data but nothing under the daemon's prefix")
     func shippedACL() async throws {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let acl = try String(contentsOf: root.appendingPathComponent("config/mosquitto.acl"), encoding: .utf8)
+        let acl = try String(contentsOf: Repository.url("config/mosquitto.acl"), encoding: .utf8)
         let broker = try await MosquittoBroker.start(.init(users: ["livedata": "d", "sensors": "s"], acl: acl))
         let daemon = try await connectedClient(broker) { $0.credentials = MQTTCredentials(username: "livedata", password: MQTTSecret("d")) }
         let sensor = try await connectedClient(broker) { $0.credentials = MQTTCredentials(username: "sensors", password: MQTTSecret("s")) }

@@ -1,4 +1,3 @@
-import Foundation
 import LiveDataTestSupport
 import Testing
 
@@ -7,13 +6,9 @@ import Testing
 /// scripts/check-doc-paths (which says what it reads and which placeholders it skips).
 @Suite("Documentation paths", .timeLimit(.minutes(1)))
 struct DocumentationPathTests {
-    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent()
-
     @Test("scripts/check-doc-paths passes: every path, link and anchor in README.md and docs/ exists")
     func checkDocPaths() async throws {
-        let script = Self.root.appendingPathComponent("scripts/check-doc-paths")
-        let result = try await ChildProcess.start(script.path, [], in: Self.root).result(timeout: .seconds(50))
+        let result = try await Repository.runScript("scripts/check-doc-paths")
         #expect(
             result.status == 0,
             "scripts/check-doc-paths exited with \(result.status):\n\(result.standardOutput)\(result.standardError)")

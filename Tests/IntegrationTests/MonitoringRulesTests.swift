@@ -1,4 +1,3 @@
-import Foundation
 import LiveDataTestSupport
 import Testing
 
@@ -8,13 +7,9 @@ import Testing
 /// the daemon exports.
 @Suite("Monitoring rules and dashboard", .timeLimit(.minutes(1)))
 struct MonitoringRulesTests {
-    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent()
-
     @Test("scripts/check-monitoring passes: promtool checks and tests the alerts, and only exported metrics are named")
     func checkMonitoring() async throws {
-        let script = Self.root.appendingPathComponent("scripts/check-monitoring")
-        let result = try await ChildProcess.start(script.path, [], in: Self.root).result(timeout: .seconds(50))
+        let result = try await Repository.runScript("scripts/check-monitoring")
         // Without promtool the script fails with the way to install it (apt-get install -y
         // prometheus), and so does this test: a check that was never run is not a pass.
         #expect(

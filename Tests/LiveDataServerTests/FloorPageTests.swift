@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import LiveDataTestSupport
 @testable import LiveDataServer
 import Testing
 
@@ -9,8 +10,7 @@ import Testing
 /// escaped values.
 @Suite("Floor page assets")
 struct FloorPageTests {
-    static let assets = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().appendingPathComponent("Sources/LiveDataServer/HTTP/Assets")
+    static let assets = Repository.url("Sources/LiveDataServer/HTTP/Assets")
 
     static func file(_ name: String) throws -> [UInt8] {
         Array(try Data(contentsOf: assets.appendingPathComponent(name)))

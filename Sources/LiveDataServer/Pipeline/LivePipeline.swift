@@ -58,6 +58,9 @@ public actor LivePipeline {
     /// all on one connection so that the broker stores them in the order handed over.
     /// The receiving one, or a second connection (``BrokerSettings/outputConnection``).
     nonisolated let output: MQTTClient
+    /// The daemon's connections, each once: the receiving one, then the output one when it
+    /// is a second connection.
+    nonisolated let connections: [MQTTClient]
     let logger: Logger
     private(set) var config: LiveDataConfig
     private var core: LiveCore
@@ -134,6 +137,8 @@ public actor LivePipeline {
         self.metrics = metrics
         self.client = client
         self.output = output ?? client
+        connections = output.map { $0 === client ? [client] : [client, $0] } ?? [client]
+        connectionPair = ConnectionPair(shared: connections.count == 1)
         self.intake = intake
         self.logger = logger
         topics = OutputFormat(prefix: config.output.prefix, retain: config.output.retain)
@@ -253,14 +258,11 @@ public actor LivePipeline {
         stallForTesting = nil
     }
 
-    /// The broker connection's state: the receiving connection's, or the output's while that
-    /// one is not connected.
+    /// The broker connection's state: the first of the connections that is not connected
+    /// (the receiving one before the output one), else connected.
     public nonisolated var brokerState: MQTTConnectionState {
-        let receiving = client.state
-        guard receiving == .connected, output !== client else { return receiving }
-        return output.state
+        connections.lazy.map(\.state).first { $0 != .connected } ?? .connected
     }
-
 
     /// The records of every location with this id (the topic's location level): one per
     /// dataset that has it, in address order.
@@ -290,7 +292,7 @@ public actor LivePipeline {
             convergenceFailures: convergenceFailures, convergencesSkipped: convergencesSkipped,
             convergenceRead: convergenceRead + (reader?.count ?? 0), convergenceProgress: reader?.count ?? 0,
             processed: processed, events: events.statistics,
-            bufferedConnections: (output === client ? [client] : [client, output]).filter { $0.socketBuffered == true }.count)
+            bufferedConnections: connections.filter { $0.socketBuffered == true }.count)
     }
 
     /// Current record of a location.
@@ -323,11 +325,11 @@ public actor LivePipeline {
     }
 
     /// What the connections' event streams said (see ``ConnectionPair``).
-    private lazy var connections = ConnectionPair(shared: output === client)
+    private var connectionPair: ConnectionPair
 
     /// A connection's state changed (from its event stream).
     private func connection(_ connection: ConnectionPair.Connection, _ state: MQTTConnectionState) {
-        if connections.changed(connection, to: state) == .connected { connected() }
+        if connectionPair.changed(connection, to: state) == .connected { connected() }
     }
 
     /// Publishes `online`, the legends and whatever waits, and converges unless nothing can
@@ -686,7 +688,7 @@ public actor LivePipeline {
                 // The client has ended: nothing more comes in; what waits is still processed.
                 self.intake.queue.close()
             }
-            if output !== client {
+            if connections.count > 1 {
                 group.addTask {
                     for await event in self.output.events {
                         if case .state(let state) = event { await self.connection(.output, state) }
@@ -1092,12 +1094,11 @@ public actor LivePipeline {
         publisher.send(topics.publication(config.ruleSet.legend(dataset: dataset), dataset: dataset))
     }
 
-    /// Publications the broker refused, on either connection, and the last refusal.
+    /// Publications the broker refused, on every connection, and the last refusal (the
+    /// output connection's first: it carries nearly all of them).
     private nonisolated var refusedPublishes: (count: Int, last: MQTTError?) {
-        let output = output.refusedPublishes
-        guard self.output !== client else { return output }
-        let receiving = client.refusedPublishes
-        return (output.count + receiving.count, output.last ?? receiving.last)
+        let each = connections.map(\.refusedPublishes)
+        return (each.reduce(0) { $0 + $1.count }, each.reversed().lazy.compactMap(\.last).first)
     }
 
     private func knownDatasets() -> Set<String> {

@@ -13,9 +13,7 @@ struct PipelineService: Service {
     var waitFor: StartupGate?
 
     func run() async throws {
-        let client = pipeline.client
-        let output = pipeline.output
-        let address = client.configuration.address
+        let address = pipeline.client.configuration.address
         // The restore and the journal's replay: `WatchdogService` reports how far they are
         // (STATUS=, EXTEND_TIMEOUT_USEC=). SIGTERM meanwhile ends them with nothing written.
         notifier.status("restoring the state")
@@ -36,8 +34,7 @@ struct PipelineService: Service {
             return
         }
         notifier.status("waiting for the MQTT broker at \(address)")
-        client.start()
-        if output !== client { output.start() }
+        for connection in pipeline.connections { connection.start() }
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
                 do {
@@ -64,8 +61,7 @@ struct PipelineService: Service {
                 await pipeline.checkpoint()
                 await pipeline.publishOffline()
                 pipeline.intake.stop()
-                await client.disconnect()
-                if output !== client { await output.disconnect() }
+                for connection in pipeline.connections { await connection.disconnect() }
             }
             // The pipeline runs until the client disconnects (at shutdown); then stop the rest.
             await pipeline.serve()
