@@ -93,12 +93,12 @@ struct DaemonServicesTests {
             #expect(await daemon.pipeline.refusedSubscriptions == ["ds2/#"])
             let metrics = String(decoding: daemon.metrics.exposition(await daemon.pipeline.statistics, brokerConnected: true, ready: true), as: UTF8.self)
             #expect(metrics.contains("livedata_subscriptions_refused 1"))
-            let readiness = HTTPInterface.router(token: nil, pipeline: daemon.pipeline, metrics: daemon.metrics)
+            let readiness = HTTPInterface.router(token: nil, queries: LiveQueries(daemon.pipeline), metrics: daemon.metrics)
             let app = Application(router: readiness)
             try await app.test(.router) { client in
                 let response = try await client.execute(uri: "/readyz", method: .get)
                 #expect(response.status == .ok)
-                #expect(String(buffer: response.body) == #"{"status": "degraded", "refused": ["ds2/#"]}"#)
+                #expect(String(buffer: response.body) == #"{"refused":["ds2/#"],"status":"degraded"}"#)
             }
             trigger.triggerGracefulShutdown()
             try await running

@@ -162,15 +162,15 @@ struct DaemonTests {
         // The HTTP interface answers.
         let port = daemon.httpPort
         #expect(try await LoopbackHTTP.request("GET", port: port, path: "/healthz").status == 200)
-        #expect(try await LoopbackHTTP.request("GET", port: port, path: "/readyz").body == #"{"status": "ready"}"#)
+        #expect(try await LoopbackHTTP.request("GET", port: port, path: "/readyz").body == #"{"status":"ready"}"#)
         let location = try await LoopbackHTTP.request("GET", port: port, path: "/v1/locations/room-7")
         #expect(location.status == 200)
         #expect(location.body.hasPrefix(#"{"location": "room-7", "topic": {"dataset": "ds1""#))
         let missing = try await LoopbackHTTP.request("GET", port: port, path: "/v1/locations/nowhere")
-        #expect(missing.status == 404 && missing.body == #"{"error": "no location \"nowhere\" is tracked"}"#)
+        #expect(missing.status == 404 && missing.body == #"{"error":"no location \"nowhere\" is tracked"}"#)
         #expect(try await LoopbackHTTP.request("GET", port: port, path: "/v1/floors/ds1/hq/B/F3").body.contains("room-7"))
         #expect(try await LoopbackHTTP.request("GET", port: port, path: "/v1/legend").body.hasPrefix(#"{"entries": ["#))
-        #expect(try await LoopbackHTTP.request("GET", port: port, path: "/v1/layers").body == #"{"layers": [{"name": "occupancy", "hidden": false}]}"#)
+        #expect(try await LoopbackHTTP.request("GET", port: port, path: "/v1/layers").body == #"{"layers":[{"hidden":false,"name":"occupancy"}]}"#)
         let metrics = try await LoopbackHTTP.request("GET", port: port, path: "/metrics")
         #expect(metrics.body.contains("livedata_updates_applied_total 1"))
         #expect(metrics.body.contains("livedata_locations_tracked 1"))
@@ -182,7 +182,7 @@ struct DaemonTests {
         #expect(try await LoopbackHTTP.request("PUT", port: port, path: "/v1/layers/occupancy", body: #"{"hidden": true}"#).status == 401)
         let hidden = try await LoopbackHTTP.request(
             "PUT", port: port, path: "/v1/layers/occupancy", headers: ["Authorization": "Bearer sesame"], body: #"{"hidden": true}"#)
-        #expect(hidden.body == #"{"layer": "occupancy", "hidden": true, "changed": 1}"#)
+        #expect(hidden.body == #"{"changed":1,"hidden":true,"layer":"occupancy"}"#)
         #expect(await inbox.wait { $0.contains { $0.payloadString.contains(#""visible": false"#) } })
         _ = try await LoopbackHTTP.request(
             "PUT", port: port, path: "/v1/layers/occupancy", headers: ["Authorization": "Bearer sesame"], body: #"{"visible": true}"#)

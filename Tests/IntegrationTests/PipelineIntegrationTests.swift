@@ -203,7 +203,7 @@ struct PipelineIntegrationTests {
         let before = await inbox.items.count
         let (second, secondClient, secondServing) = try await startPipeline(settings)
         #expect(await second.statistics.locations == 3)
-        #expect(await second.record(LocationAddress(dataset: "ds1", venue: "hq", building: "B", floor: "F3", room: "R7", location: "room-2"))?.version == 1)
+        #expect(await LiveQueries(second).record(LocationAddress(dataset: "ds1", venue: "hq", building: "B", floor: "F3", room: "R7", location: "room-2"))?.version == 1)
         try await Task.sleep(for: .milliseconds(400))
         #expect(await inbox.items.count == before, "nothing is re-published after a restart")
         // A real change still goes out, with the version continuing.

@@ -34,7 +34,7 @@ struct EventStreamHTTPTests {
             sendBuffer.map { [SmallSendBuffer(bytes: $0)] } ?? []
         }
         let app = Application(
-            router: HTTPInterface.router(token: nil, pipeline: pipeline, metrics: DaemonMetrics()),
+            router: HTTPInterface.router(token: nil, queries: LiveQueries(pipeline), metrics: DaemonMetrics()),
             server: .http1(configuration: .init(additionalChannelHandlers: handlers())),
             configuration: .init(address: .hostname("127.0.0.1", port: 0)))
         try await app.test(.live) { client in

@@ -54,7 +54,7 @@ struct HTTPInterfaceTests {
             await pipeline.handle(
                 IntakeMessage(topic: topic, payload: Array(#"{"properties": {"nrOfPeople": "1"}}"#.utf8)))
         }
-        let app = Application(router: HTTPInterface.router(token: token, pipeline: pipeline, metrics: metrics))
+        let app = Application(router: HTTPInterface.router(token: token, queries: LiveQueries(pipeline), metrics: metrics))
         try await app.test(.router, test)
     }
 
@@ -74,7 +74,7 @@ struct HTTPInterfaceTests {
             let floor = Self.text(try await client.execute(uri: "/v1/floors/ds1/hq/B/F3", method: .get))
             #expect(floor.contains(#""location": "desk-1""#) && floor.contains(#""location": "room-7""#))
             #expect(!floor.contains(#""floor": "F4""#))
-            #expect(Self.text(try await client.execute(uri: "/v1/layers", method: .get)) == #"{"layers": [{"name": "occupancy", "hidden": false}]}"#)
+            #expect(Self.text(try await client.execute(uri: "/v1/layers", method: .get)) == #"{"layers":[{"hidden":false,"name":"occupancy"}]}"#)
         }
     }
 
@@ -127,7 +127,7 @@ struct HTTPInterfaceTests {
             let right = try await client.execute(uri: "/v1/layers/occupancy", method: .put, headers: [.authorization: "Bearer sesame"], body: body)
             #expect(right.status == .ok)
             // The two occupied locations are in the layer; the empty room matches no rule.
-            #expect(Self.text(right) == #"{"layer": "occupancy", "hidden": true, "changed": 2}"#)
+            #expect(Self.text(right) == #"{"changed":2,"hidden":true,"layer":"occupancy"}"#)
             let bad = try await client.execute(
                 uri: "/v1/layers/occupancy", method: .put, headers: [.authorization: "Bearer sesame"], body: ByteBuffer(string: "[]"))
             #expect(bad.status == .badRequest)

@@ -48,7 +48,7 @@ public struct LiveDataDaemon: Sendable {
             config: config, client: client, output: output, intake: intake, metrics: metrics, logger: logger, window: window)
         let httpListening = StartupGate()
         let http = try HTTPInterface.application(
-            settings: config.http, pipeline: pipeline, metrics: metrics, logger: logger, onListening: { await httpListening.open() })
+            settings: config.http, queries: LiveQueries(pipeline), metrics: metrics, logger: logger, onListening: { await httpListening.open() })
         self.pipeline = pipeline
         self.metrics = metrics
         services = [

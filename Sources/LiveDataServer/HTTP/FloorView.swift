@@ -13,18 +13,18 @@ enum FloorView {
     /// The shortest time between two writes to one event-stream viewer.
     static let eventWriteInterval = Duration.milliseconds(100)
 
-    static func add(to router: Router<BasicRequestContext>, pipeline: LivePipeline) {
+    static func add(to router: Router<BasicRequestContext>, queries: LiveQueries) {
         router.get("/") { _, _ in
-            html(VenuePage.render(summaries: await pipeline.summaries, geometryFloors: await pipeline.geometryFloors))
+            html(VenuePage.render(summaries: await queries.summaries, geometryFloors: await queries.geometryFloors))
         }
         addFloorPage(to: router)
         router.get("/v1/venues") { _, _ in
-            let summaries = await pipeline.summaries
+            let summaries = await queries.summaries
             let now = LiveTimestamp.now
             var floors = summaries.map { $0.json(updatedAt: now) }
             // Floors only the geometry knows yet: drawn, nothing reported.
             let known = Set(summaries.map(\.key))
-            for key in await pipeline.geometryFloors where !known.contains(key) {
+            for key in await queries.geometryFloors where !known.contains(key) {
                 let empty = SummaryTracker.Summary(key: key, locations: 0, states: [:], people: 0, capacity: 0)
                 floors.append(empty.json(updatedAt: now))
             }
@@ -37,15 +37,16 @@ enum FloorView {
             else {
                 return HTTPInterface.error(.badRequest, "give dataset, venue, building and floor: /v1/geometry?dataset=…&venue=…&building=…&floor=…")
             }
-            return HTTPInterface.json(.ok, await pipeline.geometryJSON(dataset: dataset, venue: venue, building: building, floor: floor))
+            return HTTPInterface.json(
+                .ok, await queries.geometryJSON(SummaryTracker.Key(dataset: dataset, venue: venue, building: building, floor: floor)))
         }
         router.get("/v1/events") { request, _ in
             let query = request.uri.queryParameters
             let scope = EventHub.Scope(
                 dataset: query.get("dataset"), venue: query.get("venue"), building: query.get("building"), floor: query.get("floor"))
             let lastEventID = request.headers[HTTPField.Name("Last-Event-ID")!] ?? query.get("lastEventId")
-            let subscription = await pipeline.openEvents(scope, lastEventID: lastEventID)
-            let hub = pipeline.events
+            let subscription = await queries.openEvents(scope, lastEventID: lastEventID)
+            let hub = queries.events
             return Response(
                 status: .ok,
                 headers: [.contentType: "text/event-stream", .cacheControl: "no-cache", .init("X-Accel-Buffering")!: "no"],

@@ -20,7 +20,7 @@ public enum HTTPInterface {
     /// `onListening` runs once the server is bound (`http.listen` may give port 0: the
     /// address it logs then tells the port it got).
     public static func application(
-        settings: HTTPSettings, pipeline: LivePipeline, metrics: DaemonMetrics, logger: Logger,
+        settings: HTTPSettings, queries: LiveQueries, metrics: DaemonMetrics, logger: Logger,
         onListening: @escaping @Sendable () async -> Void = {}
     ) throws -> some Service {
         guard let colon = settings.listen.lastIndex(of: ":"), let port = Int(settings.listen[settings.listen.index(after: colon)...])
@@ -29,7 +29,7 @@ public enum HTTPInterface {
         }
         let host = String(settings.listen[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
         return Application(
-            router: router(token: settings.token, pipeline: pipeline, metrics: metrics),
+            router: router(token: settings.token, queries: queries, metrics: metrics),
             configuration: .init(address: .hostname(host, port: port), serverName: "livedata"),
             onServerRunning: { channel in
                 let address = channel.localAddress.map { "\($0.ipAddress ?? host):\($0.port ?? port)" } ?? settings.listen
@@ -38,39 +38,39 @@ public enum HTTPInterface {
             }, logger: logger)
     }
 
-    /// The routes, reading from the pipeline (built and restored before the server starts).
-    public static func router(token: String?, pipeline: LivePipeline, metrics: DaemonMetrics) -> Router<BasicRequestContext> {
+    /// The routes, asking ``LiveQueries`` (the pipeline is built before the server starts).
+    public static func router(token: String?, queries: LiveQueries, metrics: DaemonMetrics) -> Router<BasicRequestContext> {
         let router = Router()
-        router.get("/healthz") { _, _ in json(.ok, #"{"status": "ok"}"#) }
+        router.get("/healthz") { _, _ in encoded(.ok, Readiness(status: "ok")) }
         router.get("/readyz") { _, _ in
-            let phase = pipeline.startProgress.phase
+            let phase = queries.startPhase
             guard phase == .started else {
                 return error(.serviceUnavailable, "not ready: \(phase)")
             }
-            guard pipeline.brokerState == .connected else {
+            guard queries.brokerState == .connected else {
                 return error(.serviceUnavailable, "not ready: waiting for the MQTT broker")
             }
-            guard await pipeline.isReady else {
+            guard await queries.isReady else {
                 // Connected, not converged yet: the broker's styles may not be the state's.
-                let reason = await pipeline.convergenceFault ?? "converging with the broker's retained styles"
+                let reason = await queries.convergenceFault ?? "converging with the broker's retained styles"
                 return error(.serviceUnavailable, "not ready: \(reason)")
             }
             // Updates cannot be kept (a full or read-only disk): not ready, and why.
-            if let fault = await pipeline.storageFault {
+            if let fault = await queries.storageFault {
                 return error(.serviceUnavailable, "not ready: \(fault)")
             }
             // Ready, but not for the filters the broker refused: say which.
-            let refused = await pipeline.refusedSubscriptions
+            let refused = await queries.refusedSubscriptions
             guard refused.isEmpty else {
-                return json(.ok, #"{"status": "degraded", "refused": [\#(refused.map(jsonQuoted).joined(separator: ", "))]}"#)
+                return encoded(.ok, Readiness(status: "degraded", refused: refused))
             }
-            return json(.ok, #"{"status": "ready"}"#)
+            return encoded(.ok, Readiness(status: "ready"))
         }
         router.get("/metrics") { _, _ in
-            let fault = await pipeline.storageFault
+            let fault = await queries.storageFault
             let text = metrics.exposition(
-                await pipeline.statistics, brokerConnected: pipeline.brokerState == .connected,
-                ready: await pipeline.isReady && fault == nil)
+                await queries.statistics, brokerConnected: queries.brokerState == .connected,
+                ready: await queries.isReady && fault == nil)
             return Response(
                 status: .ok, headers: [.contentType: "text/plain; version=0.0.4"], body: .init(byteBuffer: ByteBuffer(bytes: text)))
         }
@@ -82,20 +82,19 @@ public enum HTTPInterface {
                 // A bare id names one location per dataset: several datasets holding it is
                 // a question only the caller can answer (by the full path).
                 let id = parts[0]
-                let records = await pipeline.records(id: id)
+                let records = await queries.records(id: id)
                 switch records.count {
-                case 0: return error(.notFound, "no location \(jsonQuoted(id)) is tracked")
+                case 0: return error(.notFound, "no location \"\(id)\" is tracked")
                 case 1: return json(.ok, records[0].json)
                 default:
-                    let paths = records.map { jsonQuoted("/v1/locations/\($0.address)") }.joined(separator: ", ")
                     let message = "\(records.count) locations are named \(id); ask for one by its path"
-                    return json(.conflict, #"{"error": \#(jsonQuoted(message)), "locations": [\#(paths)]}"#)
+                    return encoded(.conflict, ErrorBody(error: message, locations: records.map { "/v1/locations/\($0.address)" }))
                 }
             case 6:
                 let address = LocationAddress(
                     dataset: parts[0], venue: parts[1], building: parts[2], floor: parts[3], room: parts[4], location: parts[5])
-                guard let record = await pipeline.record(address) else {
-                    return error(.notFound, "no location is tracked at \(jsonQuoted(address.description))")
+                guard let record = await queries.record(address) else {
+                    return error(.notFound, "no location is tracked at \"\(address)\"")
                 }
                 return json(.ok, record.json)
             default:
@@ -104,29 +103,28 @@ public enum HTTPInterface {
         }
         router.get("/v1/floors/:dataset/:venue/:building/:floor") { _, context in
             let parts = pathComponents(context, ["dataset", "venue", "building", "floor"])
-            let records = await pipeline.floor(dataset: parts[0], venue: parts[1], building: parts[2], floor: parts[3])
+            let records = await queries.floor(SummaryTracker.Key(dataset: parts[0], venue: parts[1], building: parts[2], floor: parts[3]))
             return json(.ok, "{\"locations\": [" + records.map(\.json).joined(separator: ", ") + "]}")
         }
         router.get("/v1/legend") { request, _ in
-            json(.ok, await pipeline.legend(dataset: request.uri.queryParameters.get("dataset")).json)
+            json(.ok, await queries.legend(dataset: request.uri.queryParameters.get("dataset")).json)
         }
         router.get("/v1/layers") { _, _ in
-            let layers = await pipeline.layers.map { #"{"name": \#(jsonQuoted($0.name)), "hidden": \#($0.hidden)}"# }
-            return json(.ok, "{\"layers\": [" + layers.joined(separator: ", ") + "]}")
+            encoded(.ok, LayerList(layers: await queries.layers))
         }
         router.group("/v1/layers").add(middleware: BearerTokenMiddleware(token: token))
             .put(":name") { request, context in
                 let name = pathComponents(context, ["name"])[0]
                 let body = try await request.body.collect(upTo: 4096)
-                guard let object = try? JSONSerialization.jsonObject(with: Data(buffer: body)) as? [String: Any],
-                    let hidden = (object["hidden"] as? Bool) ?? (object["visible"] as? Bool).map({ !$0 })
+                guard let change = try? JSONDecoder().decode(LayerChange.self, from: Data(buffer: body)),
+                    let hidden = change.hidden ?? change.visible.map({ !$0 })
                 else {
                     return error(.badRequest, #"the body must be {"hidden": true|false} or {"visible": true|false}"#)
                 }
-                let changed = await pipeline.setLayer(name, hidden: hidden)
-                return json(.ok, #"{"layer": \#(jsonQuoted(name)), "hidden": \#(hidden), "changed": \#(changed)}"#)
+                let changed = await queries.setLayer(name, hidden: hidden)
+                return encoded(.ok, LayerChanged(layer: name, hidden: hidden, changed: changed))
             }
-        FloorView.add(to: router, pipeline: pipeline)
+        FloorView.add(to: router, queries: queries)
         return router
     }
 
@@ -148,7 +146,46 @@ public enum HTTPInterface {
     }
 
     static func error(_ status: HTTPResponse.Status, _ message: String) -> Response {
-        json(status, #"{"error": \#(jsonQuoted(message))}"#)
+        encoded(status, ErrorBody(error: message))
+    }
+
+    /// A small response body, written by `JSONEncoder` (keys sorted). The records and
+    /// summaries go out in the layout the MQTT payloads have, by the payload writer.
+    static func encoded(_ status: HTTPResponse.Status, _ body: some Encodable) -> Response {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        guard let data = try? encoder.encode(body) else {
+            return json(.internalServerError, #"{"error":"the response could not be encoded"}"#)
+        }
+        return Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
+    struct ErrorBody: Codable, Equatable {
+        var error: String
+        /// For a bare id that names several locations: their paths.
+        var locations: [String]?
+    }
+
+    struct Readiness: Codable, Equatable {
+        var status: String
+        /// The filters the broker refused (status `degraded`).
+        var refused: [String]?
+    }
+
+    struct LayerList: Codable, Equatable {
+        var layers: [LiveQueries.Layer]
+    }
+
+    /// `PUT /v1/layers/{name}`'s body: `{"hidden": true|false}` or `{"visible": true|false}`.
+    struct LayerChange: Codable, Equatable {
+        var hidden: Bool?
+        var visible: Bool?
+    }
+
+    struct LayerChanged: Codable, Equatable {
+        var layer: String
+        var hidden: Bool
+        var changed: Int
     }
 }
 

@@ -1,0 +1,199 @@
+import CMalloc
+import LiveState
+import LiveTopics
+import Mosquitto
+
+/// The convergences: their task, the one under way, and their counts.
+struct ConvergenceRuns {
+    static let retry = MQTTBackoff(initial: .seconds(1), maximum: .seconds(60), jitter: 0)
+    var task: Task<Void, Never>?
+    /// The one under way: changes published meanwhile count as seen at the broker.
+    var current: Convergence?
+    var reader: RetainedReader?
+    /// Another is to follow the one under way (a reconnection while it ran).
+    var again = false
+    /// Counts of the last finished convergence.
+    var last: Convergence.Counts?
+    var finished = 0
+    var failures = 0
+    var skipped = 0
+    /// Retained messages read by finished convergences.
+    var read = 0
+    /// Why the last convergence failed, until one finishes.
+    var fault: String?
+    /// Opens once the first convergence (or a checkpoint that made it needless) is done.
+    let converged = StartupGate()
+}
+
+/// Convergence with the broker: reads back the retained styles, summaries and legends under
+/// the prefix and publishes what makes them agree with the state (see ``Convergence``), or,
+/// when a sync marker shows nothing can have diverged, only what the marker does not cover.
+extension LivePipeline {
+    /// Why the last convergence failed, until one finishes.
+    public var convergenceFault: String? { runs.fault }
+
+    func startConvergence() {
+        guard runs.task == nil else {
+            // Reconnected while one runs: another follows it (the broker may have lost
+            // retained messages meanwhile).
+            runs.again = true
+            return
+        }
+        runs.task = Task { await self.convergeUntilCurrent() }
+    }
+
+    /// Converges until one finishes with nothing asking for another; a failed one is an
+    /// error (log, metric, readiness) and is tried again after a growing delay.
+    func convergeUntilCurrent() async {
+        var delay = ConvergenceRuns.retry.initial
+        repeat {
+            runs.again = false
+            do {
+                if let check = markers.check {
+                    // No marker goes out while one is checked (see publishMarkerIfDue()).
+                    let held = try await markerHolds(check)
+                    markers.check = nil
+                    if held { continue }
+                }
+                try await converge()
+                delay = ConvergenceRuns.retry.initial
+            } catch is CancellationError {
+                break
+            } catch {
+                runs.failures += 1
+                runs.fault = "the convergence with the broker failed: \(error); trying again in \(delay)"
+                logger.error("cannot converge with the broker: \(error); trying again in \(delay)")
+                try? await Task.sleep(for: delay)
+                delay = min(delay * 2, ConvergenceRuns.retry.maximum)
+                runs.again = true
+            }
+        } while runs.again && !Task.isCancelled
+        runs.task = nil
+    }
+
+    /// The state's versions are known to be at or above the broker's.
+    func trustVersions() {
+        versions = .trusted
+        runs.fault = nil
+        Task { [gate = runs.converged] in await gate.open() }
+    }
+
+    /// Returns once the first convergence has finished (see ``isReady``).
+    public func waitUntilConverged() async { await runs.converged.wait() }
+
+    /// Reads the retained marker. At a start, when it is the one the state file recorded,
+    /// the broker holds every style the state file says it acknowledged, and the changes
+    /// held since the start go out under their versions. After a reconnection, when it is
+    /// the last one acknowledged, what was handed over after it is sent again.
+    /// - Returns: whether the marker held (else a full convergence follows).
+    func markerHolds(_ check: SyncMarkers.Check) async throws -> Bool {
+        let reader = try RetainedReader(
+            configuration: client.configuration, prefix: topics.prefix, filters: [checkpointTopic], logger: logger)
+        defer { runs.read += reader.count }
+        reader.begin()
+        var found: [UInt8]?
+        while let batch = await reader.next() {
+            for message in batch where message.retain && message.topic == checkpointTopic { found = message.payload }
+        }
+        try await reader.end()
+        switch check {
+        case .start(let expected):
+            guard case .inDoubt = versions, var held = self.held.take(), found == Array(expected.utf8) else {
+                self.held = nil
+                logger.info("the broker does not hold the marker of the last stop: runs.task")
+                return false
+            }
+            markers.adopt(expected, position: publisher.handedOver)
+            publisher.forgetRecent(before: publisher.handedOver)
+            trustVersions()
+            while let (_, entry) = held.take() { publisher.send(entry.item, since: entry.since) }
+            logger.info("the broker holds the marker of the last stop: nothing to converge")
+        case .resumed(let expected):
+            guard found == Array(expected.utf8), publisher.recentIsWhole else {
+                logger.info("the broker resumed the session without the last marker acknowledged: runs.task")
+                return false
+            }
+            let again = resend(publisher.recent)
+            logger.info("the broker resumed the session and holds the last marker: \(again) publications sent again, nothing else to converge")
+        }
+        runs.skipped += 1
+        drainOutput()
+        return true
+    }
+
+    /// Puts in line again, as the state has them now, the topics of publications the
+    /// broker may have lost: styles (under a new version), clearings of places no location
+    /// holds any more, and every summary.
+    func resend(_ recentTopics: [String]) -> Int {
+        var count = 0
+        let now = LiveTimestamp.now
+        for topic in Set(recentTopics) {
+            guard let address = topics.address(ofStyleTopic: topic) else { continue }
+            if let change = core.store.republication(at: address, now: now) {
+                publisher.send(change: change)
+            } else if core.store[address] == nil {
+                publisher.send(topics.clearing(styleOf: address))
+            }
+            count += 1
+        }
+        for summary in core.store.summaries.all() where summary.locations > 0 {
+            publisher.send(summary: topics.publication(summary, updatedAt: now))
+        }
+        return count
+    }
+
+    /// Reads back the retained messages under the prefix and publishes what makes them
+    /// agree with the state (see ``Convergence``). Live updates go on meanwhile.
+    /// - Throws: ``RetainedReader/Failure`` when the read fails or stalls: nothing is
+    ///   cleared or published for a read that did not end.
+    func converge() async throws {
+        let started = ContinuousClock.now
+        let reader = try RetainedReader(
+            configuration: client.configuration, prefix: topics.prefix,
+            filters: ["\(topics.prefix)/style/#", "\(topics.prefix)/summary/#", "\(topics.prefix)/legend/#"], logger: logger)
+        runs.reader = reader
+        runs.current = Convergence(core: core, topics: topics)
+        held = nil
+        defer {
+            runs.current = nil
+            runs.reader = nil
+            runs.read += reader.count
+            // A full read's passing allocations (a message and a topic for each retained
+            // style) go back to the system with it.
+            if reader.count > 10_000 { malloc_trim(0) }
+        }
+        reader.begin()
+        var legends: [String] = []
+        while let batch = await reader.next(), !Task.isCancelled {
+            let now = LiveTimestamp.now
+            for message in batch {
+                guard message.retain else {
+                    runs.current!.live(topic: message.topic)
+                    continue
+                }
+                if message.topic.hasPrefix(topics.prefix + "/legend/") {
+                    legends.append(message.topic)
+                    continue
+                }
+                // Each is right on its own (a style above the retained version, or the clearing
+                // of a topic the state does not hold), so it goes out at once; only what the
+                // end of the read implies waits for the end.
+                for item in runs.current!.retained(topic: message.topic, payload: message.payload, now: now) {
+                    publisher.send(item)
+                }
+            }
+        }
+        try await reader.end()
+        for item in runs.current!.finish(now: .now, retainedLegends: legends, datasets: knownDatasets()) {
+            publisher.send(item)
+        }
+        trustVersions()
+        let counts = runs.current!.counts
+        runs.last = counts
+        runs.finished += 1
+        drainOutput()
+        logger.info(
+            "converged with the broker: \(counts.read) retained messages read, \(counts.agreed) agreed, \(counts.republished) published again, \(counts.cleared) cleared",
+            metadata: ["converge.milliseconds": "\((ContinuousClock.now - started).milliseconds)"])
+    }
+}

@@ -1,0 +1,58 @@
+import LiveState
+import LiveStatePersistence
+
+/// The pipeline's counts, for `/metrics`, `/v1/status`, `STATUS=` and the watchdog.
+extension LivePipeline {
+    public struct Statistics: Sendable, Equatable {
+        public var core = LiveCore.Counters()
+        public var store = LiveStore.Counters()
+        public var published = 0
+        /// Derived changes that a later one of their location replaced within
+        /// `output.minInterval`, never published.
+        public var coalesced = 0
+        public var summariesPublished = 0
+        public var locations = 0
+        public var refusedSubscriptions = 0
+        public var intake = Intake.Statistics()
+        public var replayed = IntakeJournal.ReplayStatistics()
+        public var snapshotFailures = 0
+        /// Publications the broker refused (PUBACK), and ones dropped after the library
+        /// refused them ``Publisher/maximumAttempts`` times.
+        public var publishesRefused = 0
+        public var publishesDropped = 0
+        /// Publications waiting for room in the broker's in-flight window (one per topic).
+        public var outputWaiting = 0
+        /// Our publications awaiting the broker's acknowledgement.
+        public var outputInFlight = 0
+        /// Convergences finished, failed, and skipped because nothing could have diverged;
+        /// retained messages read by convergences in all.
+        public var convergences = 0
+        public var convergenceFailures = 0
+        public var convergencesSkipped = 0
+        public var convergenceRead = 0
+        /// Retained messages the convergence under way has read (0 when none runs).
+        public var convergenceProgress = 0
+        /// Updates handed to the core (replayed ones included): the pipeline's progress.
+        public var processed = 0
+        /// The floor view's viewers.
+        public var events = EventHub.Statistics()
+        /// The daemon's connections whose socket calls go through the buffers.
+        public var bufferedConnections = 0
+    }
+
+    /// The connection that receives: subscriptions, the updates, and the session the
+
+    public var statistics: Statistics {
+        Statistics(
+            core: core.counters, store: core.store.counters, published: publisher.changes,
+            coalesced: (coalescer?.coalesced ?? 0) + publisher.pending.coalesced,
+            summariesPublished: publisher.summaries, locations: core.store.count,
+            refusedSubscriptions: refusedFilters.count, intake: intake.statistics, replayed: replayed,
+            snapshotFailures: snapshots.failures, publishesRefused: refusedPublishes.count, publishesDropped: publisher.dropped,
+            outputWaiting: publisher.waiting, outputInFlight: output.inFlight, convergences: runs.finished,
+            convergenceFailures: runs.failures, convergencesSkipped: runs.skipped,
+            convergenceRead: runs.read + (runs.reader?.count ?? 0), convergenceProgress: runs.reader?.count ?? 0,
+            processed: processed, events: events.statistics,
+            bufferedConnections: connections.filter { $0.socketBuffered == true }.count)
+    }
+}

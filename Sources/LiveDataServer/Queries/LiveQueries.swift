@@ -1,0 +1,72 @@
+import DisplayRules
+import LiveState
+import LiveTopics
+import Mosquitto
+
+/// What the HTTP routes and the floor view may ask of the daemon: its readiness, read-only
+/// queries over the state, the floor view's event stream, and the one command they give
+/// (hiding or showing a layer). Each query runs on the pipeline (``LivePipeline/read(_:)``)
+/// and sees one moment of the state; the routes hold this, never the pipeline or its store.
+public struct LiveQueries: Sendable {
+    /// A layer the rules and styles name, and whether it is hidden.
+    public struct Layer: Sendable, Equatable, Codable {
+        public var name: String
+        public var hidden: Bool
+    }
+
+    let pipeline: LivePipeline
+
+    public init(_ pipeline: LivePipeline) {
+        self.pipeline = pipeline
+    }
+
+    // MARK: - Readiness
+
+    /// How far the start has come (read without the pipeline, which a restore keeps busy).
+    public var startPhase: StartProgress.Phase { pipeline.startProgress.phase }
+    public var brokerState: MQTTConnectionState { pipeline.brokerState }
+    public var isReady: Bool { get async { await pipeline.isReady } }
+    public var convergenceFault: String? { get async { await pipeline.convergenceFault } }
+    public var storageFault: String? { get async { await pipeline.storageFault } }
+    public var refusedSubscriptions: [String] { get async { await pipeline.refusedSubscriptions } }
+    public var statistics: LivePipeline.Statistics { get async { await pipeline.statistics } }
+
+    // MARK: - The state
+
+    public func records(id: String) async -> [LocationRecord] { await pipeline.read { $0.records(id: id) } }
+    public func record(_ address: LocationAddress) async -> LocationRecord? { await pipeline.read { $0.record(address) } }
+    public func floor(_ key: SummaryTracker.Key) async -> [LocationRecord] { await pipeline.read { $0.floor(key) } }
+    public func legend(dataset: String?) async -> Legend { await pipeline.read { $0.legend(dataset: dataset) } }
+    public var layers: [Layer] { get async { await pipeline.read { $0.layers } } }
+    public var summaries: [SummaryTracker.Summary] { get async { await pipeline.read { $0.summaries } } }
+    public var geometryFloors: [SummaryTracker.Key] { get async { await pipeline.read { $0.geometryFloors } } }
+    public func geometryJSON(_ key: SummaryTracker.Key) async -> String { await pipeline.read { $0.geometryJSON(key) } }
+
+    // MARK: - The floor view's events
+
+    public var events: EventHub { pipeline.events }
+
+    /// Opens a viewer's event stream (see ``LivePipeline/openEvents(_:lastEventID:)``).
+    public func openEvents(_ scope: EventHub.Scope, lastEventID: String?) async -> EventHub.Subscription {
+        await pipeline.openEvents(scope, lastEventID: lastEventID)
+    }
+
+    // MARK: - The one command
+
+    /// Hides or shows a layer; returns how many locations changed.
+    public func setLayer(_ layer: String, hidden: Bool) async -> Int { await pipeline.setLayer(layer, hidden: hidden) }
+}
+
+extension LivePipeline {
+    /// Runs a query on the pipeline, over a read-only view of the state (``StateView``).
+    func read<T: Sendable>(_ query: @Sendable (StateView) -> T) -> T {
+        query(StateView(store: core.store, config: config))
+    }
+
+    /// Opens a floor-view viewer's event stream: resumed after `lastEventID` when the hub
+    /// still has what followed it, else starting with a snapshot of the scope (on the
+    /// pipeline, so that no change falls between the snapshot and the stream).
+    public func openEvents(_ scope: EventHub.Scope, lastEventID: String?) -> EventHub.Subscription {
+        events.subscribe(scope, lastEventID: lastEventID) { read { $0.snapshotJSON(scope) } }
+    }
+}

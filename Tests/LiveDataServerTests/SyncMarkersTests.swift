@@ -1,0 +1,55 @@
+import Foundation
+import Testing
+
+@testable import LiveDataServer
+
+/// When a sync marker goes out, and what its acknowledgement vouches for.
+@Suite("Sync markers")
+struct SyncMarkersTests {
+    @Test("due only after something was handed over, one at a time, at most once a second, never while one is checked")
+    func due() {
+        var markers = SyncMarkers()
+        let later = ContinuousClock.now + .seconds(2)
+        #expect(!markers.isDue(now: later, handedOver: 0))
+        #expect(markers.isDue(now: later, handedOver: 5))
+        let payload = markers.next(locations: 7)
+        #expect(payload.contains(#""token": "\#(markers.token)""#) && payload.contains(#""sequence": 1"#) && payload.contains(#""locations": 7"#))
+        // In flight: no second one, however late.
+        #expect(!markers.isDue(now: later + .seconds(10), handedOver: 9))
+        let vouched = markers.done(payload, position: 5, acknowledged: true)
+        #expect(vouched)
+        #expect(markers.acknowledged == payload && markers.markedPosition == 5)
+        // Just sent: not again within the interval.
+        #expect(!markers.isDue(now: .now, handedOver: 9))
+        #expect(markers.isDue(now: .now + .seconds(2), handedOver: 9))
+        // Nothing handed over since the acknowledged one.
+        #expect(!markers.isDue(now: .now + .seconds(2), handedOver: 5))
+        markers.check = .resumed(payload)
+        #expect(!markers.isDue(now: .now + .seconds(2), handedOver: 9))
+    }
+
+    @Test("a refused marker vouches for nothing; a later acknowledgement of an earlier position never lowers the mark")
+    func refusal() {
+        var markers = SyncMarkers()
+        let first = markers.next(locations: 1)
+        let refused = markers.done(first, position: 10, acknowledged: false)
+        #expect(!refused)
+        #expect(markers.acknowledged == nil && markers.markedPosition == 0 && !markers.inFlight)
+        let second = markers.next(locations: 1)
+        #expect(second != first)
+        _ = markers.done(second, position: 20, acknowledged: true)
+        let third = markers.next(locations: 1)
+        _ = markers.done(third, position: 15, acknowledged: true)
+        #expect(markers.markedPosition == 20 && markers.acknowledged == third)
+    }
+
+    @Test("two runs' markers differ by their token")
+    func tokens() {
+        var a = SyncMarkers()
+        var b = SyncMarkers()
+        #expect(a.token != b.token)
+        let fromA = a.next(locations: 0)
+        let fromB = b.next(locations: 0)
+        #expect(fromA != fromB)
+    }
+}
