@@ -64,16 +64,19 @@ public struct VenueGeometry: Sendable, Equatable {
     /// - Throws: the problems, when there is any.
     public init(geoJSON data: Data, file: String) throws(GeometryErrors) {
         func fail(_ message: String) -> GeometryErrors { GeometryErrors([Problem(file: file, message: message)]) }
-        let root: Any
+        let root: JSONValue
         do {
-            root = try JSONSerialization.jsonObject(with: data)
+            root = try JSONDecoder().decode(JSONValue.self, from: data)
+        } catch let DecodingError.dataCorrupted(context) {
+            let cause = (context.underlyingError as? NSError)?.userInfo[NSDebugDescriptionErrorKey] ?? context.debugDescription
+            throw fail("not valid JSON: \(cause)")
         } catch {
-            throw fail("not valid JSON: \((error as NSError).userInfo[NSDebugDescriptionErrorKey] ?? error)")
+            throw fail("not valid JSON: \(error)")
         }
-        guard let collection = root as? [String: Any], collection["type"] as? String == "FeatureCollection" else {
+        guard case .object(let collection) = root, collection["type"]?.string == "FeatureCollection" else {
             throw fail(#"expected a GeoJSON object with "type": "FeatureCollection""#)
         }
-        guard let list = collection["features"] as? [Any] else { throw fail(#"expected "features": [ … ]"#) }
+        guard case .array(let list) = collection["features"] else { throw fail(#"expected "features": [ … ]"#) }
         var problems: [Problem] = []
         var seen: [String: Int] = [:]
         var features: [Feature] = []
@@ -81,12 +84,12 @@ public struct VenueGeometry: Sendable, Equatable {
             func problem(_ message: String, _ id: String? = nil) {
                 problems.append(Problem(file: file, feature: index, id: id, message: message))
             }
-            guard let object = item as? [String: Any], object["type"] as? String == "Feature" else {
+            guard case .object(let object) = item, object["type"]?.string == "Feature" else {
                 problem(#"expected an object with "type": "Feature""#)
                 continue
             }
-            let properties = object["properties"] as? [String: Any] ?? [:]
-            guard let id = properties["id"] as? String, !id.isEmpty else {
+            let properties: [String: JSONValue] = if case .object(let properties) = object["properties"] { properties } else { [:] }
+            guard let id = properties["id"]?.string, !id.isEmpty else {
                 problem(#"properties.id (the location id, a string) is missing"#)
                 continue
             }
@@ -95,7 +98,7 @@ public struct VenueGeometry: Sendable, Equatable {
                 continue
             }
             seen[id] = index
-            guard let geometry = object["geometry"] as? [String: Any], let type = geometry["type"] as? String else {
+            guard case .object(let geometry) = object["geometry"], let type = geometry["type"]?.string else {
                 problem(#"expected "geometry": {"type": …, "coordinates": …}"#, id)
                 continue
             }
@@ -108,7 +111,7 @@ public struct VenueGeometry: Sendable, Equatable {
                 }
                 shape = .polygon(rings)
             case ("MultiPolygon", let coordinates):
-                guard let polygons = coordinates as? [Any], !polygons.isEmpty else {
+                guard case .array(let polygons) = coordinates, !polygons.isEmpty else {
                     problem("a MultiPolygon's coordinates must be a list of polygons", id)
                     continue
                 }
@@ -130,30 +133,26 @@ public struct VenueGeometry: Sendable, Equatable {
             }
             features.append(
                 Feature(
-                    id: id, name: properties["name"] as? String, dataset: properties["dataset"] as? String,
-                    venue: properties["venue"] as? String, building: properties["building"] as? String,
-                    floor: properties["floor"] as? String, shape: shape))
+                    id: id, name: properties["name"]?.string, dataset: properties["dataset"]?.string,
+                    venue: properties["venue"]?.string, building: properties["building"]?.string,
+                    floor: properties["floor"]?.string, shape: shape))
         }
         guard problems.isEmpty else { throw GeometryErrors(problems) }
         self.features = features
     }
 
-    private static func point(_ value: Any?) -> [Double]? {
-        // A JSON true or false is an NSNumber too, of type "c"; 0 and 1 also claim to be Bool.
-        func coordinate(_ value: Any) -> Double? {
-            guard let number = value as? NSNumber, String(cString: number.objCType) != "c" else { return nil }
-            return number.doubleValue.isFinite ? number.doubleValue : nil
-        }
-        guard let numbers = value as? [Any], numbers.count >= 2, let x = coordinate(numbers[0]), let y = coordinate(numbers[1])
+    private static func point(_ value: JSONValue?) -> [Double]? {
+        guard case .array(let numbers) = value, numbers.count >= 2, case .number(let x) = numbers[0], case .number(let y) = numbers[1],
+            x.isFinite, y.isFinite
         else { return nil }
         return [x, y]
     }
 
-    private static func rings(_ value: Any?) -> [[[Double]]]? {
-        guard let list = value as? [Any], !list.isEmpty else { return nil }
+    private static func rings(_ value: JSONValue?) -> [[[Double]]]? {
+        guard case .array(let list) = value, !list.isEmpty else { return nil }
         var rings: [[[Double]]] = []
         for ring in list {
-            guard let points = ring as? [Any], points.count >= 4 else { return nil }
+            guard case .array(let points) = ring, points.count >= 4 else { return nil }
             let parsed = points.compactMap(point)
             guard parsed.count == points.count, parsed.first == parsed.last else { return nil }
             rings.append(parsed)
@@ -213,4 +212,35 @@ public struct GeometryErrors: Error, Sendable, Equatable, CustomStringConvertibl
     }
 
     public var description: String { problems.map(\.description).joined(separator: "\n") }
+}
+
+/// A JSON document as a typed tree, decoded by `JSONDecoder`: what the GeoJSON reader walks
+/// to report every bad feature with its place, where decoding into fixed types would stop
+/// at the first.
+enum JSONValue: Decodable, Equatable {
+    case null
+    case bool(Bool)
+    case number(Double)
+    case string(String)
+    case array([JSONValue])
+    case object([String: JSONValue])
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if container.decodeNil() {
+            self = .null
+        } else if let value = try? container.decode(Bool.self) {
+            self = .bool(value)
+        } else if let value = try? container.decode(Double.self) {
+            self = .number(value)
+        } else if let value = try? container.decode(String.self) {
+            self = .string(value)
+        } else if let value = try? container.decode([JSONValue].self) {
+            self = .array(value)
+        } else {
+            self = .object(try container.decode([String: JSONValue].self))
+        }
+    }
+
+    var string: String? { if case .string(let value) = self { value } else { nil } }
 }

@@ -31,7 +31,7 @@ struct SimulatedVenueTests {
                 checked += 1
                 #expect(core.store.count == 600)
                 for (building, count) in expected {
-                    let key = SummaryTracker.Key(dataset: "demo", venue: "hq", building: building)
+                    let key = Place(dataset: "demo", venue: "hq", building: building)
                     #expect(core.store.summaries.summary(key)?.locations == count, "\(building) at step \(step)")
                 }
             }

@@ -1,3 +1,4 @@
+import LiveTopics
 import Foundation
 import LiveDataServer
 import NIOCore
@@ -7,9 +8,9 @@ import Testing
 /// viewer dropped without holding the publisher up.
 @Suite("Event stream")
 struct EventHubTests {
-    let floor = EventHub.Scope(dataset: "ds", venue: "v", building: "B", floor: "F1")
-    let placeF1 = EventHub.Place(dataset: "ds", venue: "v", building: "B", floor: "F1")
-    let placeF2 = EventHub.Place(dataset: "ds", venue: "v", building: "B", floor: "F2")
+    let floor = PlaceScope(dataset: "ds", venue: "v", building: "B", floor: "F1")
+    let placeF1 = Place(dataset: "ds", venue: "v", building: "B", floor: "F1")
+    let placeF2 = Place(dataset: "ds", venue: "v", building: "B", floor: "F2")
 
     /// Reads `count` frames, or fewer if the stream ends (a read may hold several).
     func frames(_ subscription: EventHub.Subscription, _ count: Int) async -> [String] {
@@ -32,7 +33,7 @@ struct EventHubTests {
         #expect(!subscription.resumed)
         hub.publish("change", place: placeF1, json: Array(#"{"n": 1}"#.utf8))
         hub.publish("change", place: placeF2, json: Array(#"{"n": 2}"#.utf8))  // another floor
-        hub.publish("summary", place: EventHub.Place(dataset: "ds", venue: "v", building: "B", floor: nil), json: Array("{}".utf8))
+        hub.publish("summary", place: Place(dataset: "ds", venue: "v", building: "B", floor: nil), json: Array("{}".utf8))
         hub.publish("change", place: placeF1, json: Array(#"{"n": 3}"#.utf8))
         let received = await frames(subscription, 4)
         #expect(received[0] == "id: 7-1\nevent: snapshot\ndata: {\"locations\": []}\n\n")

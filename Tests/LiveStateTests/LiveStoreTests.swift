@@ -68,8 +68,8 @@ struct LiveStoreTests {
         ])
         #expect(store.records(id: "room-8").map(\.address.floor) == ["F3"])
         #expect(store.records(id: "nowhere").isEmpty)
-        let f3 = SummaryTracker.Key(dataset: "ds1", venue: "hq", building: "B", floor: "F3")
-        let f4 = SummaryTracker.Key(dataset: "ds1", venue: "hq", building: "B", floor: "F4")
+        let f3 = Place(dataset: "ds1", venue: "hq", building: "B", floor: "F3")
+        let f4 = Place(dataset: "ds1", venue: "hq", building: "B", floor: "F4")
         #expect(store.records(floor: f3).map(\.address.location) == ["room-7", "room-8"])
         #expect(store.records(floor: f4).map(\.address.location) == ["desk-1"])
         // Updating a known location adds nothing to the index.
@@ -381,7 +381,7 @@ struct PersistenceTests {
 @Suite("Location table")
 struct LocationTableTests {
     static func state(_ address: LocationAddress) -> LocationState {
-        let aggregate = SummaryTracker.Aggregate(SummaryTracker.Key(dataset: "d", venue: "v", building: "b"))
+        let aggregate = SummaryTracker.Aggregate(Place(dataset: "d", venue: "v", building: "b"))
         var keys = StyleKeyPool()
         return LocationState(address, values: [], version: 0, published: .none, floor: aggregate, keys: &keys)
     }

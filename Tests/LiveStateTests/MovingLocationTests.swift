@@ -75,15 +75,15 @@ struct MovingLocationTests {
         // Other domains travel with it.
         #expect(store[Self.f2]?.values.map(\.domain) == ["occupancy", "position"])
         // Indexes and summaries follow it.
-        let floor1 = SummaryTracker.Key(dataset: "ds1", venue: "v", building: "B", floor: "F1")
-        let floor2 = SummaryTracker.Key(dataset: "ds1", venue: "v", building: "B", floor: "F2")
+        let floor1 = Place(dataset: "ds1", venue: "v", building: "B", floor: "F1")
+        let floor2 = Place(dataset: "ds1", venue: "v", building: "B", floor: "F2")
         #expect(store.records(floor: floor1).isEmpty)
         #expect(store.records(floor: floor2).map(\.address) == [Self.f2])
         #expect(store.records(id: "asset-1").map(\.address) == [Self.f2])
         #expect(store.summaries.summary(floor1)?.locations == 0)
         #expect(store.summaries.summary(floor2)?.locations == 1)
         #expect(store.summaries.summary(floor2)?.people == 2)
-        #expect(store.summaries.summary(SummaryTracker.Key(dataset: "ds1", venue: "v", building: "B"))?.locations == 1)
+        #expect(store.summaries.summary(Place(dataset: "ds1", venue: "v", building: "B"))?.locations == 1)
         // Persistence rewrites its row, which stays the one it had: nothing to delete.
         #expect(store.takeVacated().isEmpty)
         #expect(store.takeDirty().map(\.row) == [1])
@@ -247,7 +247,7 @@ struct MovingLocationTests {
         #expect(dirty.map(\.row) == [1])
         try database.write(dirty, deleting: vacated)
         #expect(try database.readAll().records.map(\.address) == [Self.f2])
-        #expect(core.store.summaries.summary(SummaryTracker.Key(dataset: "ds1", venue: "v", building: "B"))?.locations == 1)
+        #expect(core.store.summaries.summary(Place(dataset: "ds1", venue: "v", building: "B"))?.locations == 1)
     }
 
     @Test("a payload id other than the topic's location names the location; the topic places it")

@@ -16,43 +16,6 @@ import Synchronization
 /// An event id is `{epoch}-{n}`: the epoch (the hub's start, in milliseconds) makes an id
 /// from before a restart ask for a snapshot rather than resume in another numbering.
 public final class EventHub: Sendable {
-    /// What a viewer follows: the components given, from the dataset down.
-    public struct Scope: Sendable, Equatable {
-        public var dataset: String?
-        public var venue: String?
-        public var building: String?
-        public var floor: String?
-
-        public init(dataset: String? = nil, venue: String? = nil, building: String? = nil, floor: String? = nil) {
-            self.dataset = dataset
-            self.venue = venue
-            self.building = building
-            self.floor = floor
-        }
-
-        /// Whether a place (a location's, or a summary's: its floor `nil` for a building)
-        /// is in this scope.
-        func holds(_ place: Place) -> Bool {
-            (dataset == nil || dataset == place.dataset) && (venue == nil || venue == place.venue)
-                && (building == nil || building == place.building) && (floor == nil || place.floor == nil || floor == place.floor)
-        }
-    }
-
-    /// Where an event happens.
-    public struct Place: Sendable {
-        public var dataset: String
-        public var venue: String
-        public var building: String
-        public var floor: String?
-
-        public init(dataset: String, venue: String, building: String, floor: String?) {
-            self.dataset = dataset
-            self.venue = venue
-            self.building = building
-            self.floor = floor
-        }
-    }
-
     /// A viewer's stream, and whether it started with a snapshot or resumed. Each element
     /// is every frame that waited since the last one, in one buffer: a viewer that keeps
     /// up writes a frame at a time, one that lags catches up in fewer, larger writes.
@@ -168,10 +131,10 @@ public final class EventHub: Sendable {
     }
 
     private final class Viewer: Sendable {
-        let scope: Scope
+        let scope: PlaceScope
         let mailbox: Mailbox
 
-        init(scope: Scope, mailbox: Mailbox) {
+        init(scope: PlaceScope, mailbox: Mailbox) {
             self.scope = scope
             self.mailbox = mailbox
         }
@@ -268,7 +231,7 @@ public final class EventHub: Sendable {
     /// them all and they fit in the viewer's buffer, else `snapshot()` (called under the hub's lock, so that no event falls
     /// between it and the stream: the caller makes sure no event is published meanwhile,
     /// as the pipeline's actor does).
-    public func subscribe(_ scope: Scope, lastEventID: String?, snapshot: () -> [UInt8]) -> Subscription {
+    public func subscribe(_ scope: PlaceScope, lastEventID: String?, snapshot: () -> [UInt8]) -> Subscription {
         let mailbox = Mailbox(capacity: viewerBuffer)
         return state.withLock { state in
             if state.unwatched {
@@ -355,16 +318,4 @@ public final class EventHub: Sendable {
         else { return nil }
         return number
     }
-}
-
-extension EventHub.Place {
-    /// A summary's place: a floor, or (its floor `nil`) a building.
-    init(_ key: SummaryTracker.Key) {
-        self.init(dataset: key.dataset, venue: key.venue, building: key.building, floor: key.floor)
-    }
-}
-
-extension LocationAddress {
-    /// Its floor, as the event hub scopes events.
-    var place: EventHub.Place { EventHub.Place(dataset: dataset, venue: venue, building: building, floor: floor) }
 }

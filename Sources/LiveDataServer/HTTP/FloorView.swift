@@ -38,11 +38,11 @@ enum FloorView {
                 return HTTPInterface.error(.badRequest, "give dataset, venue, building and floor: /v1/geometry?dataset=…&venue=…&building=…&floor=…")
             }
             return HTTPInterface.json(
-                .ok, await queries.geometryJSON(SummaryTracker.Key(dataset: dataset, venue: venue, building: building, floor: floor)))
+                .ok, await queries.geometryJSON(Place(dataset: dataset, venue: venue, building: building, floor: floor)))
         }
         router.get("/v1/events") { request, _ in
             let query = request.uri.queryParameters
-            let scope = EventHub.Scope(
+            let scope = PlaceScope(
                 dataset: query.get("dataset"), venue: query.get("venue"), building: query.get("building"), floor: query.get("floor"))
             let lastEventID = request.headers[HTTPField.Name("Last-Event-ID")!] ?? query.get("lastEventId")
             let subscription = await queries.openEvents(scope, lastEventID: lastEventID)
@@ -147,11 +147,11 @@ func urlComponent(_ text: String) -> String {
 /// `/`: datasets, venues, buildings and floors, each floor with its summary and a link to
 /// its page. Plain HTML that refreshes itself every 10 s.
 enum VenuePage {
-    static func render(summaries: [SummaryTracker.Summary], geometryFloors: [SummaryTracker.Key]) -> String {
-        var floors: [SummaryTracker.Key: SummaryTracker.Summary?] = [:]
+    static func render(summaries: [SummaryTracker.Summary], geometryFloors: [Place]) -> String {
+        var floors: [Place: SummaryTracker.Summary?] = [:]
         for summary in summaries where summary.key.floor != nil { floors[summary.key] = summary }
         for key in geometryFloors where floors[key] == nil { floors[key] = .some(nil) }
-        let buildings = Dictionary(grouping: floors.keys) { SummaryTracker.Key(dataset: $0.dataset, venue: $0.venue, building: $0.building) }
+        let buildings = Dictionary(grouping: floors.keys) { Place(dataset: $0.dataset, venue: $0.venue, building: $0.building) }
         var body = ""
         if buildings.isEmpty {
             body += "<p class=\"empty\">No location has reported yet. Floors appear here as live updates arrive.</p>\n"

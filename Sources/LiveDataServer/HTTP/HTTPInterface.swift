@@ -103,7 +103,7 @@ public enum HTTPInterface {
         }
         router.get("/v1/floors/:dataset/:venue/:building/:floor") { _, context in
             let parts = pathComponents(context, ["dataset", "venue", "building", "floor"])
-            let records = await queries.floor(SummaryTracker.Key(dataset: parts[0], venue: parts[1], building: parts[2], floor: parts[3]))
+            let records = await queries.floor(Place(dataset: parts[0], venue: parts[1], building: parts[2], floor: parts[3]))
             return json(.ok, "{\"locations\": [" + records.map(\.json).joined(separator: ", ") + "]}")
         }
         router.get("/v1/legend") { request, _ in

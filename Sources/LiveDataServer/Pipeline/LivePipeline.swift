@@ -247,7 +247,7 @@ public actor LivePipeline {
         for change in core.expire(now: now) { queue(change, arrived: nil) }
         for summary in core.takeDueSummaries(now: now) {
             let publication = topics.publication(summary, updatedAt: now)
-            if events.hasViewers { events.publish("summary", place: EventHub.Place(summary.key), json: publication.payload) }
+            if events.hasViewers { events.publish("summary", place: summary.key, json: publication.payload) }
             publisher.send(summary: publication)
         }
         if ContinuousClock.now - lastHeartbeat >= Self.heartbeatInterval {

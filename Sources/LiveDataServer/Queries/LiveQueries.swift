@@ -35,19 +35,19 @@ public struct LiveQueries: Sendable {
 
     public func records(id: String) async -> [LocationRecord] { await pipeline.read { $0.records(id: id) } }
     public func record(_ address: LocationAddress) async -> LocationRecord? { await pipeline.read { $0.record(address) } }
-    public func floor(_ key: SummaryTracker.Key) async -> [LocationRecord] { await pipeline.read { $0.floor(key) } }
+    public func floor(_ key: Place) async -> [LocationRecord] { await pipeline.read { $0.floor(key) } }
     public func legend(dataset: String?) async -> Legend { await pipeline.read { $0.legend(dataset: dataset) } }
     public var layers: [Layer] { get async { await pipeline.read { $0.layers } } }
     public var summaries: [SummaryTracker.Summary] { get async { await pipeline.read { $0.summaries } } }
-    public var geometryFloors: [SummaryTracker.Key] { get async { await pipeline.read { $0.geometryFloors } } }
-    public func geometryJSON(_ key: SummaryTracker.Key) async -> String { await pipeline.read { $0.geometryJSON(key) } }
+    public var geometryFloors: [Place] { get async { await pipeline.read { $0.geometryFloors } } }
+    public func geometryJSON(_ key: Place) async -> String { await pipeline.read { $0.geometryJSON(key) } }
 
     // MARK: - The floor view's events
 
     public var events: EventHub { pipeline.events }
 
     /// Opens a viewer's event stream (see ``LivePipeline/openEvents(_:lastEventID:)``).
-    public func openEvents(_ scope: EventHub.Scope, lastEventID: String?) async -> EventHub.Subscription {
+    public func openEvents(_ scope: PlaceScope, lastEventID: String?) async -> EventHub.Subscription {
         await pipeline.openEvents(scope, lastEventID: lastEventID)
     }
 
@@ -66,7 +66,7 @@ extension LivePipeline {
     /// Opens a floor-view viewer's event stream: resumed after `lastEventID` when the hub
     /// still has what followed it, else starting with a snapshot of the scope (on the
     /// pipeline, so that no change falls between the snapshot and the stream).
-    public func openEvents(_ scope: EventHub.Scope, lastEventID: String?) -> EventHub.Subscription {
+    public func openEvents(_ scope: PlaceScope, lastEventID: String?) -> EventHub.Subscription {
         events.subscribe(scope, lastEventID: lastEventID) { read { $0.snapshotJSON(scope) } }
     }
 }

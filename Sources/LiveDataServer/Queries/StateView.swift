@@ -18,7 +18,7 @@ struct StateView {
     func record(_ address: LocationAddress) -> LocationRecord? { store[address] }
 
     /// Every location of a floor.
-    func floor(_ key: SummaryTracker.Key) -> [LocationRecord] { store.records(floor: key) }
+    func floor(_ key: Place) -> [LocationRecord] { store.records(floor: key) }
 
     /// Every layer the rules and styles name, and whether it is hidden.
     var layers: [LiveQueries.Layer] {
@@ -33,14 +33,14 @@ struct StateView {
     func legend(dataset: String?) -> Legend { config.ruleSet.legend(dataset: dataset) }
 
     /// Floors the geometry places shapes on, whether or not a location reported there yet.
-    var geometryFloors: [SummaryTracker.Key] {
+    var geometryFloors: [Place] {
         guard let geometry = config.geometry else { return [] }
         return Set(
-            geometry.features.compactMap { feature -> SummaryTracker.Key? in
+            geometry.features.compactMap { feature -> Place? in
                 guard let dataset = feature.dataset, let venue = feature.venue, let building = feature.building,
                     let floor = feature.floor
                 else { return nil }
-                return SummaryTracker.Key(dataset: dataset, venue: venue, building: building, floor: floor)
+                return Place(dataset: dataset, venue: venue, building: building, floor: floor)
             }
         ).sorted()
     }
@@ -48,7 +48,7 @@ struct StateView {
     /// `{"features": [GeoJSON features…]}`: the shapes drawn on a floor (see
     /// ``VenueGeometry/features(dataset:venue:building:floor:ids:)``); empty without a
     /// `geometry:` file.
-    func geometryJSON(_ key: SummaryTracker.Key) -> String {
+    func geometryJSON(_ key: Place) -> String {
         guard let geometry = config.geometry, let floor = key.floor else { return #"{"features": []}"# }
         let ids = Set(store.records(floor: key).map(\.address.location))
         let features = geometry.features(dataset: key.dataset, venue: key.venue, building: key.building, floor: floor, ids: ids)
@@ -57,9 +57,9 @@ struct StateView {
 
     /// `{"locations": [records…], "summaries": [summaries…], "legend": {…}}` for a scope:
     /// what a new viewer of the floor view starts from.
-    func snapshotJSON(_ scope: EventHub.Scope) -> [UInt8] {
+    func snapshotJSON(_ scope: PlaceScope) -> [UInt8] {
         let summaries = store.summaries.all().filter { summary in
-            scope.holds(EventHub.Place(summary.key))
+            scope.holds(summary.key)
         }
         var records: [LocationRecord] = []
         for summary in summaries where summary.key.floor != nil {

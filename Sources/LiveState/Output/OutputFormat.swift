@@ -30,7 +30,7 @@ public struct OutputFormat: Sendable {
     }
 
     /// `{prefix}/summary/{dataset}/{venue}/{building}[/{floor}]`
-    public func summary(_ key: SummaryTracker.Key) -> String {
+    public func summary(_ key: Place) -> String {
         "\(prefix)/summary/\(key.dataset)/\(key.venue)/\(key.building)" + (key.floor.map { "/" + $0 } ?? "")
     }
 

@@ -60,7 +60,7 @@ public struct Convergence {
         if let path = topic.dropPrefix(topics.prefix + "/summary/") {
             let parts = path.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
             guard parts.count == 3 || parts.count == 4 else { return [] }
-            let key = SummaryTracker.Key(
+            let key = Place(
                 dataset: parts[0], venue: parts[1], building: parts[2], floor: parts.count == 4 ? parts[3] : nil)
             if let summary = store.summaries.summary(key), summary.locations > 0 { return [] }
             counts.cleared += 1

@@ -115,7 +115,7 @@ public final class LiveStore {
     }
 
     /// The records of every location of a floor, in address order (an index, not a scan).
-    public func records(floor: SummaryTracker.Key) -> [LocationRecord] {
+    public func records(floor: Place) -> [LocationRecord] {
         guard let aggregate = summaries.aggregate(floor) else { return [] }
         return floorIndex.locations(floor: aggregate).map { $0.record(ruleEngine) }
             .sorted { $0.address.description < $1.address.description }

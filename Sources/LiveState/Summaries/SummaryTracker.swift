@@ -6,25 +6,6 @@ import LiveTopics
 /// against capacity. Kept up to date incrementally (each location holds its two aggregates
 /// by reference); handed out at most once per interval per floor or building.
 public struct SummaryTracker {
-    /// A floor (`floor` set) or a building (`floor` nil).
-    public struct Key: Hashable, Sendable, Comparable {
-        public var dataset: String
-        public var venue: String
-        public var building: String
-        public var floor: String?
-
-        public init(dataset: String, venue: String, building: String, floor: String? = nil) {
-            self.dataset = dataset
-            self.venue = venue
-            self.building = building
-            self.floor = floor
-        }
-
-        public static func < (a: Key, b: Key) -> Bool {
-            (a.dataset, a.venue, a.building, a.floor ?? "") < (b.dataset, b.venue, b.building, b.floor ?? "")
-        }
-    }
-
     /// What one location adds to its floor and building.
     struct Contribution: Hashable, Sendable {
         /// Index of the legend title (the rule engine's `legendTitles`), or -1 for none.
@@ -34,14 +15,14 @@ public struct SummaryTracker {
     }
 
     public struct Summary: Hashable, Sendable {
-        public var key: Key
+        public var key: Place
         public var locations: Int
         /// Locations per legend state; `none` for those no titled rule applies to.
         public var states: [String: Int]
         public var people: Int
         public var capacity: Int
 
-        public init(key: Key, locations: Int, states: [String: Int], people: Int, capacity: Int) {
+        public init(key: Place, locations: Int, states: [String: Int], people: Int, capacity: Int) {
             self.key = key
             self.locations = locations
             self.states = states
@@ -71,7 +52,7 @@ public struct SummaryTracker {
     /// (the rule engine's legend-title index, shifted by one so that "none" is 0), so that an
     /// update moves two counters instead of hashing two titles.
     final class Aggregate {
-        let key: Key
+        let key: Place
         /// A floor's building (`nil` for a building): a location holds its floor's aggregate
         /// alone, and reaches its building's through it.
         let building: Aggregate?
@@ -90,7 +71,7 @@ public struct SummaryTracker {
             return floorPrefix.withUnsafeBytes { memcmp($0.baseAddress!, prefix.baseAddress!, prefix.count) == 0 }
         }
 
-        init(_ key: Key, building: Aggregate? = nil) {
+        init(_ key: Place, building: Aggregate? = nil) {
             self.key = key
             self.building = building
         }
@@ -145,7 +126,7 @@ public struct SummaryTracker {
 
     public static let noState = "none"
 
-    private var aggregates: [Key: Aggregate] = [:]
+    private var aggregates: [Place: Aggregate] = [:]
     private var dirty: [Aggregate] = []
     /// The last floor asked for: locations tend to arrive floor by floor (a restore reads
     /// them in address order), so most lookups end here.
@@ -162,13 +143,13 @@ public struct SummaryTracker {
         self.titles = titles
     }
 
-    public func summary(_ key: Key) -> Summary? { aggregates[key]?.summary(titles: titles) }
+    public func summary(_ key: Place) -> Summary? { aggregates[key]?.summary(titles: titles) }
 
     /// Every floor's and building's summary, in key order.
     public func all() -> [Summary] { aggregates.values.map { $0.summary(titles: titles) }.sorted { $0.key < $1.key } }
 
     /// The aggregate of a floor or building, if a location was ever counted there.
-    func aggregate(_ key: Key) -> Aggregate? { aggregates[key] }
+    func aggregate(_ key: Place) -> Aggregate? { aggregates[key] }
 
     /// The floor aggregate of a location (and its building's), created on first use.
     mutating func floorAggregate(for address: LocationAddress) -> Aggregate {
@@ -187,15 +168,15 @@ public struct SummaryTracker {
             lastFloor = found
             return found
         }
-        func aggregate(_ key: Key, building: @autoclosure () -> Aggregate?) -> Aggregate {
+        func aggregate(_ key: Place, building: @autoclosure () -> Aggregate?) -> Aggregate {
             if let existing = aggregates[key] { return existing }
             let created = Aggregate(key, building: building())
             aggregates[key] = created
             return created
         }
         let floor = aggregate(
-            Key(dataset: address.dataset, venue: address.venue, building: address.building, floor: address.floor),
-            building: aggregate(Key(dataset: address.dataset, venue: address.venue, building: address.building), building: nil))
+            Place(dataset: address.dataset, venue: address.venue, building: address.building, floor: address.floor),
+            building: aggregate(Place(dataset: address.dataset, venue: address.venue, building: address.building), building: nil))
         lastFloor = floor
         floor.floorPrefix = address.withPathBytes { Array($0[..<Self.floorPrefixLength($0)]) }
         floorsByPrefix[floor.floorPrefix.withUnsafeBytes { LocationTable.hash($0, continuing: 0) }] = floor
