@@ -15,7 +15,7 @@ let package = Package(
         .library(name: "LiveState", targets: ["LiveState"]),
         .library(name: "LiveStatePersistence", targets: ["LiveStatePersistence"]),
         .library(name: "LiveDataServer", targets: ["LiveDataServer"]),
-        .library(name: "FuzzTargets", targets: ["FuzzTargets"]),
+        .library(name: "LiveDataConfiguration", targets: ["LiveDataConfiguration"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -111,13 +111,6 @@ let package = Package(
             ],
             path: "Tests/LiveDataTestSupport"
         ),
-        // The parsers of outside input as fuzz targets: wrapped for libFuzzer in Fuzz/, and
-        // their corpora replayed by FuzzCorpusTests.
-        .target(
-            name: "FuzzTargets",
-            dependencies: ["LiveTopics", "DisplayRules", "LiveState", "LiveStatePersistence", "LiveDataConfiguration"]
-        ),
-        .testTarget(name: "FuzzCorpusTests", dependencies: ["FuzzTargets"]),
         .testTarget(name: "LiveDataTestSupportTests", dependencies: ["LiveDataTestSupport"]),
         .testTarget(name: "LiveTopicsTests", dependencies: ["LiveTopics", "LiveDataTestSupport"]),
         .testTarget(name: "DisplayRulesTests", dependencies: ["DisplayRules", "LiveTopics", "LiveDataTestSupport"]),

@@ -5,17 +5,17 @@ import LiveTopics
 /// A compact binary form of a ``LocationRecord`` for the SQLite file: varints and
 /// length-prefixed UTF-8, fields in a fixed order, a format byte first so that a later
 /// format can still read this one.
-package enum RecordCodec {
+public enum RecordCodec {
     static let format: UInt8 = 1
 
-    package struct DecodingError: Error, CustomStringConvertible {
+    public struct DecodingError: Error, CustomStringConvertible {
         var reason: String
-        package var description: String { "a stored location cannot be read: \(reason)" }
+        public var description: String { "a stored location cannot be read: \(reason)" }
     }
 
     // MARK: Encoding
 
-    package static func encode(_ record: LocationRecord) -> [UInt8] {
+    public static func encode(_ record: LocationRecord) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(256)
         encode(record, into: &out)
@@ -24,7 +24,7 @@ package enum RecordCodec {
 
     /// Writes a record's bytes into `out`, replacing what it held (a writer of many records
     /// reuses one buffer).
-    package static func encode(_ record: LocationRecord, into out: inout [UInt8]) {
+    public static func encode(_ record: LocationRecord, into out: inout [UInt8]) {
         out.removeAll(keepingCapacity: true)
         out.append(format)
         // The six components, each as a string (the path cut at its first five slashes).
@@ -115,7 +115,7 @@ package enum RecordCodec {
 
     // MARK: Decoding
 
-    package static func decode(_ bytes: UnsafeRawBufferPointer) throws(DecodingError) -> LocationRecord {
+    public static func decode(_ bytes: UnsafeRawBufferPointer) throws(DecodingError) -> LocationRecord {
         var reader = Reader(bytes: bytes)
         guard try reader.byte() == format else { throw DecodingError(reason: "unknown format") }
         let address = try reader.address()

@@ -7,7 +7,7 @@ import Testing
 @Suite("Fuzz corpora")
 struct FuzzCorpusTests {
     static let corpus = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().appendingPathComponent("Fuzz/Corpus")
+        .deletingLastPathComponent().appendingPathComponent("Corpus")
 
     @Test("each corpus file runs through its target without a trap or a broken property", arguments: FuzzTargets.names)
     func corpus(target: String) throws {
