@@ -11,7 +11,9 @@ import LiveTopics
 /// badge. Keys under `styles.types` and `styles.locations` are names of the user's choosing.
 public enum ConfigKeys {
     public static let sections: [(section: String, keys: [String])] = [
-        ("", ["broker", "subscriptions", "domains", "catalog", "geometry", "styles", "rules", "output", "store", "http", "log", "limits"]),
+        ("", ["instance", "partition", "broker", "subscriptions", "domains", "catalog", "geometry", "styles", "rules", "output", "store", "http", "log", "limits"]),
+        ("partition", ["name", "owns"]),
+        ("partition.owns[]", ["dataset", "venue", "building"]),
         ("broker", ["host", "port", "clientId", "protocol", "username", "passwordFile", "keepalive", "qos", "cleanStart", "bufferedSocket", "outputConnection", "tls"]),
         ("broker.tls", ["caFile", "certFile", "keyFile"]),
         ("subscriptions[]", LiveTopic.Component.allCases.map(\.rawValue) + ["filter"]),

@@ -81,6 +81,8 @@ extension LiveDataConfig {
         var rulesNode: Node?
         for (key, _, value) in reader.mapping(root, "the config file", allowed: ConfigKeys.keys(of: "")) {
             switch key {
+            case "instance": config.instance = reader.nonEmptyString(value, "instance")
+            case "partition": config.partition = readPartition(value, reader)
             case "broker": config.broker = readBroker(value, reader, resolver)
             case "subscriptions": config.subscriptions = readSubscriptions(value, reader)
             case "domains": domains = readDomains(value, reader)
@@ -99,6 +101,10 @@ extension LiveDataConfig {
             case "limits": config.limits = readLimits(value, reader)
             default: break
             }
+        }
+        if let partition = config.partition, config.partitionSubscriptions.isEmpty {
+            reader.error(
+                root, "no subscription takes anything the partition \(partition.name) owns: the subscriptions and partition.owns do not meet")
         }
         var catalog = LocationCatalog()
         if let catalogPath, let catalogNode {
@@ -236,6 +242,55 @@ extension LiveDataConfig {
             }
         }
         return broker
+    }
+
+    /// `partition: {name: east, owns: [{dataset: ds1, venue: v1, building: A}, …]}`.
+    private static func readPartition(_ node: Node, _ reader: ConfigReader) -> Partition? {
+        var name: String?
+        var shares: [Partition.Share] = []
+        var ownsNode: Node?
+        for (key, _, value) in reader.mapping(node, "partition", allowed: ConfigKeys.keys(of: "partition")) {
+            switch key {
+            case "name": name = reader.nonEmptyString(value, "partition.name")
+            case "owns":
+                ownsNode = value
+                for item in reader.sequence(value, "partition.owns") {
+                    var levels: [String: String] = [:]
+                    for (level, _, text) in reader.mapping(item, "partition.owns", allowed: ConfigKeys.keys(of: "partition.owns[]")) {
+                        levels[level] = reader.nonEmptyString(text, "partition.owns: \(level)")
+                    }
+                    guard let dataset = levels["dataset"] else {
+                        reader.error(item, "partition.owns: each share names its dataset (and a venue, and a building of it, to narrow it)")
+                        continue
+                    }
+                    if levels["building"] != nil && levels["venue"] == nil {
+                        reader.error(item, "partition.owns: a building is named with its venue")
+                        continue
+                    }
+                    do {
+                        shares.append(try Partition.Share(dataset: dataset, venue: levels["venue"], building: levels["building"]))
+                    } catch {
+                        reader.error(item, "partition.owns: \(error)")
+                    }
+                }
+            default: break
+            }
+        }
+        guard let name else {
+            reader.error(node, "partition.name is missing: replicas of one partition share it")
+            return nil
+        }
+        do {
+            try LiveTopic.validateComponent(name, as: .dataset)
+        } catch {
+            reader.error(node, "partition.name \(name) cannot be a topic level")
+            return nil
+        }
+        guard !shares.isEmpty else {
+            reader.error(ownsNode ?? node, "partition.owns is empty: list the datasets, venues or buildings the partition owns")
+            return nil
+        }
+        return Partition(name: name, shares: shares)
     }
 
     private static func readSubscriptions(_ node: Node, _ reader: ConfigReader) -> [TopicCriteria] {

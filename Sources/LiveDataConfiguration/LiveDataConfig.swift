@@ -18,6 +18,24 @@ public struct LiveDataConfig: Sendable {
     public var limits = LimitSettings()
     /// `geometry:` — location shapes for the floor view, if given.
     public var geometry: VenueGeometry?
+    /// `instance`: this daemon's name in its status topic (default: `broker.clientId`).
+    public var instance: String?
+    /// `partition: {name, owns}`: the venues or buildings this daemon owns when several share
+    /// the broker; none: it owns everything.
+    public var partition: Partition?
+    /// This daemon's name: `instance`, else the broker client id.
+    public var instanceName: String { instance ?? broker.clientId }
+
+    /// The name in the status topic (`{prefix}/status/{name}`): with a partition or an
+    /// `instance`, this daemon's; alone on its prefix, none (`{prefix}/status`, as before).
+    public var statusInstance: String? { partition != nil || instance != nil ? instanceName : nil }
+
+    /// The filters the daemon subscribes to: the configured ones, narrowed to the partition.
+    public var partitionSubscriptions: [TopicCriteria] {
+        guard let partition else { return subscriptions }
+        return subscriptions.flatMap(partition.narrow)
+    }
+
     /// What loading found odd but not wrong (logged at start).
     public var warnings: [String] = []
 

@@ -26,7 +26,7 @@ public struct LiveDataDaemon: Sendable {
         config: LiveDataConfig, configPath: String, logger: Logger, notifier: SystemdNotifier = SystemdNotifier(),
         reconnect: MQTTBackoff = MQTTBackoff(initial: .milliseconds(500), maximum: .seconds(30))
     ) async throws {
-        let topics = OutputFormat(prefix: config.output.prefix)
+        let topics = config.outputFormat
         var mqtt = try config.broker.mqttConfiguration(topics: topics, payloadLimit: config.limits.payload.size)
         mqtt.reconnect = reconnect
         let intake = try Intake(config: config, logger: logger)

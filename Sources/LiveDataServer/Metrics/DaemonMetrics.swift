@@ -88,6 +88,9 @@ public final class DaemonMetrics: Sendable {
         total("event_streams_opened", "Event streams opened, by how they start: a snapshot, or resumed after Last-Event-ID.", statistics.events.resumed, label: ("start", "resumed"))
         gauge("broker_connected", "1 when connected to the MQTT broker.", brokerConnected ? 1 : 0)
         gauge("socket_buffered_connections", "The daemon's MQTT connections whose socket calls go through its buffers (broker.bufferedSocket).", statistics.bufferedConnections)
+        total(
+            "legend_conflicts", "Retained legends of a served dataset found differing from this daemon's (another daemon's rules disagree).",
+            statistics.legendConflicts)
         gauge("ready", "1 when restored, connected, subscribed and converged.", ready ? 1 : 0)
         return registry.emitToBuffer()
     }

@@ -39,3 +39,10 @@ extension BrokerSettings {
         return configuration
     }
 }
+
+extension LiveDataConfig {
+    /// The topics and payloads the daemon publishes, as the config sets them.
+    public var outputFormat: OutputFormat {
+        OutputFormat(prefix: output.prefix, retain: output.retain, instance: statusInstance)
+    }
+}

@@ -18,7 +18,7 @@ extension LivePipeline {
     /// - Throws: when the client cannot subscribe at all (it is shut down).
     public func subscribe() async throws {
         let qos = MQTTQoS(rawValue: Int32(config.broker.qos)) ?? .atLeastOnce
-        for criteria in config.subscriptions {
+        for criteria in config.partitionSubscriptions {
             try await subscribe(criteria.filter.string, qos: qos)
         }
     }
@@ -44,8 +44,9 @@ extension LivePipeline {
     /// have diverged; call after every (re)connection (of either connection, once both are up).
     public func connected() {
         publisher.send(topics.statusPublication(online: true))
+        // The legends go out once the convergence (or the marker's check) has read the
+        // retained ones: only those that differ (see ``settleLegends(_:)``).
         publisher.forgetLegends()
-        for dataset in knownDatasets() { publishLegend(dataset) }
         // The broker kept both sessions: it kept its store (a connection that did not drop
         // still reports the session of its last CONNACK).
         let present = client.session.present && output.session.present

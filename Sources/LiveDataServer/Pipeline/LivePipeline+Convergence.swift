@@ -100,7 +100,7 @@ extension LivePipeline {
         case .start(let expected):
             guard case .inDoubt = versions, var held = self.held.take(), found == Array(expected.utf8) else {
                 self.held = nil
-                logger.info("the broker does not hold the marker of the last stop: runs.task")
+                logger.info("the broker does not hold the marker of the last stop: converging")
                 return false
             }
             markers.adopt(expected, position: publisher.handedOver)
@@ -110,12 +110,15 @@ extension LivePipeline {
             logger.info("the broker holds the marker of the last stop: nothing to converge")
         case .resumed(let expected):
             guard found == Array(expected.utf8), publisher.recentIsWhole else {
-                logger.info("the broker resumed the session without the last marker acknowledged: runs.task")
+                logger.info("the broker resumed the session without the last marker acknowledged: converging")
                 return false
             }
             let again = resend(publisher.recent)
             logger.info("the broker resumed the session and holds the last marker: \(again) publications sent again, nothing else to converge")
         }
+        // The broker holds what was acknowledged before the marker, the legends included
+        // (the rules have not changed since, or the start would not have checked a marker).
+        for dataset in knownDatasets() { _ = publisher.needsLegend(dataset) }
         runs.skipped += 1
         drainOutput()
         return true
@@ -149,8 +152,7 @@ extension LivePipeline {
     func converge() async throws {
         let started = ContinuousClock.now
         let reader = try RetainedReader(
-            configuration: client.configuration, prefix: topics.prefix,
-            filters: ["\(topics.prefix)/style/#", "\(topics.prefix)/summary/#", "\(topics.prefix)/legend/#"], logger: logger)
+            configuration: client.configuration, prefix: topics.prefix, filters: convergenceFilters, logger: logger)
         runs.reader = reader
         runs.current = Convergence(core: core, topics: topics)
         held = nil
@@ -163,7 +165,7 @@ extension LivePipeline {
             if reader.count > 10_000 { malloc_trim(0) }
         }
         reader.begin()
-        var legends: [String] = []
+        var legends: [String: [UInt8]] = [:]
         while let batch = await reader.next(), !Task.isCancelled {
             let now = LiveTimestamp.now
             for message in batch {
@@ -172,7 +174,7 @@ extension LivePipeline {
                     continue
                 }
                 if message.topic.hasPrefix(topics.prefix + "/legend/") {
-                    legends.append(message.topic)
+                    legends[message.topic] = message.payload
                     continue
                 }
                 // Each is right on its own (a style above the retained version, or the clearing
@@ -184,9 +186,10 @@ extension LivePipeline {
             }
         }
         try await reader.end()
-        for item in runs.current!.finish(now: .now, retainedLegends: legends, datasets: knownDatasets()) {
+        for item in runs.current!.finish(now: .now, retainedLegends: Array(legends.keys), datasets: knownDatasets()) {
             publisher.send(item)
         }
+        settleLegends(legends)
         trustVersions()
         let counts = runs.current!.counts
         runs.last = counts
@@ -195,5 +198,41 @@ extension LivePipeline {
         logger.info(
             "converged with the broker: \(counts.read) retained messages read, \(counts.agreed) agreed, \(counts.republished) published again, \(counts.cleared) cleared",
             metadata: ["converge.milliseconds": "\((ContinuousClock.now - started).milliseconds)"])
+    }
+
+    /// `{prefix}/legend/#`: every dataset's legend (few, and shared by the daemons of a prefix).
+    var legendFilter: String { "\(topics.prefix)/legend/#" }
+
+    /// What a full convergence reads: the styles and summaries of what this daemon owns
+    /// (everything under the prefix, or its partition's places), and the legends.
+    var convergenceFilters: [String] {
+        guard let partition = config.partition else {
+            return ["\(topics.prefix)/style/#", "\(topics.prefix)/summary/#", legendFilter]
+        }
+        return partition.filters(prefix: topics.prefix, kind: "style") + partition.filters(prefix: topics.prefix, kind: "summary")
+            + [legendFilter]
+    }
+
+    /// Publishes the legend of each dataset this daemon serves unless the broker holds it
+    /// as it is already (`retained`: the legends read back, by topic). With a partition, a
+    /// retained legend that differs is another daemon's whose rules disagree with these:
+    /// a warning and a metric, then this daemon's goes out (the last to start wins, loudly).
+    func settleLegends(_ retained: [String: [UInt8]]) {
+        publisher.forgetLegends()
+        for dataset in knownDatasets().sorted() {
+            let ours = topics.publication(config.ruleSet.legend(dataset: dataset), dataset: dataset)
+            let held = retained[ours.topic]
+            if held == ours.payload {
+                _ = publisher.needsLegend(dataset)
+                continue
+            }
+            if config.partition != nil, let held, !held.isEmpty {
+                legendConflicts += 1
+                logger.warning(
+                    "the legend retained for dataset \(dataset) differs from this daemon's: another daemon's rules give it another legend; publishing this one (make the daemons' rules for the dataset agree)",
+                    metadata: ["mqtt.topic": "\(ours.topic)"])
+            }
+            publishLegend(dataset)
+        }
     }
 }

@@ -102,8 +102,11 @@ extension LivePipeline {
         return (each.reduce(0) { $0 + $1.count }, each.reversed().lazy.compactMap(\.last).first)
     }
 
+    /// The datasets this daemon serves: its partition's, or those its subscriptions name,
+    /// and those it holds locations of.
     func knownDatasets() -> Set<String> {
-        Set(config.subscriptions.compactMap { $0[.dataset] }).union(core.store.datasets)
+        let configured = config.partition.map { Set($0.shares.map(\.dataset)) } ?? Set(config.subscriptions.compactMap { $0[.dataset] })
+        return configured.union(core.store.datasets)
     }
 
     /// Logs the publications refused since the last report, at most every 10 s: by the

@@ -13,15 +13,18 @@ extension LivePipeline {
         return changes.count
     }
 
-    /// Takes a reloaded config's rules, styles and criteria (not its broker settings) and
-    /// re-publishes what changed.
+    /// Takes a reloaded config's rules, styles and criteria (not its broker settings, its
+    /// instance or its partition: those take a restart) and re-publishes what changed.
     /// - Returns: how many locations changed.
     @discardableResult
     public func reload(_ newConfig: LiveDataConfig) async -> Int {
-        let oldFilters = Set(config.subscriptions.map(\.filter.string))
-        let newFilters = Set(newConfig.subscriptions.map(\.filter.string))
+        if newConfig.partition != config.partition || newConfig.instance != config.instance {
+            logger.warning("the reloaded config changes instance or partition: that takes a restart; the rest is taken now")
+        }
+        let oldFilters = Set(config.partitionSubscriptions.map(\.filter.string))
         config.ruleSet = newConfig.ruleSet
         config.subscriptions = newConfig.subscriptions
+        let newFilters = Set(config.partitionSubscriptions.map(\.filter.string))
         let changes = core.reload(ruleSet: newConfig.ruleSet, subscriptions: newConfig.subscriptions, now: .now)
         for change in changes { queue(change, arrived: nil) }
         await flush()

@@ -38,9 +38,9 @@ extension LivePipeline {
         public var events = EventHub.Statistics()
         /// The daemon's connections whose socket calls go through the buffers.
         public var bufferedConnections = 0
+        /// Retained legends found differing from this daemon's (another daemon's rules).
+        public var legendConflicts = 0
     }
-
-    /// The connection that receives: subscriptions, the updates, and the session the
 
     public var statistics: Statistics {
         Statistics(
@@ -53,6 +53,6 @@ extension LivePipeline {
             convergenceFailures: runs.failures, convergencesSkipped: runs.skipped,
             convergenceRead: runs.read + (runs.reader?.count ?? 0), convergenceProgress: runs.reader?.count ?? 0,
             processed: processed, events: events.statistics,
-            bufferedConnections: connections.filter { $0.socketBuffered == true }.count)
+            bufferedConnections: connections.filter { $0.socketBuffered == true }.count, legendConflicts: legendConflicts)
     }
 }

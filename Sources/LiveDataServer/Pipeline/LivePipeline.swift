@@ -46,6 +46,8 @@ public actor LivePipeline {
     var connectionPair: ConnectionPair
     /// Filters the broker refused (not retried; the others go on).
     var refusedFilters: [String] = []
+    /// Retained legends found differing from this daemon's (another daemon's rules).
+    var legendConflicts = 0
     /// While the start replays the journal: changes are not published (see ``converge()``).
     var replaying = false
     /// Until the first convergence after the start has finished, the versions the state
@@ -103,14 +105,15 @@ public actor LivePipeline {
         connectionPair = ConnectionPair(shared: connections.count == 1)
         self.intake = intake
         self.logger = logger
-        topics = OutputFormat(prefix: config.output.prefix, retain: config.output.retain)
+        topics = config.outputFormat
         publisher = Publisher(client: self.output, qos: MQTTQoS(rawValue: Int32(config.output.qos)) ?? .atLeastOnce, topics: topics)
         coalescer = config.output.minInterval > .zero ? PublishCoalescer(interval: config.output.minInterval) : nil
         core = LiveCore(
             ruleSet: config.ruleSet, subscriptions: config.subscriptions, summaryInterval: config.output.summaryInterval,
             limits: LiveLimits(
                 payload: config.limits.payload, locations: config.limits.locations, domains: config.limits.domains,
-                futureSkew: config.limits.futureSkew))
+                futureSkew: config.limits.futureSkew),
+            partition: config.partition)
     }
 
     /// How far ``start()`` has come, read without this actor (a restore keeps it busy).

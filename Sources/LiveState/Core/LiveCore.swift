@@ -51,6 +51,8 @@ public final class LiveCore {
         case tooManyProperties = "too_many_properties"
         /// A property name or value longer than `limits.nameLength` / `limits.valueLength`.
         case propertyTooLong = "property_too_long"
+        /// Its place is another partition's (`partition.owns`): that daemon's to take.
+        case outsidePartition = "outside_partition"
     }
 
     public enum Outcome: Sendable, Equatable {
@@ -84,11 +86,17 @@ public final class LiveCore {
     /// Numbers each set of subscriptions, for the store to remember which topics they accept.
     @exclusivity(unchecked) private var generation: UInt32 = 0
     public let limits: LiveLimits
+    /// What this daemon owns, when it shares the broker with others.
+    public let partition: Partition?
 
     /// How far ahead of the receipt time an update's timestamp may be, in milliseconds.
     private let futureSkewMilliseconds: Int64
 
-    public init(ruleSet: RuleSet, subscriptions: [TopicCriteria], summaryInterval: Duration = .seconds(1), limits: LiveLimits = .standard) {
+    public init(
+        ruleSet: RuleSet, subscriptions: [TopicCriteria], summaryInterval: Duration = .seconds(1), limits: LiveLimits = .standard,
+        partition: Partition? = nil
+    ) {
+        self.partition = partition
         store = LiveStore(ruleEngine: RuleEngine(ruleSet), summaryInterval: summaryInterval)
         store.maximumLocations = limits.locations
         store.maximumDomains = limits.domains
@@ -226,6 +234,12 @@ public final class LiveCore {
         guard subscribed else {
             counters.notSubscribed += 1
             return .notSubscribed
+        }
+        // Checked with the subscriptions, once per topic and domain of a location (the store
+        // then remembers the answer): a location never gets into the state, nor moves,
+        // outside the partition.
+        if let partition, !partition.owns(topic: topic) {
+            return reject(.outsidePartition, "its place is outside the partition \(partition.name) (partition.owns)")
         }
         return nil
     }

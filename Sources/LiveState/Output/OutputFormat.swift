@@ -7,10 +7,13 @@ public struct OutputFormat: Sendable {
     public let prefix: String
     /// Whether derived changes and summaries are retained (`output.retain`).
     public let retain: Bool
+    /// The daemon's own name in its status topic, when several share the prefix.
+    public let instance: String?
 
-    public init(prefix: String, retain: Bool = true) {
+    public init(prefix: String, retain: Bool = true, instance: String? = nil) {
         self.prefix = prefix
         self.retain = retain
+        self.instance = instance
     }
 
     /// `{prefix}/style/{dataset}/{venue}/{building}/{floor}/{room}/{location}`
@@ -37,8 +40,9 @@ public struct OutputFormat: Sendable {
     /// `{prefix}/legend/{dataset}`
     public func legend(_ dataset: String) -> String { "\(prefix)/legend/\(dataset)" }
 
-    /// `{prefix}/status`: `online`, or `offline` (the will).
-    public var status: String { "\(prefix)/status" }
+    /// `{prefix}/status/{instance}` (`{prefix}/status` for a daemon alone on its prefix):
+    /// `online`, or `offline` (the will).
+    public var status: String { instance.map { "\(prefix)/status/\($0)" } ?? "\(prefix)/status" }
 
     /// A derived change at its style topic.
     public func publication(_ change: DerivedChange) -> Publication {

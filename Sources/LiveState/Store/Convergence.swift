@@ -17,19 +17,28 @@ public struct Convergence {
         public var cleared = 0
         /// Retained messages read.
         public var read = 0
+        /// Retained styles and summaries of places another partition owns: left alone.
+        public var othersLeft = 0
 
         public init() {}
     }
 
     let store: LiveStore
     let topics: OutputFormat
+    /// With a partition, only its places are converged: the others are other daemons'.
+    let partition: Partition?
     private var seen = Set<ObjectIdentifier>()
     public private(set) var counts = Counts()
 
     public init(core: LiveCore, topics: OutputFormat) {
         store = core.store
         self.topics = topics
+        partition = core.partition
     }
+
+    /// Whether convergence may touch what is published for `address` or `place`.
+    private func owns(_ address: LocationAddress) -> Bool { partition?.owns(address) ?? true }
+    private func owns(_ place: Place) -> Bool { partition?.owns(place) ?? true }
 
     /// One retained message from under the prefix.
     /// - Returns: what to publish for it (nothing when it agrees).
@@ -38,6 +47,10 @@ public struct Convergence {
         guard !payload.isEmpty else { return [] }
         if let path = topic.dropPrefix(topics.prefix + "/style/") {
             guard let address = LocationAddress(path: String(path)) else { return [] }
+            guard owns(address) else {
+                counts.othersLeft += 1
+                return []
+            }
             return payload.withUnsafeBytes { bytes -> [PendingOutput.Item] in
                 let members = topLevelMembers(bytes, ["style", "version"])
                 let style = members?["style"].map { UnsafeRawBufferPointer(rebasing: bytes[$0]) }
@@ -62,6 +75,10 @@ public struct Convergence {
             guard parts.count == 3 || parts.count == 4 else { return [] }
             let key = Place(
                 dataset: parts[0], venue: parts[1], building: parts[2], floor: parts.count == 4 ? parts[3] : nil)
+            guard owns(key) else {
+                counts.othersLeft += 1
+                return []
+            }
             if let summary = store.summaries.summary(key), summary.locations > 0 { return [] }
             counts.cleared += 1
             return [.publication(Publication(topic: topic, payload: [], retain: true))]
@@ -89,16 +106,19 @@ public struct Convergence {
     /// again (they are small and few), and the clearing of legends of datasets not served.
     public mutating func finish(now: LiveTimestamp, retainedLegends: [String], datasets: Set<String>) -> [PendingOutput.Item] {
         var publications: [PendingOutput.Item] = []
-        for state in store.locations.locations where !seen.contains(ObjectIdentifier(state)) {
+        // A location outside the partition (kept from a run with other `partition.owns`) is
+        // another daemon's to publish.
+        for state in store.locations.locations where !seen.contains(ObjectIdentifier(state)) && owns(state.address) {
             guard let change = store.republication(state, now: now) else { continue }
             counts.republished += 1
             publications.append(.change(change))
         }
         seen = []
-        for summary in store.summaries.all() where summary.locations > 0 {
+        for summary in store.summaries.all() where summary.locations > 0 && owns(summary.key) {
             publications.append(.publication(topics.publication(summary, updatedAt: now)))
         }
-        for topic in retainedLegends {
+        // With a partition, a dataset this daemon does not serve may be another's.
+        for topic in retainedLegends where partition == nil {
             guard let dataset = topic.dropPrefix(topics.prefix + "/legend/"), !datasets.contains(String(dataset)) else { continue }
             counts.cleared += 1
             publications.append(.publication(Publication(topic: topic, payload: [], retain: true)))
