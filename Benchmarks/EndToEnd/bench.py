@@ -316,6 +316,58 @@ def daemon_run(tools, args, folder):
         broker.stop()
 
 
+def partitioned_run(tools, args, folder, partitions):
+    """The same stream to `partitions` daemons on one broker, each owning its share of the
+    four buildings (`partition.owns`): their combined rate (every update received by one of
+    them), and their CPU per update together, until the broker acknowledged every style."""
+    broker = Broker(folder, args.broker_inflight)
+    buildings = [f"b{number}" for number in range(4)]
+    daemons, publisher = [], None
+    try:
+        for index in range(partitions):
+            own = buildings[index::partitions]
+            directory = os.path.join(folder, f"p{index}")
+            os.makedirs(directory)
+            http = free_port()
+            config = os.path.join(directory, "livedata.yaml")
+            owns = "".join(f"\n    - {{dataset: bench, venue: hq, building: {building}}}" for building in own)
+            with open(config, "w") as f:
+                f.write(RULES + f"instance: p{index}\npartition:\n  name: p{index}\n  owns:{owns}\n"
+                        + f"store: {{path: {directory}/state.db}}\nbroker: {{host: 127.0.0.1, port: {broker.port}, clientId: bench-p{index}}}\n"
+                        + f"http: {{listen: \"127.0.0.1:{http}\"}}\n")
+            daemon, _ = start_daemon(args, config, os.path.join(directory, "daemon.log"), http)
+            daemons.append((daemon, http))
+        def received():
+            return sum(int(metrics(http).get("livedata_updates_received_total", 0)) for _, http in daemons)
+        cpu_before = [cpu_seconds(daemon.pid) for daemon, _ in daemons]
+        broker_before = cpu_seconds(broker.process.pid)
+        started = time.monotonic()
+        publisher = publish(tools, broker.port, args)
+        total = 0
+        while time.monotonic() - started < 300:
+            total = received()
+            if total >= args.updates:
+                break
+            time.sleep(0.01 if total >= 0.97 * args.updates else 0.2)
+        elapsed = time.monotonic() - started
+        wait_cpu(publisher)
+        for _, http in daemons:
+            wait_drained(http)
+        completed = time.monotonic() - started
+        cpu = sum(cpu_seconds(daemon.pid) - before for (daemon, _), before in zip(daemons, cpu_before))
+        broker_cpu = cpu_seconds(broker.process.pid) - broker_before
+        return {"rate": total / elapsed, "complete_rate": total / completed, "received": total,
+                "cpu_complete_us": per_update_us(cpu, total), "broker_us": per_update_us(broker_cpu, total),
+                "rss_mb": sum(peak_resident_mb(daemon.pid) for daemon, _ in daemons)}
+    finally:
+        if publisher and publisher.poll() is None:
+            publisher.kill()
+        for daemon, _ in daemons:
+            os.killpg(daemon.pid, signal.SIGTERM)
+            daemon.wait(timeout=30)
+        broker.stop()
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--livedata", required=True)
@@ -339,7 +391,29 @@ def main():
     parser.add_argument("--keep-state", metavar="DIR", help="after the stream, copy the daemon's state file to DIR/state.db (for a restore probe)")
     parser.add_argument("--daemon-only", action="store_true", help="leave out the bare baselines (to compare two builds of the daemon)")
     parser.add_argument("--syscalls", metavar="FILE", help="count the daemon's system calls with `perf stat` into FILE")
+    parser.add_argument("--partitions", type=int, default=0, metavar="N",
+                        help="compare one daemon with N daemons on one broker, each owning a share of the four buildings (partition.owns)")
     args = parser.parse_args()
+    if args.partitions:
+        print(f"{args.updates} QoS 1 updates over {args.locations} locations x 5 domains, publisher window {args.window}, broker "
+              f"max_inflight_messages {args.broker_inflight}; one daemon and {args.partitions} partitioned daemons alternating, {args.runs} runs", flush=True)
+        ones, manys = [], []
+        for run in range(1, args.runs + 1):
+            with tempfile.TemporaryDirectory(prefix="livedata-bench-") as folder:
+                os.makedirs(f"{folder}/one"); os.makedirs(f"{folder}/many")
+                one = daemon_run(args.tools, args, f"{folder}/one")
+                many = partitioned_run(args.tools, args, f"{folder}/many", args.partitions)
+            ones.append(one); manys.append(many)
+            print(f"run {run}: one daemon {one['rate']:,.0f} updates/s, {one['complete_rate']:,.0f}/s until the last style was acknowledged, "
+                  f"{one['cpu_complete_us']:.1f} us CPU/update, broker {one['broker_us']:.1f} us/update, peak {one['rss_mb']:.0f} MB; "
+                  f"{args.partitions} daemons {many['rate']:,.0f} updates/s together, {many['complete_rate']:,.0f}/s until the last style was "
+                  f"acknowledged, {many['cpu_complete_us']:.1f} us CPU/update together, broker {many['broker_us']:.1f} us/update, "
+                  f"peak {many['rss_mb']:.0f} MB together; rate ratio {many['complete_rate'] / one['complete_rate']:.2f}; "
+                  f"lost {args.updates - many['received']}", flush=True)
+        print(f"median: one daemon {statistics.median(r['complete_rate'] for r in ones):,.0f}/s, "
+              f"{statistics.median(r['cpu_complete_us'] for r in ones):.1f} us/update; {args.partitions} daemons "
+              f"{statistics.median(r['complete_rate'] for r in manys):,.0f}/s, {statistics.median(r['cpu_complete_us'] for r in manys):.1f} us/update")
+        return
     pace = f", paced at {args.rate:,.0f}/s" if args.rate else ""
     print(f"{args.updates} QoS 1 updates over {args.locations} locations x 5 domains, publisher window {args.window}{pace}, "
           f"daemon's broker max_inflight_messages {args.broker_inflight}; "

@@ -28,6 +28,7 @@ struct PartitionedDaemonsTests {
             broker: {host: 127.0.0.1, port: \(port), clientId: \(name), keepalive: 5s}
             subscriptions:
               - {dataset: ds1, domain: occupancy}
+              - {dataset: ds1, domain: position}
             rules:
               - name: occupied
                 domain: occupancy
@@ -209,5 +210,49 @@ struct PartitionedDaemonsTests {
         west.running.signal(SIGTERM)
         _ = try await east.running.result(timeout: .seconds(15))
         _ = try await west.running.result(timeout: .seconds(15))
+    }
+
+    @Test(
+        "an asset that moves into the other partition's building is handed over: the new owner publishes it, the old one clears its old style; and back again"
+    )
+    func handOver() async throws {
+        let broker = try await MosquittoBroker.start()
+        defer { Task { await broker.stop() } }
+        let east = try await start(
+            Self.yaml(port: broker.port, name: "east", owns: "A", store: try TestDirectory.make(prefix: "east").appendingPathComponent("state.db").path))
+        let west = try await start(
+            Self.yaml(port: broker.port, name: "west", owns: "B", store: try TestDirectory.make(prefix: "west").appendingPathComponent("state.db").path))
+        let publisher = try MQTTClient(configuration: .test(port: broker.port), logger: logger)
+        try await publisher.connect()
+        let start = Int64(Date().timeIntervalSince1970 * 1000) - 60_000
+        func position(_ path: String, at offset: Int64) async throws {
+            try await publisher.publish(
+                "ds1/hq/\(path)/asset-1/position",
+                text: #"{"timestamp": \#(start + offset), "properties": {"latitude": "55.1", "longitude": "12.1", "floorIndex": "1"}}"#,
+                qos: .atLeastOnce)
+        }
+        func where_() async throws -> [String] {
+            try await retained(broker, "livedata/style/#").keys.filter { $0.hasSuffix("/asset-1") }.sorted()
+        }
+        try await position("A/F1/R1", at: 0)
+        try await eventually("the asset's style in building A", timeout: .seconds(15)) {
+            try await where_() == ["livedata/style/ds1/hq/A/F1/R1/asset-1"]
+        }
+        try await position("B/F2/R3", at: 1_000)
+        try await eventually("the asset's style in building B only", timeout: .seconds(15)) {
+            try await where_() == ["livedata/style/ds1/hq/B/F2/R3/asset-1"]
+        }
+        #expect(try await metric(east, "livedata_locations_handed_over_total") == 1)
+        #expect(try await metric(west, "livedata_locations_handed_over_total") == 0)
+        try await position("A/F1/R2", at: 2_000)
+        try await eventually("the asset back in building A only", timeout: .seconds(15)) {
+            try await where_() == ["livedata/style/ds1/hq/A/F1/R2/asset-1"]
+        }
+        #expect(try await metric(west, "livedata_locations_handed_over_total") == 1)
+        await publisher.disconnect()
+        east.running.signal(SIGTERM)
+        west.running.signal(SIGTERM)
+        #expect(try await east.running.result(timeout: .seconds(15)).status == 0)
+        #expect(try await west.running.result(timeout: .seconds(15)).status == 0)
     }
 }

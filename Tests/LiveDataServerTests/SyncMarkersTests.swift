@@ -52,4 +52,16 @@ struct SyncMarkersTests {
         let fromB = b.next(locations: 0)
         #expect(fromA != fromB)
     }
+
+    @Test("a marker's count is read only for the scope it was published for, and a marker carries its scope")
+    func scope() {
+        let payload = Array(#"{"token": "ab", "sequence": 3, "locations": 1500, "scope": "ds1/hq/A"}"#.utf8)
+        #expect(SyncMarkers.locations(in: payload, scope: "ds1/hq/A") == 1500)
+        #expect(SyncMarkers.locations(in: payload, scope: "ds1/hq/B") == nil)
+        #expect(SyncMarkers.locations(in: Array(#"{"token": "ab", "sequence": 3, "locations": 9}"#.utf8), scope: "*") == nil)
+        var markers = SyncMarkers()
+        let published = markers.next(locations: 42, scope: "ds1/+/+")
+        #expect(SyncMarkers.locations(in: Array(published.utf8), scope: "ds1/+/+") == 42)
+        #expect(SyncMarkers.locations(in: Array(markers.next(locations: -3).utf8), scope: "*") == 0)
+    }
 }

@@ -9,12 +9,12 @@ struct EventuallyTests {
     @Test("a condition that comes to hold passes, polled until it does")
     func holds() async throws {
         let polls = Atomic(0)
-        let held = try await eventually("the third poll", every: .milliseconds(1)) {
+        let held = try await eventually("the third poll", timeout: .seconds(120), every: .milliseconds(1)) {
             polls.add(1, ordering: .relaxed).newValue >= 3
         }
         #expect(held)
         #expect(polls.load(ordering: .relaxed) == 3)
-        let value = try await eventually("a count of 5", observing: { polls.add(1, ordering: .relaxed).newValue }, until: { $0 >= 5 })
+        let value = try await eventually("a count of 5", timeout: .seconds(120), observing: { polls.add(1, ordering: .relaxed).newValue }, until: { $0 >= 5 })
         #expect(value == 5)
     }
 

@@ -83,6 +83,7 @@ final class RetainedReader: Sendable {
     private func start() async {
         do {
             try await client.connect()
+            watchConnection()
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for filter in filters {
                     group.addTask { _ = try await self.client.subscribe(filter, qos: .atLeastOnce) }
@@ -92,6 +93,25 @@ final class RetainedReader: Sendable {
             try await client.publish(marker, payload: Array("end".utf8), qos: .atLeastOnce)
         } catch {
             fail(.cannotRead("\(error)"))
+        }
+    }
+
+    /// A broker that closes the read's connection (ejabberd does, when more retained
+    /// messages wait for a client than its `max_queue`) fails the read: the client would
+    /// connect again and read it all again, and again, and never finish.
+    private func watchConnection() {
+        let events = client.events
+        Task { [self] in
+            // The stream holds every event since the client was made: the first connection's too.
+            var connected = false
+            for await event in events {
+                if case .state(.connected) = event { connected = true }
+                if case .state(.connecting) = event, connected {
+                    fail(.cannotRead("the broker closed the read's connection after \(count) retained messages (a broker limit on a client's queue, such as ejabberd's max_queue?)"))
+                    return
+                }
+                if case .state(.closed) = event { return }
+            }
         }
     }
 

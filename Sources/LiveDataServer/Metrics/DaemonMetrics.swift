@@ -68,6 +68,10 @@ public final class DaemonMetrics: Sendable {
         total("convergences", "Convergences with the broker's retained messages, by outcome.", statistics.convergenceFailures, label: ("outcome", "failed"))
         total("convergences", "Convergences with the broker's retained messages, by outcome.", statistics.convergencesSkipped, label: ("outcome", "skipped"))
         total("convergence_read", "Retained messages read back by convergences.", statistics.convergenceRead)
+        total(
+            "convergence_short_reads",
+            "Convergence reads that returned fewer retained styles than the broker holds (a broker limit per subscription, or a cluster node that does not see them all): failed, tried again.",
+            statistics.convergenceShortReads)
         gauge("convergence_progress", "Retained messages the convergence under way has read (0 when none runs).", statistics.convergenceProgress)
         total("updates_processed", "Updates handed to the core, replayed ones included.", statistics.processed)
         gauge("locations_tracked", "Locations in the store.", statistics.locations)
@@ -88,6 +92,9 @@ public final class DaemonMetrics: Sendable {
         total("event_streams_opened", "Event streams opened, by how they start: a snapshot, or resumed after Last-Event-ID.", statistics.events.resumed, label: ("start", "resumed"))
         gauge("broker_connected", "1 when connected to the MQTT broker.", brokerConnected ? 1 : 0)
         gauge("socket_buffered_connections", "The daemon's MQTT connections whose socket calls go through its buffers (broker.bufferedSocket).", statistics.bufferedConnections)
+        total(
+            "locations_handed_over", "Locations that moved into another partition's building: their old style cleared, the other daemon's now.",
+            statistics.handOvers)
         total(
             "legend_conflicts", "Retained legends of a served dataset found differing from this daemon's (another daemon's rules disagree).",
             statistics.legendConflicts)

@@ -21,6 +21,7 @@ extension LivePipeline {
         for criteria in config.partitionSubscriptions {
             try await subscribe(criteria.filter.string, qos: qos)
         }
+        for filter in arrivalFilters { try await subscribe(filter, qos: .atLeastOnce) }
     }
 
     func subscribe(_ filter: String, qos: MQTTQoS) async throws {

@@ -21,6 +21,17 @@ struct ConvergenceRuns {
     var read = 0
     /// Why the last convergence failed, until one finishes.
     var fault: String?
+    /// Reads that returned fewer styles than the broker's marker said it held.
+    var shortReads = 0
+
+    /// A read that returned fewer retained styles than the marker the broker holds counted.
+    struct ShortRead: Error, CustomStringConvertible {
+        var styles: Int
+        var marked: Int
+        var description: String {
+            "the broker returned \(styles) retained styles where its marker says it held \(marked): a short read (a broker limit on retained messages per subscription, such as ejabberd's match_retained_limit, or a cluster node that does not see every retained topic); nothing is republished or cleared on its evidence"
+        }
+    }
     /// Opens once the first convergence (or a checkpoint that made it needless) is done.
     let converged = StartupGate()
 }
@@ -152,7 +163,7 @@ extension LivePipeline {
     func converge() async throws {
         let started = ContinuousClock.now
         let reader = try RetainedReader(
-            configuration: client.configuration, prefix: topics.prefix, filters: convergenceFilters, logger: logger)
+            configuration: client.configuration, prefix: topics.prefix, filters: convergenceFilters + [checkpointTopic], logger: logger)
         runs.reader = reader
         runs.current = Convergence(core: core, topics: topics)
         held = nil
@@ -166,6 +177,8 @@ extension LivePipeline {
         }
         reader.begin()
         var legends: [String: [UInt8]] = [:]
+        /// The locations the last marker the broker holds counted: it held their styles then.
+        var markedLocations: Int?
         while let batch = await reader.next(), !Task.isCancelled {
             let now = LiveTimestamp.now
             for message in batch {
@@ -177,6 +190,10 @@ extension LivePipeline {
                     legends[message.topic] = message.payload
                     continue
                 }
+                if message.topic == checkpointTopic {
+                    markedLocations = SyncMarkers.locations(in: message.payload, scope: markerScope)
+                    continue
+                }
                 // Each is right on its own (a style above the retained version, or the clearing
                 // of a topic the state does not hold), so it goes out at once; only what the
                 // end of the read implies waits for the end.
@@ -186,6 +203,24 @@ extension LivePipeline {
             }
         }
         try await reader.end()
+        // A broker that returns fewer retained styles than its own marker says it held (a
+        // limit on retained messages per SUBSCRIBE, such as ejabberd's match_retained_limit,
+        // or a cluster node that does not see every retained topic) is not taken at its
+        // word: republishing every style it did not return, or clearing on its evidence,
+        // would be wrong. The convergence fails, and is tried again.
+        // Which one it is, is asked of the broker: a sample of the styles the read did not
+        // return, each by its own topic (no wildcard, so no such limit). If the broker holds
+        // any of them, the read was short; if it holds none, they are missing (an operator
+        // cleared them, a store lost them) and are republished as usual.
+        if topics.retain, let markedLocations, runs.current!.counts.styles < markedLocations {
+            let sample = runs.current!.unseen(limit: 64)
+            if try await holdsAny(sample) {
+                runs.shortReads += 1
+                throw ConvergenceRuns.ShortRead(styles: runs.current!.counts.styles, marked: markedLocations)
+            }
+            logger.notice(
+                "the broker returned \(runs.current!.counts.styles) retained styles where its marker counted \(markedLocations), and a sample of the missing ones is missing: publishing them again")
+        }
         for item in runs.current!.finish(now: .now, retainedLegends: Array(legends.keys), datasets: knownDatasets()) {
             publisher.send(item)
         }
@@ -234,5 +269,22 @@ extension LivePipeline {
             }
             publishLegend(dataset)
         }
+    }
+
+    /// Whether the broker holds a retained style at any of these addresses, each read by
+    /// its own topic.
+    func holdsAny(_ addresses: [LocationAddress]) async throws -> Bool {
+        guard !addresses.isEmpty else { return false }
+        let wanted = Set(addresses.map(topics.style))
+        let reader = try RetainedReader(
+            configuration: client.configuration, prefix: topics.prefix, filters: wanted.sorted(), logger: logger)
+        defer { runs.read += reader.count }
+        reader.begin()
+        var held = false
+        while let batch = await reader.next() {
+            if batch.contains(where: { $0.retain && !$0.payload.isEmpty && wanted.contains($0.topic) }) { held = true }
+        }
+        try await reader.end()
+        return held
     }
 }

@@ -6,6 +6,9 @@ extension LivePipeline {
     /// `{prefix}/checkpoint/{client id}`: where the markers and a clean stop's checkpoint go.
     var checkpointTopic: String { "\(topics.prefix)/checkpoint/\(client.configuration.clientID ?? "livedata")" }
 
+    /// What the markers' counts are of: the partition's shares, or everything.
+    var markerScope: String { config.partition.map { $0.shares.map(\.description).joined(separator: ",") } ?? "*" }
+
     /// Publishes a marker when one is due (``SyncMarkers/isDue(now:handedOver:)``), only
     /// while the versions are known and the output is connected.
     func publishMarkerIfDue() {
@@ -19,7 +22,8 @@ extension LivePipeline {
     /// - Returns: its payload.
     @discardableResult
     func sendMarker() -> String {
-        let payload = markers.next(locations: core.store.count)
+        // Every waiting publication may be a location's first style: those are not counted.
+        let payload = markers.next(locations: core.store.count - publisher.waiting, scope: markerScope)
         let position = publisher.handedOver
         let client = output
         let topic = checkpointTopic

@@ -10,6 +10,14 @@ extension LivePipeline {
     /// update behind it reached the daemon.
     func queue(_ change: DerivedChange, arrived: ContinuousClock.Instant?) {
         guard !replaying else { return }
+        if let partition = config.partition {
+            // Handed over to another partition's daemon: only the old topic is this one's.
+            guard partition.owns(change.address) else {
+                if let old = change.movedFrom, partition.owns(old) { handedOver(old) }
+                return
+            }
+            if arrivesFromElsewhere(change) { announceArrival(change) }
+        }
         // The floor view shows the state as it is, whenever the broker gets it.
         var payload: [UInt8]?
         if events.hasViewers {
@@ -22,14 +30,15 @@ extension LivePipeline {
             // retained style is still to be read, or it is among those the end of the read
             // publishes), or, while the checkpoint is checked, it waits to be known right.
             if held != nil {
-                if let old = change.movedFrom { held!.put(topics.clearing(styleOf: old), under: .style(old), since: arrived) }
+                if let old = change.movedFrom, owns(old) { held!.put(topics.clearing(styleOf: old), under: .style(old), since: arrived) }
                 held!.put(change, since: arrived)
             }
             return
         }
         runs.current?.published(change.address)
-        // A location that moved: its old topic is cleared as the new one gets the style.
-        if let old = change.movedFrom { clear(old) }
+        // A location that moved: its old topic is cleared as the new one gets the style
+        // (unless it was another partition's: that daemon clears it, told by the arrival).
+        if let old = change.movedFrom, owns(old) { clear(old) }
         guard coalescer != nil else {
             publisher.send(change: change, since: arrived)
             return

@@ -40,6 +40,10 @@ extension LivePipeline {
         public var bufferedConnections = 0
         /// Retained legends found differing from this daemon's (another daemon's rules).
         public var legendConflicts = 0
+        /// Convergence reads that returned fewer retained styles than the broker holds.
+        public var convergenceShortReads = 0
+        /// Locations handed over to another partition's daemon (they moved there).
+        public var handOvers = 0
     }
 
     public var statistics: Statistics {
@@ -53,6 +57,7 @@ extension LivePipeline {
             convergenceFailures: runs.failures, convergencesSkipped: runs.skipped,
             convergenceRead: runs.read + (runs.reader?.count ?? 0), convergenceProgress: runs.reader?.count ?? 0,
             processed: processed, events: events.statistics,
-            bufferedConnections: connections.filter { $0.socketBuffered == true }.count, legendConflicts: legendConflicts)
+            bufferedConnections: connections.filter { $0.socketBuffered == true }.count, legendConflicts: legendConflicts,
+            convergenceShortReads: runs.shortReads, handOvers: handOvers)
     }
 }

@@ -48,6 +48,11 @@ public actor LivePipeline {
     var refusedFilters: [String] = []
     /// Retained legends found differing from this daemon's (another daemon's rules).
     var legendConflicts = 0
+    /// `{prefix}/arrival/`, where partitioned daemons announce locations they took (see
+    /// `LivePipeline+Handover.swift`); nil without a partition.
+    let arrivalPrefix: String?
+    /// Locations handed over to another partition's daemon.
+    var handOvers = 0
     /// While the start replays the journal: changes are not published (see ``converge()``).
     var replaying = false
     /// Until the first convergence after the start has finished, the versions the state
@@ -106,6 +111,7 @@ public actor LivePipeline {
         self.intake = intake
         self.logger = logger
         topics = config.outputFormat
+        arrivalPrefix = config.partition != nil ? "\(config.output.prefix)/arrival/" : nil
         publisher = Publisher(client: self.output, qos: MQTTQoS(rawValue: Int32(config.output.qos)) ?? .atLeastOnce, topics: topics)
         coalescer = config.output.minInterval > .zero ? PublishCoalescer(interval: config.output.minInterval) : nil
         core = LiveCore(
@@ -229,6 +235,10 @@ public actor LivePipeline {
         arrived: ContinuousClock.Instant?
     ) {
         if journalEnd > snapshots.appliedPosition { snapshots.appliedPosition = journalEnd }
+        if let arrivalPrefix, topic.hasPrefix(arrivalPrefix) {
+            arrival(payload)
+            return
+        }
         processed += 1
         switch core.process(topic: topic, payload: payload, receivedAt: receivedAt, retained: retain) {
         case .changed(let change):

@@ -1,3 +1,5 @@
+import LiveTopics
+
 /// The daemon's sync markers, as a value: about once a second while it publishes, a
 /// retained `{"token": …, "sequence": N}` at the checkpoint topic, handed to the client
 /// after everything before it. The broker handles a connection's messages in order, so once
@@ -50,11 +52,16 @@ struct SyncMarkers {
     }
 
     /// The next marker's payload; it is in flight until ``done(_:position:acknowledged:)``.
-    mutating func next(locations: Int) -> String {
+    /// - Parameters:
+    ///   - locations: how many locations have a style handed over before it (at least):
+    ///     once the broker acknowledges the marker it holds that many styles (see
+    ///     ``locations(in:scope:)``).
+    ///   - scope: what the daemon owns (its partition's shares, or `*`).
+    mutating func next(locations: Int, scope: String = "*") -> String {
         sequence += 1
         inFlight = true
         lastSent = .now
-        return #"{"token": "\#(token)", "sequence": \#(sequence), "locations": \#(locations)}"#
+        return #"{"token": "\#(token)", "sequence": \#(sequence), "locations": \#(max(locations, 0)), "scope": \#(jsonQuoted(scope))}"#
     }
 
     /// The broker acknowledged (or not) the marker published after `position` publications.
@@ -65,6 +72,14 @@ struct SyncMarkers {
         markedPosition = max(markedPosition, position)
         self.acknowledged = payload
         return true
+    }
+
+    /// The `locations` a marker's payload counts, when it was published for `scope` (a
+    /// marker of another partition's config says nothing of what this one reads back).
+    static func locations(in payload: [UInt8], scope: String) -> Int? {
+        let text = String(decoding: payload, as: UTF8.self)
+        guard text.contains(#""scope": \#(jsonQuoted(scope))"#), let range = text.range(of: #""locations": "#) else { return nil }
+        return Int(text[range.upperBound...].prefix { $0.isNumber })
     }
 
     /// A checked marker held: `payload` is the broker's, and everything handed over so far

@@ -17,6 +17,8 @@ public struct Convergence {
         public var cleared = 0
         /// Retained messages read.
         public var read = 0
+        /// Of them, styles (not empty).
+        public var styles = 0
         /// Retained styles and summaries of places another partition owns: left alone.
         public var othersLeft = 0
 
@@ -46,6 +48,7 @@ public struct Convergence {
         counts.read += 1
         guard !payload.isEmpty else { return [] }
         if let path = topic.dropPrefix(topics.prefix + "/style/") {
+            counts.styles += 1
             guard let address = LocationAddress(path: String(path)) else { return [] }
             guard owns(address) else {
                 counts.othersLeft += 1
@@ -124,6 +127,17 @@ public struct Convergence {
             publications.append(.publication(Publication(topic: topic, payload: [], retain: true)))
         }
         return publications
+    }
+
+    /// Up to `limit` addresses of locations (of the partition) whose retained style the read
+    /// did not return so far: what ``finish(now:retainedLegends:datasets:)`` would republish.
+    public func unseen(limit: Int) -> [LocationAddress] {
+        var found: [LocationAddress] = []
+        for state in store.locations.locations where !seen.contains(ObjectIdentifier(state)) && owns(state.address) {
+            found.append(state.address)
+            if found.count == limit { break }
+        }
+        return found
     }
 
     /// Whether the location at `address` has been seen at the broker in this convergence

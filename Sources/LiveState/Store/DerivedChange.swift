@@ -47,6 +47,13 @@ public struct DerivedChange: Sendable, Equatable {
     }
     public var updatedAt: LiveTimestamp
 
+    /// The location's first published style here: it is new to the state (or nothing of it
+    /// was published before).
+    public var isFirst: Bool { if case .none = before { true } else { false } }
+
+    /// Whether the location has a value of a domain for which `matches` holds.
+    public func hasValue(ofDomain matches: (String) -> Bool) -> Bool { values.contains { matches($0.domain) } }
+
     init(
         address: LocationAddress, key: SharedStyleKey, before: Before, ruleEngine: RuleEngine, values: [DomainValue],
         version: UInt64, updatedAt: LiveTimestamp

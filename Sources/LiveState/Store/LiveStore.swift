@@ -180,6 +180,21 @@ public final class LiveStore {
         markDirty(state)
     }
 
+    /// Another daemon took this location at `address`, outside this one's partition (its
+    /// announcement of an arrival): the location is placed there, as a move would, so that
+    /// what it adds to this daemon's summaries leaves with it and the change's
+    /// ``DerivedChange/movedFrom`` names the topic this daemon is to clear. The change itself
+    /// is not this daemon's to publish.
+    /// - Returns: the change, or `nil` when this store has no such location, or has it there.
+    public func handOver(dataset: String, id: String, to address: LocationAddress, now: LiveTimestamp) -> DerivedChange? {
+        guard let state = locations.find(dataset: dataset, id: id), state.address != address else { return nil }
+        let old = state.address
+        move(state, to: address)
+        guard case .changed(var change) = rederive(state, now: now, placementChanged: true) else { return nil }
+        change.before = .moved(DerivedChange.MovedFrom(old))
+        return change
+    }
+
     /// A tracked location, found by the bytes of an incoming topic, and where its value for
     /// the topic's domain is (see ``target(path:hash:domain:)``). Valid until the store changes.
     struct Target {
