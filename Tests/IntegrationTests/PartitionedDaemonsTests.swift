@@ -45,13 +45,7 @@ struct PartitionedDaemonsTests {
             """
     }
 
-    struct Daemon {
-        var running: ChildProcess
-        var notify: NotifySocket
-        let directory: URL
-        var httpPort: Int
-        var configPath: String { directory.appendingPathComponent("livedata.yaml").path }
-    }
+    typealias Daemon = DaemonTests.Daemon
 
     func start(_ yaml: String, in directory: URL? = nil) async throws -> Daemon {
         let directory = try directory ?? TestDirectory.make(prefix: "partition")
