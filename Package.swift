@@ -125,7 +125,7 @@ let package = Package(
         ),
         .testTarget(
             name: "LiveDataConfigurationTests", dependencies: ["LiveDataConfiguration", "DisplayRules", "LiveTopics"]),
-        .testTarget(name: "MosquittoTests", dependencies: ["Mosquitto", "LiveTopics"]),
+        .testTarget(name: "MosquittoTests", dependencies: ["Mosquitto", "LiveTopics", "CMosquittoIO"]),
         // The daemon's parts in process, with no broker: the HTTP routes, the event hub and
         // stream, logging, systemd notification.
         .testTarget(

@@ -4,9 +4,9 @@
 #include <elf.h>
 #include <errno.h>
 #include <link.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -25,12 +25,14 @@ struct connection {
     unsigned char *output;
     size_t outputStart, outputEnd, outputCapacity;
     int collecting;
+    uint64_t serial; /* which attachment: tests tell a dropped one from a new one */
 };
 
 static _Atomic(struct connection *) connections[DESCRIPTOR_LIMIT];
 static _Atomic unsigned char unusedWakeWriters[DESCRIPTOR_LIMIT];
 static _Thread_local int claimingPairs;
 static atomic_int installResult = -1;
+static _Atomic uint64_t attachments;
 
 enum { SOCKET_READS, BUFFERED_READS, SOCKET_WRITES, COLLECTED_WRITES, SKIPPED_WAKE_WRITES, COUNTER_COUNT };
 static _Atomic uint64_t counters[COUNTER_COUNT];
@@ -135,16 +137,40 @@ static ssize_t buffered_write(int fd, const void *buffer, size_t length) {
     return (ssize_t)length;
 }
 
+/* The wake-up pairs made while claiming, on this thread: marked when claiming ends. */
+enum { CLAIMS_KEPT = 4 };
+static _Thread_local int claimedWriters[CLAIMS_KEPT];
+static _Thread_local int claimedPairs;
+static _Thread_local int unexpectedPairs;
+
 static int buffered_close(int fd) {
     if (fd >= 0 && fd < DESCRIPTOR_LIMIT) {
         atomic_store_explicit(&unusedWakeWriters[fd], 0, memory_order_relaxed);
+        /* A pair closed while claiming (mosquitto_new failing) is not marked afterwards:
+         * the mark would fall on the next descriptor with its number. */
+        for (int index = 0; index < claimedPairs && index < CLAIMS_KEPT; index++) {
+            if (claimedWriters[index] == fd) claimedWriters[index] = -1;
+        }
         struct connection *connection = atomic_exchange_explicit(&connections[fd], NULL, memory_order_acq_rel);
         if (connection) {
-            /* What was collected before the close (a DISCONNECT) still goes out: wait for
-             * the socket a little while if it is full, never when it has failed. */
-            for (int waits = 0; flush_connection(fd, connection) == 1 && waits < 20; waits++) {
-                struct pollfd ready = {.fd = fd, .events = POLLOUT};
-                if (poll(&ready, 1, 100) < 0 && errno != EINTR) break;
+            /* What was collected before the close (a DISCONNECT) goes out if the socket takes
+             * it at once, and is dropped if it does not: the close never waits. It runs
+             * inside libmosquitto, on the network thread or on whichever thread destroys the
+             * client, where waiting for a full socket (it used to poll for room, 20 times
+             * 100 ms) held up a shutdown or a reconnection for 2 s. A peer that takes nothing
+             * is not reading; to the broker, a connection closed without its DISCONNECT is a
+             * lost one (it sends the will), as after any wait that gave up. The network loop
+             * lets earlier output drain before libmosquitto writes more, so little is left
+             * here. */
+            while (connection->outputStart < connection->outputEnd) {
+                ssize_t written = send(fd, connection->output + connection->outputStart,
+                                       connection->outputEnd - connection->outputStart, MSG_NOSIGNAL | MSG_DONTWAIT);
+                count(SOCKET_WRITES);
+                if (written > 0) {
+                    connection->outputStart += (size_t)written;
+                } else if (!(written < 0 && errno == EINTR)) {
+                    break;
+                }
             }
             release(connection);
         }
@@ -154,14 +180,32 @@ static int buffered_close(int fd) {
 
 static int claiming_socketpair(int domain, int type, int protocol, int descriptors[2]) {
     int result = socketpair(domain, type, protocol, descriptors);
-    /* libmosquitto keeps descriptors[1] as the write end of its wake-up pair. */
-    if (result == 0 && claimingPairs && descriptors[1] >= 0 && descriptors[1] < DESCRIPTOR_LIMIT) {
-        atomic_store_explicit(&unusedWakeWriters[descriptors[1]], 1, memory_order_relaxed);
+    if (result == 0 && claimingPairs) {
+        int kind = type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (domain == AF_UNIX && kind == SOCK_STREAM && claimedPairs < CLAIMS_KEPT) {
+            /* libmosquitto keeps descriptors[1] as the write end of its wake-up pair. */
+            claimedWriters[claimedPairs++] = descriptors[1];
+        } else {
+            unexpectedPairs++;
+        }
     }
     return result;
 }
 
-/* MARK: Redirecting the imports */
+/* MARK: Redirecting the imports
+ *
+ * What this relies on in libmosquitto, checked before anything is changed (any doubt, and
+ * nothing is: the caller gets an errno value and keeps the library's own calls):
+ * - it is a shared library whose dynamic section has RELA relocation tables, a symbol table
+ *   and a string table, all inside its loaded segments;
+ * - it imports read, write, close and socketpair, and refers to them only through its
+ *   import slots (JUMP_SLOT or GLOB_DAT relocations into a writable segment), each holding
+ *   the C library's function or, bound lazily, a stub in its own code;
+ * - it imports no other call that reads, writes or duplicates a descriptor (recv, send,
+ *   readv, a fortified __read_chk, dup...): one would reach its socket around the buffers
+ *   and reorder its bytes;
+ * - one socket pair made in mosquitto_new, the wake-up pair (see livedata_io_claim_pairs).
+ * Then every slot is rewritten, or none: a failed step puts back the slots already done. */
 
 #if defined(__x86_64__)
 #define JUMP_SLOT R_X86_64_JUMP_SLOT
@@ -171,122 +215,316 @@ static int claiming_socketpair(int domain, int type, int protocol, int descripto
 #define GLOBAL_DATA R_AARCH64_GLOB_DAT
 #endif
 
-#ifdef JUMP_SLOT
-static const struct {
-    const char *name;
-    void *replacement;
-} redirections[] = {
-    {"read", (void *)buffered_read},
-    {"write", (void *)buffered_write},
-    {"close", (void *)buffered_close},
-    {"socketpair", (void *)claiming_socketpair},
-};
-enum { REDIRECTION_COUNT = sizeof(redirections) / sizeof(redirections[0]) };
+enum { FAILURE_TEXT = 160 };
+/* Rewrite the slots, put back the C library's functions, or only check. */
+enum mode { REDIRECT, PUT_BACK, CHECK };
 
-struct search {
-    int found;    /* libmosquitto was found */
-    int patched;  /* bit per redirection, set when at least one slot was rewritten */
-    int failure;  /* an errno value from mprotect */
+#ifdef JUMP_SLOT
+enum { REDIRECTION_COUNT = 4, MAXIMUM_SLOTS = 16, MAXIMUM_SEGMENTS = 16 };
+
+static const char *const redirectedNames[REDIRECTION_COUNT] = {"read", "write", "close", "socketpair"};
+
+static void *replacement(int which) {
+    switch (which) {
+    case 0: return (void *)buffered_read;
+    case 1: return (void *)buffered_write;
+    case 2: return (void *)buffered_close;
+    default: return (void *)claiming_socketpair;
+    }
+}
+
+/* The C library's function, as the dynamic linker binds it for this code and (an
+ * interposer included) for libmosquitto. */
+static void *original(int which) {
+    switch (which) {
+    case 0: return (void *)read;
+    case 1: return (void *)write;
+    case 2: return (void *)close;
+    default: return (void *)socketpair;
+    }
+}
+
+static const char *const bypassingNames[] = {
+    "recv", "recvfrom", "recvmsg", "recvmmsg", "readv", "preadv", "preadv2", "__read_chk", "__recv_chk",
+    "__recvfrom_chk", "send", "sendto", "sendmsg", "sendmmsg", "writev", "pwritev", "pwritev2", "sendfile",
+    "splice", "dup", "dup2", "dup3",
 };
+
+struct segment {
+    uintptr_t start, end;
+    ElfW(Word) flags;
+};
+
+/* A loaded object, as dl_iterate_phdr describes it. */
+struct object {
+    const char *fragment; /* what its path must contain */
+    const char *name;
+    uintptr_t base;
+    const ElfW(Dyn) *dynamic;
+    struct segment segments[MAXIMUM_SEGMENTS];
+    int segmentCount;
+    int found;
+};
+
+struct slot {
+    void **address;
+    int which;
+    void *value; /* what it held before */
+};
+
+struct plan {
+    struct slot slots[MAXIMUM_SLOTS];
+    int count;
+    char *why; /* FAILURE_TEXT bytes */
+};
+
+static int fail(struct plan *plan, int code, const char *format, const char *detail) {
+    snprintf(plan->why, FAILURE_TEXT, format, detail);
+    return code;
+}
+
+static int describe_object(struct dl_phdr_info *info, size_t size, void *context) {
+    (void)size;
+    struct object *object = context;
+    if (!info->dlpi_name || !strstr(info->dlpi_name, object->fragment)) return 0;
+    object->found = 1;
+    object->name = info->dlpi_name;
+    object->base = info->dlpi_addr;
+    for (int index = 0; index < info->dlpi_phnum; index++) {
+        const ElfW(Phdr) *header = &info->dlpi_phdr[index];
+        if (header->p_type == PT_DYNAMIC) object->dynamic = (const ElfW(Dyn) *)(object->base + header->p_vaddr);
+        if (header->p_type == PT_LOAD && object->segmentCount < MAXIMUM_SEGMENTS) {
+            struct segment *segment = &object->segments[object->segmentCount++];
+            segment->start = object->base + header->p_vaddr;
+            segment->end = segment->start + header->p_memsz;
+            segment->flags = header->p_flags;
+        }
+    }
+    return 1;
+}
+
+/* Whether [address, address + length) lies in one loaded segment with at least `flags`. */
+static int inside(const struct object *object, const void *address, size_t length, ElfW(Word) flags) {
+    uintptr_t start = (uintptr_t)address;
+    for (int index = 0; index < object->segmentCount; index++) {
+        const struct segment *segment = &object->segments[index];
+        if ((segment->flags & flags) == flags && start >= segment->start && start <= segment->end &&
+            length <= segment->end - start) {
+            return 1;
+        }
+    }
+    return 0;
+}
 
 /* An address in the dynamic section: glibc has already added the load address to it,
- * other loaders may not have. */
+ * other loaders may not have. Either way `inside` checks the result before it is read. */
 static uintptr_t dynamic_address(uintptr_t base, ElfW(Addr) value) {
     return value < base ? base + value : value;
 }
 
-static int rewrite_slot(void **slot, void *replacement, uintptr_t relroStart, uintptr_t relroEnd) {
-    uintptr_t address = (uintptr_t)slot;
-    int inRelro = address >= relroStart && address < relroEnd;
-    if (inRelro) {
-        uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-        void *start = (void *)(address & ~(page - 1));
-        if (mprotect(start, page, PROT_READ | PROT_WRITE) != 0) return errno;
-        __atomic_store_n(slot, replacement, __ATOMIC_RELEASE);
-        mprotect(start, page, PROT_READ);
-    } else {
-        __atomic_store_n(slot, replacement, __ATOMIC_RELEASE);
+struct tables {
+    const ElfW(Sym) *symbols;
+    const char *names;
+    size_t namesSize;
+};
+
+static int is_one_of(const char *name, const char *const *list, size_t count) {
+    for (size_t index = 0; index < count; index++) {
+        if (strcmp(name, list[index]) == 0) return 1;
     }
     return 0;
 }
 
-static void rewrite_table(struct search *search, uintptr_t base, const ElfW(Rela) *table, size_t size,
-                          const ElfW(Sym) *symbols, const char *names, uintptr_t relroStart, uintptr_t relroEnd) {
-    if (!table) return;
+static int scan_relocations(const struct object *object, const struct tables *tables, const ElfW(Rela) *table,
+                            size_t size, struct plan *plan) {
+    if (!table || size == 0) return 0;
+    if (size % sizeof(ElfW(Rela)) != 0 || !inside(object, table, size, PF_R)) {
+        return fail(plan, ENOEXEC, "%s's relocation table is not where its dynamic section says", "libmosquitto");
+    }
     for (size_t index = 0; index < size / sizeof(ElfW(Rela)); index++) {
         const ElfW(Rela) *relocation = &table[index];
-        unsigned long type = ELF64_R_TYPE(relocation->r_info);
-        if (type != JUMP_SLOT && type != GLOBAL_DATA) continue;
-        const char *name = names + symbols[ELF64_R_SYM(relocation->r_info)].st_name;
-        for (int which = 0; which < REDIRECTION_COUNT; which++) {
-            if (strcmp(name, redirections[which].name) != 0) continue;
-            int failure = rewrite_slot((void **)(base + relocation->r_offset), redirections[which].replacement,
-                                       relroStart, relroEnd);
-            if (failure) {
-                search->failure = failure;
-            } else {
-                search->patched |= 1 << which;
+        size_t symbolIndex = ELF64_R_SYM(relocation->r_info);
+        if (symbolIndex == 0) continue;
+        const ElfW(Sym) *symbol = &tables->symbols[symbolIndex];
+        if (!inside(object, symbol, sizeof(*symbol), PF_R) || symbol->st_name >= tables->namesSize ||
+            strnlen(tables->names + symbol->st_name, tables->namesSize - symbol->st_name) ==
+                tables->namesSize - symbol->st_name) {
+            return fail(plan, ENOEXEC, "%s's symbol table is not where its dynamic section says", "libmosquitto");
+        }
+        const char *name = tables->names + symbol->st_name;
+        int which = -1;
+        for (int candidate = 0; candidate < REDIRECTION_COUNT; candidate++) {
+            if (strcmp(name, redirectedNames[candidate]) == 0) which = candidate;
+        }
+        if (which < 0) {
+            if (is_one_of(name, bypassingNames, sizeof(bypassingNames) / sizeof(bypassingNames[0]))) {
+                return fail(plan, EXDEV, "libmosquitto imports %s, which would reach its socket around the buffers",
+                            name);
             }
+            continue;
         }
-    }
-}
-
-static int redirect_in(struct dl_phdr_info *info, size_t size, void *context) {
-    (void)size;
-    struct search *search = context;
-    if (!info->dlpi_name || !strstr(info->dlpi_name, "/libmosquitto.so")) return 0;
-    search->found = 1;
-    uintptr_t base = info->dlpi_addr;
-    const ElfW(Dyn) *dynamic = NULL;
-    uintptr_t relroStart = 0, relroEnd = 0;
-    for (int index = 0; index < info->dlpi_phnum; index++) {
-        const ElfW(Phdr) *header = &info->dlpi_phdr[index];
-        if (header->p_type == PT_DYNAMIC) dynamic = (const ElfW(Dyn) *)(base + header->p_vaddr);
-        if (header->p_type == PT_GNU_RELRO) {
-            relroStart = base + header->p_vaddr;
-            relroEnd = relroStart + header->p_memsz;
+        unsigned long type = ELF64_R_TYPE(relocation->r_info);
+        void **address = (void **)(object->base + relocation->r_offset);
+        if ((type != JUMP_SLOT && type != GLOBAL_DATA) || symbol->st_shndx != SHN_UNDEF || relocation->r_addend != 0) {
+            return fail(plan, ENOEXEC, "libmosquitto refers to %s other than through an import slot", name);
         }
-    }
-    if (!dynamic) return 1;
-    const ElfW(Sym) *symbols = NULL;
-    const char *names = NULL;
-    const ElfW(Rela) *plt = NULL, *data = NULL;
-    size_t pltSize = 0, dataSize = 0;
-    int pltIsRela = 1;
-    for (const ElfW(Dyn) *entry = dynamic; entry->d_tag != DT_NULL; entry++) {
-        switch (entry->d_tag) {
-        case DT_SYMTAB: symbols = (const ElfW(Sym) *)dynamic_address(base, entry->d_un.d_ptr); break;
-        case DT_STRTAB: names = (const char *)dynamic_address(base, entry->d_un.d_ptr); break;
-        case DT_JMPREL: plt = (const ElfW(Rela) *)dynamic_address(base, entry->d_un.d_ptr); break;
-        case DT_PLTRELSZ: pltSize = entry->d_un.d_val; break;
-        case DT_PLTREL: pltIsRela = entry->d_un.d_val == DT_RELA; break;
-        case DT_RELA: data = (const ElfW(Rela) *)dynamic_address(base, entry->d_un.d_ptr); break;
-        case DT_RELASZ: dataSize = entry->d_un.d_val; break;
+        if ((uintptr_t)address % sizeof(void *) != 0 || !inside(object, address, sizeof(void *), PF_R | PF_W)) {
+            return fail(plan, ENOEXEC, "libmosquitto's import slot for %s is outside its writable segments", name);
         }
+        if (plan->count == MAXIMUM_SLOTS) {
+            return fail(plan, ENOEXEC, "libmosquitto has more import slots for %s than expected", name);
+        }
+        void *value = __atomic_load_n(address, __ATOMIC_ACQUIRE);
+        /* Bound: the C library's function; bound lazily: a stub in the library's own code. */
+        if (value != original(which) && value != replacement(which) && !inside(object, value, 1, PF_X)) {
+            return fail(plan, ENOEXEC, "libmosquitto's import slot for %s holds an unexpected address", name);
+        }
+        plan->slots[plan->count++] = (struct slot){address, which, value};
     }
-    if (!symbols || !names || !pltIsRela) return 1;
-    rewrite_table(search, base, plt, pltSize, symbols, names, relroStart, relroEnd);
-    rewrite_table(search, base, data, dataSize, symbols, names, relroStart, relroEnd);
-    return 1;
-}
-
-static int redirect(void) {
-    struct search search = {0, 0, 0};
-    dl_iterate_phdr(redirect_in, &search);
-    if (!search.found) return ENOENT;
-    if (search.failure) return search.failure;
-    /* Buffering needs all four: a buffer not dropped on close would serve a reused descriptor. */
-    if (search.patched != (1 << REDIRECTION_COUNT) - 1) return ESRCH;
     return 0;
 }
+
+/* Finds every import slot to rewrite in `object`, and checks it is as expected. */
+static int find_slots(const struct object *object, struct plan *plan) {
+    const ElfW(Dyn) *dynamic = object->dynamic;
+    if (!dynamic || !inside(object, dynamic, sizeof(*dynamic), PF_R)) {
+        return fail(plan, ENOEXEC, "%s has no dynamic section", "libmosquitto");
+    }
+    struct tables tables = {NULL, NULL, 0};
+    const ElfW(Rela) *plt = NULL, *data = NULL;
+    size_t pltSize = 0, dataSize = 0;
+    int pltIsRela = 1, entrySizes = 1, plainRel = 0;
+    for (const ElfW(Dyn) *entry = dynamic; entry->d_tag != DT_NULL; entry++) {
+        if (!inside(object, entry + 1, sizeof(*entry), PF_R)) {
+            return fail(plan, ENOEXEC, "%s's dynamic section has no end", "libmosquitto");
+        }
+        switch (entry->d_tag) {
+        case DT_SYMTAB: tables.symbols = (const ElfW(Sym) *)dynamic_address(object->base, entry->d_un.d_ptr); break;
+        case DT_STRTAB: tables.names = (const char *)dynamic_address(object->base, entry->d_un.d_ptr); break;
+        case DT_STRSZ: tables.namesSize = entry->d_un.d_val; break;
+        case DT_SYMENT: entrySizes &= entry->d_un.d_val == sizeof(ElfW(Sym)); break;
+        case DT_JMPREL: plt = (const ElfW(Rela) *)dynamic_address(object->base, entry->d_un.d_ptr); break;
+        case DT_PLTRELSZ: pltSize = entry->d_un.d_val; break;
+        case DT_PLTREL: pltIsRela = entry->d_un.d_val == DT_RELA; break;
+        case DT_RELA: data = (const ElfW(Rela) *)dynamic_address(object->base, entry->d_un.d_ptr); break;
+        case DT_RELASZ: dataSize = entry->d_un.d_val; break;
+        case DT_RELAENT: entrySizes &= entry->d_un.d_val == sizeof(ElfW(Rela)); break;
+        case DT_REL:
+        case DT_RELSZ: plainRel = 1; break;
+        }
+    }
+    if (!tables.symbols || !tables.names || tables.namesSize == 0 || !pltIsRela || !entrySizes || plainRel ||
+        !inside(object, tables.names, tables.namesSize, PF_R)) {
+        return fail(plan, ENOEXEC, "%s's symbol and relocation tables are not in the expected form", "libmosquitto");
+    }
+    int failure = scan_relocations(object, &tables, plt, pltSize, plan);
+    if (!failure) failure = scan_relocations(object, &tables, data, dataSize, plan);
+    if (failure) return failure;
+    for (int which = 0; which < REDIRECTION_COUNT; which++) {
+        int imported = 0;
+        for (int index = 0; index < plan->count; index++) imported |= plan->slots[index].which == which;
+        /* Buffering needs all four: a buffer not dropped on close would serve a reused descriptor. */
+        if (!imported) return fail(plan, ESRCH, "libmosquitto does not import %s", redirectedNames[which]);
+    }
+    return 0;
+}
+
+/* The protection of the page at `page` now, from the kernel's list of this process's
+ * mappings: the loader may have left it writable (a page that RELRO shares with data,
+ * pages larger than the linker assumed) or made it read-only, and either must stay so. */
+static int page_protection(uintptr_t page, int *protection) {
+    FILE *maps = fopen("/proc/self/maps", "re");
+    if (!maps) return errno ? errno : EACCES;
+    char *line = NULL;
+    size_t capacity = 0;
+    int failure = ENOENT;
+    while (getline(&line, &capacity, maps) > 0) {
+        unsigned long start, end;
+        char permissions[5];
+        if (sscanf(line, "%lx-%lx %4s", &start, &end, permissions) != 3) continue;
+        if (page < start || page >= end) continue;
+        *protection = (permissions[0] == 'r' ? PROT_READ : 0) | (permissions[1] == 'w' ? PROT_WRITE : 0) |
+                      (permissions[2] == 'x' ? PROT_EXEC : 0);
+        failure = 0;
+        break;
+    }
+    free(line);
+    fclose(maps);
+    return failure;
+}
+
+/* Stores `value` in `slot`, its page made writable for the store if it was not, then given
+ * back its own protection; on failure the slot keeps what it held. */
+static int store_slot(void **slot, void *value) {
+    long pageSize = sysconf(_SC_PAGESIZE);
+    if (pageSize <= 0) return EINVAL;
+    uintptr_t page = (uintptr_t)slot & ~((uintptr_t)pageSize - 1);
+    int protection;
+    int failure = page_protection(page, &protection);
+    if (failure) return failure;
+    if (protection & PROT_WRITE) {
+        __atomic_store_n(slot, value, __ATOMIC_RELEASE);
+        return 0;
+    }
+    /* Only ever adds write access for a moment: another thread using the page meanwhile
+     * loses nothing it had. */
+    if (mprotect((void *)page, (size_t)pageSize, protection | PROT_WRITE) != 0) return errno;
+    void *before = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+    __atomic_store_n(slot, value, __ATOMIC_RELEASE);
+    if (mprotect((void *)page, (size_t)pageSize, protection) != 0) {
+        failure = errno;
+        __atomic_store_n(slot, before, __ATOMIC_RELEASE);
+        return failure;
+    }
+    return 0;
+}
+
+/* Rewrites every slot of `plan` (to the replacements, or back to the C library's
+ * functions), or none. `failAtStep` (tests) makes that step fail as a store would. */
+static int apply(struct plan *plan, int redirecting, int failAtStep) {
+    for (int step = 0; step < plan->count; step++) {
+        struct slot *slot = &plan->slots[step];
+        void *value = redirecting ? replacement(slot->which) : original(slot->which);
+        int failure = step == failAtStep ? EIO : store_slot(slot->address, value);
+        if (failure) {
+            for (int done = step - 1; done >= 0; done--) store_slot(plan->slots[done].address, plan->slots[done].value);
+            snprintf(plan->why, FAILURE_TEXT, "cannot rewrite libmosquitto's import slot for %s: %s",
+                     redirectedNames[slot->which], strerror(failure));
+            return failure;
+        }
+    }
+    return 0;
+}
+
+static int redirect(const char *fragment, enum mode mode, int failAtStep, char *why) {
+    why[0] = 0;
+    struct object object;
+    memset(&object, 0, sizeof(object));
+    object.fragment = fragment;
+    dl_iterate_phdr(describe_object, &object);
+    if (!object.found) {
+        snprintf(why, FAILURE_TEXT, "libmosquitto is not loaded as a shared library");
+        return ENOENT;
+    }
+    struct plan plan;
+    memset(&plan, 0, sizeof(plan));
+    plan.why = why;
+    int failure = find_slots(&object, &plan);
+    return failure || mode == CHECK ? failure : apply(&plan, mode == REDIRECT, failAtStep);
+}
 #else
-static int redirect(void) { return ENOTSUP; }
+static int redirect(const char *fragment, enum mode mode, int failAtStep, char *why) {
+    (void)fragment, (void)mode, (void)failAtStep;
+    snprintf(why, FAILURE_TEXT, "no support for this processor architecture");
+    return ENOTSUP;
+}
 #endif
 
 static pthread_once_t installOnce = PTHREAD_ONCE_INIT;
+static char installFailure[FAILURE_TEXT];
 
 static void install_once(void) {
-    atomic_store(&installResult, redirect());
+    atomic_store(&installResult, redirect("/libmosquitto.so", REDIRECT, -1, installFailure));
 }
 
 /* MARK: The interface */
@@ -296,12 +534,27 @@ int livedata_io_install(void) {
     return atomic_load(&installResult);
 }
 
-void livedata_io_claim_pairs(int on) {
-    claimingPairs = on;
+const char *livedata_io_install_failure(void) {
+    return atomic_load(&installResult) > 0 ? installFailure : "";
 }
 
-int livedata_io_attach(int fd) {
-    if (atomic_load(&installResult) != 0) return ENOTSUP;
+int livedata_io_claim_pairs(int on) {
+    if (on) {
+        claimingPairs = 1;
+        claimedPairs = unexpectedPairs = 0;
+        return 0;
+    }
+    claimingPairs = 0;
+    /* Marked only when it is the one pair libmosquitto is known to make: in a library that
+     * made more, or other kinds, a pair left out might be one it needs. */
+    int pairs = claimedPairs, others = unexpectedPairs, writer = claimedWriters[0];
+    claimedPairs = unexpectedPairs = 0;
+    if (pairs != 1 || others != 0 || writer < 0 || writer >= DESCRIPTOR_LIMIT) return 0;
+    atomic_store_explicit(&unusedWakeWriters[writer], 1, memory_order_relaxed);
+    return 1;
+}
+
+static int attach_connection(int fd) {
     if (fd < 0 || fd >= DESCRIPTOR_LIMIT) return EBADF;
     struct connection *connection = calloc(1, sizeof(struct connection));
     if (!connection) return ENOMEM;
@@ -310,9 +563,16 @@ int livedata_io_attach(int fd) {
         free(connection);
         return ENOMEM;
     }
+    connection->serial = atomic_fetch_add_explicit(&attachments, 1, memory_order_relaxed) + 1;
     struct connection *earlier = atomic_exchange_explicit(&connections[fd], connection, memory_order_acq_rel);
     if (earlier) release(earlier);
     return 0;
+}
+
+int livedata_io_attach(int fd) {
+    /* Without the redirected close, nothing would drop the buffers with the descriptor. */
+    if (atomic_load(&installResult) != 0) return ENOTSUP;
+    return attach_connection(fd);
 }
 
 size_t livedata_io_buffered_input(int fd) {
@@ -344,4 +604,50 @@ livedata_io_counters livedata_io_counters_read(void) {
         atomic_load_explicit(&counters[SKIPPED_WAKE_WRITES], memory_order_relaxed),
     };
     return result;
+}
+
+/* MARK: For tests */
+
+int livedata_io_test_attach(int fd) {
+    return attach_connection(fd);
+}
+
+uint64_t livedata_io_test_attachment(int fd) {
+    struct connection *connection = attached(fd);
+    return connection ? connection->serial : 0;
+}
+
+ssize_t livedata_io_test_read(int fd, void *buffer, size_t length) {
+    return buffered_read(fd, buffer, length);
+}
+
+ssize_t livedata_io_test_write(int fd, const void *buffer, size_t length) {
+    return buffered_write(fd, buffer, length);
+}
+
+int livedata_io_test_close(int fd) {
+    return buffered_close(fd);
+}
+
+int livedata_io_test_socketpair(int domain, int type, int protocol, int descriptors[2]) {
+    return claiming_socketpair(domain, type, protocol, descriptors);
+}
+
+int livedata_io_test_unused_wake_writer(int fd) {
+    return fd >= 0 && fd < DESCRIPTOR_LIMIT && atomic_load_explicit(&unusedWakeWriters[fd], memory_order_relaxed);
+}
+
+static int test_redirect(const char *fragment, enum mode mode, int failAtStep, char *why, size_t length) {
+    char text[FAILURE_TEXT];
+    int result = redirect(fragment, mode, failAtStep, text);
+    if (why && length > 0) snprintf(why, length, "%s", text);
+    return result;
+}
+
+int livedata_io_test_check(const char *fragment, char *why, size_t length) {
+    return test_redirect(fragment, CHECK, -1, why, length);
+}
+
+int livedata_io_test_redirect(const char *fragment, int on, int failAtStep, char *why, size_t length) {
+    return test_redirect(fragment, on ? REDIRECT : PUT_BACK, failAtStep, why, length);
 }

@@ -78,11 +78,12 @@ public struct BrokerSettings: Sendable, Equatable {
     public var qos = 1
     /// `cleanStart`, default false: a persistent session keeps updates while the daemon is down.
     public var cleanStart = false
-    /// `bufferedSocket`, default true: libmosquitto's socket reads and writes go through
-    /// buffers, a few system calls per network pass instead of about five per message;
-    /// false gives libmosquitto's own calls. Plain TCP only; TLS connections are never
-    /// buffered.
-    public var bufferedSocket = true
+    /// `bufferedSocket`, default false: true sends libmosquitto's socket reads and writes
+    /// through buffers, a few system calls per network pass instead of about five per
+    /// message (it reaches into libmosquitto's import table, so it is opt-in; a library it
+    /// cannot reach keeps its own calls, with a notice). Plain TCP only; TLS connections are
+    /// never buffered.
+    public var bufferedSocket = false
     /// `outputConnection`, default true: the daemon publishes on a second connection of its
     /// own (client id `{clientId}-output`) rather than on the one it receives on. mosquitto
     /// reads one packet from each ready connection in turn, and one connection would carry

@@ -175,8 +175,8 @@ struct DaemonTests {
         #expect(metrics.body.contains("livedata_updates_applied_total 1"))
         #expect(metrics.body.contains("livedata_locations_tracked 1"))
         #expect(metrics.body.contains("livedata_broker_connected 1"))
-        // Both connections (receiving and output), plain TCP: buffered.
-        #expect(metrics.body.contains("livedata_socket_buffered_connections 2"))
+        // Buffered socket calls are opt-in: with the defaults, neither connection.
+        #expect(metrics.body.contains("livedata_socket_buffered_connections 0"))
         #expect(metrics.body.contains("livedata_processing_seconds_count 1"))
         // Writing needs the token; with it, hiding the layer re-publishes the location as not visible.
         #expect(try await LoopbackHTTP.request("PUT", port: port, path: "/v1/layers/occupancy", body: #"{"hidden": true}"#).status == 401)
@@ -326,7 +326,7 @@ struct DaemonTests {
         #expect(ended.status == 0, "stderr: \(ended.standardError.suffix(3000))")
     }
 
-    @Test("an oversize payload (a 3.1.1 session, where the broker cannot be asked for a maximum) is refused unread and counted; the next update applies")
+    @Test("an oversize payload (a 3.1.1 session, where the broker cannot be asked for a maximum) is refused unread and counted; the next update applies; with buffered socket calls opted in, on both connections")
     func oversizePayload() async throws {
         let broker = try await MosquittoBroker.start()
         let yaml = """
@@ -338,8 +338,10 @@ struct DaemonTests {
               - {name: occupied, domain: occupancy, when: nrOfPeople > 0, style: {polygonFillColor: "#D64545"}}
             limits: {payloadSize: 4096}
             """
-        let daemon = try await startDaemon(port: broker.port, yaml: yaml, brokerOptions: ", protocol: mqtt311")
+        // Buffered, the 100 kB payload is more than the socket layer's 64 KiB input buffer.
+        let daemon = try await startDaemon(port: broker.port, yaml: yaml, brokerOptions: ", protocol: mqtt311, bufferedSocket: true")
         #expect(await daemon.notify.wait(for: "READY=1"))
+        #expect(try await waitForMetric(daemon, "livedata_socket_buffered_connections", atLeast: 2) == 2)
         let sensor = try await client(broker)
         let (watcher, inbox) = try await self.watcher(broker)
         let big = String(repeating: "x", count: 100_000)

@@ -42,6 +42,27 @@ struct ConfigReferenceTests {
         }
     }
 
+    @Test("the default the reference gives a switch is the loader's")
+    func switchDefaultsMatchTheLoader() throws {
+        // Each switch the reference gives a plain `true` or `false` for.
+        let switches: [String: KeyPath<LiveDataConfig, Bool>] = [
+            "broker.cleanStart": \.broker.cleanStart,
+            "broker.bufferedSocket": \.broker.bufferedSocket,
+            "broker.outputConnection": \.broker.outputConnection,
+            "output.retain": \.output.retain,
+        ]
+        let defaults = try LiveDataConfig.parse(yaml: "rules: []\n", file: "t.yaml")
+        for row in try Self.referenceRows() where row.count == 4 && row[1] == "boolean" {
+            let key = row[0].trimmingCharacters(in: CharacterSet(charactersIn: "`"))
+            guard let documented = ["`true`": true, "`false`": false][row[2]] else { continue }
+            guard let path = switches[key] else {
+                Issue.record("\(key): add it to the switches of this test")
+                continue
+            }
+            #expect(defaults[keyPath: path] == documented, "README.md gives \(key) the default \(row[2])")
+        }
+    }
+
     @Test("the loader refuses a key the reference does not list, naming the section's keys")
     func unknownKeyRefused() {
         var message = ""

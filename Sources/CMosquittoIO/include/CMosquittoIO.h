@@ -3,6 +3,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /*
  * Buffered socket I/O under libmosquitto.
@@ -22,17 +23,27 @@
  */
 
 /// Redirects libmosquitto's socket calls; 0 on success (also when already done), else an
-/// errno value: ENOENT when libmosquitto is not loaded as a shared library, ENOTSUP on an
-/// architecture without support, ESRCH when its imports are not found.
+/// errno value, and libmosquitto keeps its own calls: ENOENT when libmosquitto is not loaded
+/// as a shared library, ENOTSUP on an architecture without support, ESRCH when it does not
+/// import all four calls, EXDEV when it imports another call that would reach its socket
+/// around the buffers (recv, send, readv...), ENOEXEC when its tables or import slots are
+/// not as expected, or the error of making a slot's page writable. All slots are
+/// rewritten, or none. Each page keeps the protection it had.
 int livedata_io_install(void);
 
-/// While on (this thread only), the socket pairs that libmosquitto makes are marked as
-/// unused wake-up pairs: set around `mosquitto_new` by a client that never calls
-/// `mosquitto_loop`, `mosquitto_loop_forever` or `mosquitto_loop_start`.
-void livedata_io_claim_pairs(int on);
+/// Why `livedata_io_install` failed, a sentence for the log; "" when it did not.
+const char *livedata_io_install_failure(void);
 
-/// Gives the connected socket `fd` an input buffer and output collection; 0 or an errno value.
-/// Undone when libmosquitto closes the descriptor.
+/// While on (this thread only), the socket pairs that libmosquitto makes are noted; when
+/// turned off, the write end of the one pair made meanwhile is marked as an unused wake-up
+/// pair and 1 returned (0, and nothing marked, when there was not exactly one). Set around
+/// `mosquitto_new` by a client that never calls `mosquitto_loop`, `mosquitto_loop_forever`
+/// or `mosquitto_loop_start`.
+int livedata_io_claim_pairs(int on);
+
+/// Gives the connected socket `fd` an input buffer and output collection; 0 or an errno value
+/// (ENOTSUP unless `livedata_io_install` succeeded). Undone when libmosquitto closes the
+/// descriptor: what was collected goes out if the socket takes it at once, else is dropped.
 int livedata_io_attach(int fd);
 
 /// Bytes read from `fd` that libmosquitto has not taken yet (invisible to `poll`).
@@ -58,5 +69,30 @@ typedef struct {
 } livedata_io_counters;
 
 livedata_io_counters livedata_io_counters_read(void);
+
+/*
+ * For tests only: the daemon never calls these. They reach the replacement calls without
+ * libmosquitto, and run the redirection on any loaded shared object.
+ */
+
+/// `livedata_io_attach` without its check that the redirection is in place.
+int livedata_io_test_attach(int fd);
+/// A number for `fd`'s attachment, new with each; 0 when not attached.
+uint64_t livedata_io_test_attachment(int fd);
+/// The replacements of `read`, `write`, `close` and `socketpair`.
+ssize_t livedata_io_test_read(int fd, void *buffer, size_t length);
+ssize_t livedata_io_test_write(int fd, const void *buffer, size_t length);
+int livedata_io_test_close(int fd);
+int livedata_io_test_socketpair(int domain, int type, int protocol, int descriptors[2]);
+/// 1 when writes to `fd` are left out (an unused wake-up pair's write end).
+int livedata_io_test_unused_wake_writer(int fd);
+/// Runs the checks of `livedata_io_install` on the first loaded object whose path contains
+/// `fragment`, changing nothing; 0 or the errno value install would return, and the reason
+/// in `why` (`length` bytes).
+int livedata_io_test_check(const char *fragment, char *why, size_t length);
+/// Redirects (`on` 1) that object's imports as install does libmosquitto's, or points them
+/// back at the C library's functions (`on` 0); `failAtStep` >= 0 makes that slot's rewrite
+/// fail with EIO (-1: none).
+int livedata_io_test_redirect(const char *fragment, int on, int failAtStep, char *why, size_t length);
 
 #endif

@@ -236,13 +236,27 @@ extension ClientCore {
 
     /// Writes everything queued into the socket's buffer, then sends the buffer in one
     /// call (what the socket does not take now goes in a later pass, before anything newer).
+    ///
+    /// While earlier output still waits for the socket, libmosquitto writes nothing more:
+    /// its packets stay queued, as they would with its own calls on a full socket, and the
+    /// buffer does not grow behind a peer that reads slowly. A DISCONNECT then comes after
+    /// the rest is out, and the close it brings finds little or nothing to send (a close
+    /// never waits for the socket; see `buffered_close`).
     private func bufferedWritePass(_ socket: Int32) -> Int32 {
+        if livedata_io_pending_output(socket) > 0 {
+            let flushed = livedata_io_flush(socket)
+            if flushed < 0 {
+                // The socket failed: the next read finds out, and libmosquitto closes it.
+                shutdown(socket, Int32(SHUT_RDWR))
+            }
+            if flushed != 0 { return MOSQ_ERR_SUCCESS.raw }
+        }
         livedata_io_collect(socket)
         let code = mosquitto_loop_write(mosq, 1)
         let savedErrno = errno
-        // A DISCONNECT closes the socket as it goes, and the close sends what was collected.
+        // A DISCONNECT closes the socket as it goes, and the close sends what the socket
+        // takes of what was collected.
         if mosquitto_socket(mosq) == socket && livedata_io_flush(socket) < 0 {
-            // The socket failed: the next read finds out, and libmosquitto closes it.
             shutdown(socket, Int32(SHUT_RDWR))
         }
         errno = savedErrno

@@ -24,10 +24,12 @@ final class Handle: @unchecked Sendable {
     ) throws(MQTTError) {
         LibMosquitto.initialized
         self.buffered = buffered && MQTTSocketBuffering.unavailableReason == nil
-        // The wake-up pair that mosquitto_new makes is this client's, unused: mark it.
-        livedata_io_claim_pairs(self.buffered ? 1 : 0)
+        // The wake-up pair that mosquitto_new makes is this client's, unused: mark it (when
+        // the library made exactly one pair; otherwise its writes go through, as without
+        // buffering, and the read pass copes with the EAGAIN they leave).
+        _ = livedata_io_claim_pairs(self.buffered ? 1 : 0)
         let made = mosquitto_new(clientID, cleanStart, nil)
-        livedata_io_claim_pairs(0)
+        _ = livedata_io_claim_pairs(0)
         guard let mosq = made else {
             throw .library(function: "mosquitto_new", code: MOSQ_ERR_NOMEM.raw, reason: "out of memory or invalid client id")
         }

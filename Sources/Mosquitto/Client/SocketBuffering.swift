@@ -19,14 +19,21 @@ import Glibc
 ///   network loop never waits in `mosquitto_loop`, and wakes through its own eventfd.
 ///
 /// Every other descriptor goes straight to the C library, and so does everything when
-/// the redirection cannot be made (libmosquitto linked statically, an unknown
-/// architecture): the client then works as before, with a call per step.
+/// the redirection cannot be made: libmosquitto linked statically, an unknown architecture,
+/// or a libmosquitto whose imports are not as expected (one that imports `recv` or `send`,
+/// say, which would reach the socket around the buffers). The redirection is checked in
+/// full before anything is changed, and made for all four calls or none; the client then
+/// works as before, with a call per step. Off unless asked for (`bufferedSocket`): it
+/// reaches into libmosquitto's import table, which the library does not offer as an
+/// interface.
 public enum MQTTSocketBuffering {
-    /// Made once per process, before the first client is created: `nil` when it is in
-    /// place, else why not.
+    /// Made once per process, when the first client that asks for buffering is created:
+    /// `nil` when it is in place, else why not.
     public static let unavailableReason: String? = {
         let code = livedata_io_install()
-        return code == 0 ? nil : String(cString: strerror(code))
+        guard code != 0 else { return nil }
+        let reason = String(cString: livedata_io_install_failure())
+        return reason.isEmpty ? String(cString: strerror(code)) : reason
     }()
 
     /// What the buffers did since the process started.

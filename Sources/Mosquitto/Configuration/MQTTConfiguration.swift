@@ -41,8 +41,10 @@ public struct MQTTConfiguration: Sendable {
     /// Serve libmosquitto's socket reads from a buffer filled by one system call, collect
     /// its writes for one call per pass, and leave out its writes to a wake-up pair nobody
     /// reads (see ``MQTTSocketBuffering``): a few system calls per pass instead of about
-    /// five per packet. Plain TCP only (TLS keeps libmosquitto's own calls). Default on;
-    /// off gives libmosquitto's own calls, one or more per packet.
+    /// five per packet. Plain TCP only (TLS keeps libmosquitto's own calls). Default off
+    /// (libmosquitto's own calls, one or more per packet): the buffers reach into
+    /// libmosquitto's import table, which is no interface of the library; a library whose
+    /// imports are not as expected keeps its own calls, with a notice in the log.
     public var bufferedSocket: Bool
 
     public init(
@@ -52,7 +54,7 @@ public struct MQTTConfiguration: Sendable {
         credentials: MQTTCredentials? = nil, tls: MQTTTLSConfiguration? = nil, will: MQTTWill? = nil,
         reconnect: MQTTBackoff = MQTTBackoff(), maximumPacketSize: UInt32? = nil,
         passInterval: Duration = .milliseconds(1), sendMaximum: Int = 1000, receiveMaximum: Int = 1000,
-        bufferedSocket: Bool = true
+        bufferedSocket: Bool = false
     ) {
         self.host = host
         self.port = port
