@@ -24,10 +24,14 @@ public final class MosquittoBroker: Sendable {
         public var dynamicSecurity: DynamicSecurity?
         /// Extra configuration lines.
         public var extra: [String] = []
+        /// Bridges to other brokers, written after everything else (a bridge's options
+        /// follow its `connection` line).
+        public var bridges: [Bridge] = []
 
         public init(
             users: [String: String] = [:], acl: String? = nil, tls: TLSMaterial? = nil,
-            requireClientCertificate: Bool = false, dynamicSecurity: DynamicSecurity? = nil, extra: [String] = []
+            requireClientCertificate: Bool = false, dynamicSecurity: DynamicSecurity? = nil, extra: [String] = [],
+            bridges: [Bridge] = []
         ) {
             self.dynamicSecurity = dynamicSecurity
             self.users = users
@@ -35,7 +39,48 @@ public final class MosquittoBroker: Sendable {
             self.tls = tls
             self.requireClientCertificate = requireClientCertificate
             self.extra = extra
+            self.bridges = bridges
         }
+    }
+
+    /// A bridge from this broker to another one on loopback: mosquitto's `connection`
+    /// section, with persistent sessions on both sides (`cleansession false`), so that a
+    /// QoS 1 message published while the link is down waits in the bridge's queue.
+    public struct Bridge: Sendable {
+        /// The connection's name.
+        public var name: String
+        /// The other broker's loopback port.
+        public var remotePort: Int
+        /// The client id at the other broker, which names the bridge's state topic there and
+        /// here (`$SYS/broker/connection/{remoteClientID}/state`, `1` or `0`); two bridges
+        /// into one broker need two.
+        public var remoteClientID: String
+        /// `topic` lines' arguments: `pattern [in|out|both [qos]]`.
+        public var topics: [String]
+        /// More lines of the section.
+        public var extra: [String]
+
+        public init(name: String, remotePort: Int, remoteClientID: String, topics: [String], extra: [String] = []) {
+            self.name = name
+            self.remotePort = remotePort
+            self.remoteClientID = remoteClientID
+            self.topics = topics
+            self.extra = extra
+        }
+
+        var lines: [String] {
+            [
+                "connection \(name)",
+                "address 127.0.0.1:\(remotePort)",
+                "remote_clientid \(remoteClientID)",
+                "cleansession false",
+                // A test cannot wait mosquitto's default 5 to 30 s for the link to come back.
+                "restart_timeout 1",
+            ] + topics.map { "topic \($0)" } + extra
+        }
+
+        /// The topic of the bridge's state (`1` connected, `0` not), retained on both brokers.
+        public var stateTopic: String { "$SYS/broker/connection/\(remoteClientID)/state" }
     }
 
     public enum Failure: Error, CustomStringConvertible {
@@ -185,6 +230,7 @@ public final class MosquittoBroker: Sendable {
             ]
         }
         lines += options.extra
+        lines += options.bridges.flatMap(\.lines)
         let file = directory.appendingPathComponent("mosquitto.conf")
         try (lines.joined(separator: "\n") + "\n").write(to: file, atomically: true, encoding: .utf8)
         try makeReadable(file)
