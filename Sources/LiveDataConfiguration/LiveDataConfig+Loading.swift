@@ -82,7 +82,11 @@ extension LiveDataConfig {
         for (key, _, value) in reader.mapping(root, "the config file", allowed: ConfigKeys.keys(of: "")) {
             switch key {
             case "instance": config.instance = reader.nonEmptyString(value, "instance")
-            case "partition": config.partition = readPartition(value, reader)
+            case "partition":
+                config.partition = readPartition(value, reader)
+                if case .mapping(let members) = value, let bridge = members["bridge"] {
+                    config.bridge = reader.nonEmptyString(bridge, "partition.bridge")
+                }
             case "broker": config.broker = readBroker(value, reader, resolver)
             case "subscriptions": config.subscriptions = readSubscriptions(value, reader)
             case "domains": domains = readDomains(value, reader)
@@ -252,6 +256,7 @@ extension LiveDataConfig {
         for (key, _, value) in reader.mapping(node, "partition", allowed: ConfigKeys.keys(of: "partition")) {
             switch key {
             case "name": name = reader.nonEmptyString(value, "partition.name")
+            case "bridge": break  // read by the caller: it is not the partition's, but this daemon's
             case "owns":
                 ownsNode = value
                 for item in reader.sequence(value, "partition.owns") {

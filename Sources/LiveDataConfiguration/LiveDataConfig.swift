@@ -23,6 +23,10 @@ public struct LiveDataConfig: Sendable {
     /// `partition: {name, owns}`: the venues or buildings this daemon owns when several share
     /// the broker; none: it owns everything.
     public var partition: Partition?
+    /// `partition.bridge`: the `remote_clientid` of the bridge that carries this daemon's
+    /// broker to a central one; when it comes back up, the daemon publishes its recent
+    /// clears again (a bridge may have lost them while down). None: no bridge watched.
+    public var bridge: String?
     /// This daemon's name: `instance`, else the broker client id.
     public var instanceName: String { instance ?? broker.clientId }
 

@@ -36,6 +36,9 @@ struct PartitionConfigTests {
         #expect(plain.partitionSubscriptions == plain.subscriptions)
         let unnamed = try LiveDataConfig.parse(yaml: "broker: {clientId: solo}\npartition: {name: p, owns: [{dataset: ds1}]}", file: "test.yaml")
         #expect(unnamed.statusInstance == "solo", "the instance defaults to the client id")
+        #expect(unnamed.bridge == nil)
+        let bridged = try LiveDataConfig.parse(yaml: "partition: {name: p, owns: [{dataset: ds1}], bridge: edge-east}", file: "test.yaml")
+        #expect(bridged.bridge == "edge-east" && bridged.partition?.name == "p")
     }
 
     @Test(

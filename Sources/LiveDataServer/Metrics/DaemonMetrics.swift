@@ -96,6 +96,9 @@ public final class DaemonMetrics: Sendable {
             "locations_handed_over", "Locations that moved into another partition's building: their old style cleared, the other daemon's now.",
             statistics.handOvers)
         total(
+            "bridge_recoveries", "Times the watched bridge (partition.bridge) came back up and the recent clears were published again.",
+            statistics.bridgeRecoveries)
+        total(
             "legend_conflicts", "Retained legends of a served dataset found differing from this daemon's (another daemon's rules disagree).",
             statistics.legendConflicts)
         gauge("ready", "1 when restored, connected, subscribed and converged.", ready ? 1 : 0)

@@ -22,6 +22,7 @@ extension LivePipeline {
             try await subscribe(criteria.filter.string, qos: qos)
         }
         for filter in arrivalFilters { try await subscribe(filter, qos: .atLeastOnce) }
+        if let bridgeStateTopic { try await subscribe(bridgeStateTopic, qos: .atLeastOnce) }
     }
 
     func subscribe(_ filter: String, qos: MQTTQoS) async throws {

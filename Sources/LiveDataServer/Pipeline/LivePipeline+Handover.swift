@@ -69,4 +69,33 @@ extension LivePipeline {
         }
         clear(old)
     }
+
+    /// The watched bridge's state (`1` up, `0` down). A bridge that was down may have lost
+    /// the clears made meanwhile (mosquitto's drops what finds its queue full, and a
+    /// reconnection sends only what the broker still retains): when it is back, the recent
+    /// clears that are still right go out again.
+    func bridgeState(_ payload: UnsafeRawBufferPointer) {
+        let up = payload.count == 1 && payload[0] == UInt8(ascii: "1")
+        defer { bridgeUp = up }
+        guard up, bridgeUp == false, !publisher.clears.isEmpty else { return }
+        bridgeRecoveries += 1
+        // What is retained at the edge the bridge sends by itself on reconnecting: only the
+        // clears still right (nothing there now) go out again.
+        var count = 0
+        for topic in Set(publisher.clears) {
+            if let address = topics.address(ofStyleTopic: topic) {
+                guard core.store[address] == nil else { continue }
+            } else if let place = topics.place(ofSummaryTopic: topic) {
+                guard (core.store.summaries.summary(place)?.locations ?? 0) == 0 else { continue }
+            } else {
+                continue
+            }
+            publisher.send(Publication(topic: topic, payload: [], retain: true))
+            count += 1
+        }
+        logger.notice(
+            "the bridge to the central broker is back: \(count) recent clears published again (a bridge may lose them while down)",
+            metadata: ["mqtt.topic": "\(bridgeStateTopic ?? "")"])
+        drainOutput()
+    }
 }

@@ -44,6 +44,8 @@ extension LivePipeline {
         public var convergenceShortReads = 0
         /// Locations handed over to another partition's daemon (they moved there).
         public var handOvers = 0
+        /// Times the watched bridge came back and the recent clears went out again.
+        public var bridgeRecoveries = 0
     }
 
     public var statistics: Statistics {
@@ -58,6 +60,7 @@ extension LivePipeline {
             convergenceRead: runs.read + (runs.reader?.count ?? 0), convergenceProgress: runs.reader?.count ?? 0,
             processed: processed, events: events.statistics,
             bufferedConnections: connections.filter { $0.socketBuffered == true }.count, legendConflicts: legendConflicts,
-            convergenceShortReads: runs.shortReads, handOvers: handOvers)
+            convergenceShortReads: runs.shortReads, handOvers: handOvers,
+            bridgeRecoveries: bridgeRecoveries)
     }
 }

@@ -53,6 +53,12 @@ public actor LivePipeline {
     let arrivalPrefix: String?
     /// Locations handed over to another partition's daemon.
     var handOvers = 0
+    /// `$SYS/broker/connection/{partition.bridge}/state`, when a bridge is watched, and its
+    /// last value (see ``bridgeState(_:)``).
+    let bridgeStateTopic: String?
+    var bridgeUp: Bool?
+    /// Times the watched bridge came back and the recent clears went out again.
+    var bridgeRecoveries = 0
     /// While the start replays the journal: changes are not published (see ``converge()``).
     var replaying = false
     /// Until the first convergence after the start has finished, the versions the state
@@ -112,6 +118,7 @@ public actor LivePipeline {
         self.logger = logger
         topics = config.outputFormat
         arrivalPrefix = config.partition != nil ? "\(config.output.prefix)/arrival/" : nil
+        bridgeStateTopic = config.bridge.map { "$SYS/broker/connection/\($0)/state" }
         publisher = Publisher(client: self.output, qos: MQTTQoS(rawValue: Int32(config.output.qos)) ?? .atLeastOnce, topics: topics)
         coalescer = config.output.minInterval > .zero ? PublishCoalescer(interval: config.output.minInterval) : nil
         core = LiveCore(
@@ -237,6 +244,10 @@ public actor LivePipeline {
         if journalEnd > snapshots.appliedPosition { snapshots.appliedPosition = journalEnd }
         if let arrivalPrefix, topic.hasPrefix(arrivalPrefix) {
             arrival(payload)
+            return
+        }
+        if let bridgeStateTopic, topic == bridgeStateTopic {
+            bridgeState(payload)
             return
         }
         processed += 1

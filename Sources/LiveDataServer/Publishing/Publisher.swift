@@ -48,6 +48,17 @@ struct Publisher {
     private var overflowedAt: Int?
     static let recentLimit = 1_000_000
 
+    /// The retained topics cleared lately (an empty retained payload), oldest first, at most
+    /// ``clearsLimit``: a bridge that lost some while its link was down gets them again
+    /// (see `LivePipeline+Handover.swift`).
+    private(set) var clears: [String] = []
+    static let clearsLimit = 100_000
+
+    private mutating func rememberClear(_ topic: String) {
+        if clears.count >= 2 * Self.clearsLimit { clears.removeFirst(Self.clearsLimit) }
+        clears.append(topic)
+    }
+
     /// Whether ``recent`` holds every topic handed over since the last acknowledged marker.
     var recentIsWhole: Bool { overflowedAt == nil }
 
@@ -165,6 +176,7 @@ struct Publisher {
         do throws(MQTTError) {
             try client.send(topic, payload: publication.payload, qos: qos, retain: publication.retain, origin: entry.since)
             if case .change = entry.item { changes += 1 }
+            if publication.retain && publication.payload.isEmpty { rememberClear(topic) }
             if recent.count < Self.recentLimit && overflowedAt == nil {
                 recent.append(topic)
             } else if overflowedAt == nil {
