@@ -72,6 +72,9 @@ final class RetainedReader: Sendable {
     /// caller's task was cancelled (`CancellationError`) or the read failed: a read that did
     /// not end is never taken as complete.
     func end() async throws {
+        // A failed read stops its client first: the start may be waiting for a SUBACK that
+        // a broker which keeps closing the connection never sends.
+        if failed != nil { await stop() }
         await starting.withLock { $0 }?.value
         await stop()
         try Task.checkCancellation()

@@ -96,6 +96,9 @@ public final class DaemonMetrics: Sendable {
             "locations_handed_over", "Locations that moved into another partition's building: their old style cleared, the other daemon's now.",
             statistics.handOvers)
         total(
+            "sessions_lost", "Reconnections that found the broker had not kept the daemon's persistent session: what it had queued is lost.",
+            statistics.sessionsLost)
+        total(
             "bridge_recoveries", "Times the watched bridge (partition.bridge) came back up and the recent clears were published again.",
             statistics.bridgeRecoveries)
         total(

@@ -39,6 +39,7 @@ extension LivePipeline {
 
     /// A connection's state changed (from its event stream).
     func connection(_ connection: ConnectionPair.Connection, _ state: MQTTConnectionState) {
+        if connection == .receiving, state == .connected { noteSession() }
         if connectionPair.changed(connection, to: state) == .connected { connected() }
     }
 
@@ -99,5 +100,18 @@ extension LivePipeline {
             logger.warning("could not publish offline: \(error)")
         }
         timeout.cancel()
+    }
+
+    /// A broker that did not keep the receiving connection's session after the first
+    /// connection (a persistent one: `broker.cleanStart: false`) dropped whatever it had
+    /// queued for the daemon: said loudly, since nothing else shows the loss (ejabberd
+    /// closes a session whose queue passes its `max_queue`; a broker restarted without
+    /// persistence forgets every session).
+    func noteSession() {
+        defer { connectedBefore = true }
+        guard connectedBefore, !config.broker.cleanStart, !client.session.present else { return }
+        sessionsLost += 1
+        logger.warning(
+            "the broker did not keep this daemon's session: updates it had queued for the daemon are lost (a broker limit on a client's queue, such as ejabberd's max_queue, or a broker that restarted without persistence)")
     }
 }

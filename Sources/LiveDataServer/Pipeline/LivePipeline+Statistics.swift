@@ -46,6 +46,8 @@ extension LivePipeline {
         public var handOvers = 0
         /// Times the watched bridge came back and the recent clears went out again.
         public var bridgeRecoveries = 0
+        /// Reconnections that found the broker had not kept the daemon's session.
+        public var sessionsLost = 0
     }
 
     public var statistics: Statistics {
@@ -61,6 +63,6 @@ extension LivePipeline {
             processed: processed, events: events.statistics,
             bufferedConnections: connections.filter { $0.socketBuffered == true }.count, legendConflicts: legendConflicts,
             convergenceShortReads: runs.shortReads, handOvers: handOvers,
-            bridgeRecoveries: bridgeRecoveries)
+            bridgeRecoveries: bridgeRecoveries, sessionsLost: sessionsLost)
     }
 }

@@ -59,6 +59,10 @@ public actor LivePipeline {
     var bridgeUp: Bool?
     /// Times the watched bridge came back and the recent clears went out again.
     var bridgeRecoveries = 0
+    /// The receiving connection has been connected before; reconnections that found the
+    /// session gone (see ``noteSession()``).
+    var connectedBefore = false
+    var sessionsLost = 0
     /// While the start replays the journal: changes are not published (see ``converge()``).
     var replaying = false
     /// Until the first convergence after the start has finished, the versions the state
