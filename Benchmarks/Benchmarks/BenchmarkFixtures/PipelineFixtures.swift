@@ -134,3 +134,33 @@ public enum PipelineFixtures {
         return engine
     }
 }
+
+/// What the daemon publishes for the pipeline's updates: the derived changes, and each
+/// change's new style with the one it replaces at its location.
+public struct PublicationFixtures: Sendable {
+    /// The changes of the measured stream, in order.
+    public let changes: [DerivedChange]
+    /// Each change's new style and the location's style before it (empty the first time).
+    public let styles: [(new: Style, old: Style)]
+
+    /// The pipeline's venue of `locations` locations, each warmed up with `warmUp` updates,
+    /// then `updates` more: the changes these make (about four in five updates make one).
+    public init(locations: Int, warmUp: Int = 20, updates: Int) {
+        let engine = LiveCore(ruleSet: PipelineFixtures.ruleSet(), subscriptions: PipelineFixtures.subscriptions)
+        var now = LiveTimestamp(millisecondsSince1970: 1_763_720_000_000)
+        var last: [LocationAddress: Style] = [:]
+        var changes: [DerivedChange] = []
+        var styles: [(new: Style, old: Style)] = []
+        for (index, update) in PipelineFixtures.updates(count: locations * warmUp + updates, locations: locations, seed: 3).enumerated() {
+            now.millisecondsSince1970 += 1
+            guard case .changed(let change) = engine.process(topic: update.topic, payload: update.payload, receivedAt: now) else { continue }
+            let style = change.style
+            let old = last.updateValue(style, forKey: change.address) ?? Style()
+            guard index >= locations * warmUp else { continue }
+            changes.append(change)
+            styles.append((style, old))
+        }
+        self.changes = changes
+        self.styles = styles
+    }
+}
