@@ -89,6 +89,17 @@ let package = Package(
             path: "Benchmarks/RestoreBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
+        .executableTarget(
+            name: "StyleBenchmarks",
+            dependencies: [
+                "BenchmarkFixtures",
+                .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "LiveTopics", package: "livedata"),
+                .product(name: "DisplayRules", package: "livedata"),
+            ],
+            path: "Benchmarks/StyleBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
         // Not a benchmark: the pipeline's work as a plain program, for callgrind.
         .executableTarget(
             name: "PipelineProbe",
@@ -98,6 +109,17 @@ let package = Package(
                 .product(name: "LiveState", package: "livedata"),
             ],
             path: "Probes/PipelineProbe"
+        ),
+        // Not a benchmark: what a changed style costs once found (StyleBenchmarks' work),
+        // as a plain program, for callgrind and alternating runs.
+        .executableTarget(
+            name: "StyleProbe",
+            dependencies: [
+                "BenchmarkFixtures",
+                .product(name: "LiveTopics", package: "livedata"),
+                .product(name: "DisplayRules", package: "livedata"),
+            ],
+            path: "Probes/StyleProbe"
         ),
         // The start (restore and journal replay) as a plain program, for perf.
         .executableTarget(

@@ -403,14 +403,14 @@ extension LiveDataConfig {
                 style[field] = .badge(badge)
             }
         }
-        if let zoomFrom = style.zoomFrom, let zoomTo = style.zoomTo, zoomFrom > zoomTo {
+        if let zoomFrom = style[number: .zoomFrom], let zoomTo = style[number: .zoomTo], zoomFrom > zoomTo {
             reader.error(node, "\(what): zoomFrom (\(jsonNumber(zoomFrom))) is above zoomTo (\(jsonNumber(zoomTo)))")
         }
         do {
             return try StyleTemplate(style, domain: domain)
         } catch {
             // Report against whichever template failed.
-            if let label = style.label, (try? LabelTemplate(label, domain: domain)) == nil, let labelNode {
+            if let label = style[text: .label], (try? LabelTemplate(label, domain: domain)) == nil, let labelNode {
                 reader.error(labelNode, error, "\(what).label")
             } else if let badgeTextNode {
                 reader.error(badgeTextNode, error, "\(what).badge.text")

@@ -25,91 +25,91 @@ struct RuleEngineTests {
     @Test("layers override field by field: main, type, location, live rules")
     func layering() throws {
         let ruleSet = RuleSet(
-            main: try StyleTemplate(Style(visible: true, zoomFrom: 16, zoomTo: 22, polygonFillColor: Color("#E0E0E0")), domain: nil),
-            types: ["meetingroom": try StyleTemplate(Style(icon: "room.svg", polygonFillColor: Color("#C0C0FF")), domain: nil)],
-            locations: ["room-7": try StyleTemplate(Style(label: "Boardroom"), domain: nil)],
-            rules: [try rule("occupied", "nrOfPeople > 0", Style(label: "{nrOfPeople}/{capacity}", polygonFillColor: Color("#D64545")), order: 0)],
+            main: try StyleTemplate(Style([.visible: .flag(true), .zoomFrom: .number(16), .zoomTo: .number(22), .polygonFillColor: .color(Color("#E0E0E0")!)]), domain: nil),
+            types: ["meetingroom": try StyleTemplate(Style([.icon: .text("room.svg"), .polygonFillColor: .color(Color("#C0C0FF")!)]), domain: nil)],
+            locations: ["room-7": try StyleTemplate(Style([.label: .text("Boardroom")]), domain: nil)],
+            rules: [try rule("occupied", "nrOfPeople > 0", Style([.label: .text("{nrOfPeople}/{capacity}"), .polygonFillColor: .color(Color("#D64545")!)]), order: 0)],
             catalog: LocationCatalog([.init(id: "room-7", name: "Boardroom", type: "meetingroom", capacity: 10)]))
         let engine = RuleEngine(ruleSet)
 
         let empty = engine.derive(room, values: occupancy("0"))
-        #expect(empty.style == Style(visible: true, zoomFrom: 16, zoomTo: 22, icon: "room.svg", label: "Boardroom", polygonFillColor: Color("#C0C0FF")))
+        #expect(empty.style == Style([.visible: .flag(true), .zoomFrom: .number(16), .zoomTo: .number(22), .icon: .text("room.svg"), .label: .text("Boardroom"), .polygonFillColor: .color(Color("#C0C0FF")!)]))
         #expect(empty.rules == [])
 
         let busy = engine.derive(room, values: occupancy("3"))
-        #expect(busy.style.label == "3/8")
-        #expect(busy.style.polygonFillColor == Color("#D64545"))
-        #expect(busy.style.icon == "room.svg")
+        #expect(busy.style[text: .label] == "3/8")
+        #expect(busy.style[color: .polygonFillColor] == Color("#D64545"))
+        #expect(busy.style[text: .icon] == "room.svg")
         #expect(busy.rules == ["occupied"])
         #expect(busy.style.changedFields(from: empty.style) == [.label, .polygonFillColor])
 
         // The catalog's capacity stands in when the update has none.
-        #expect(engine.derive(room, values: occupancy("3", capacity: nil)).style.label == "3/10")
+        #expect(engine.derive(room, values: occupancy("3", capacity: nil)).style[text: .label] == "3/10")
     }
 
     @Test("higher priority wins; equal priorities apply in file order")
     func priority() throws {
         let ruleSet = RuleSet(rules: [
-            try rule("busy", "nrOfPeople > 0", Style(polygonFillColor: Color("#FF0000"), displayRank: 1), priority: 10, order: 0),
-            try rule("full", "nrOfPeople >= capacity", Style(polygonFillColor: Color("#800000")), priority: 20, order: 1),
-            try rule("any", "nrOfPeople >= 0", Style(polygonFillColor: Color("#00FF00"), displayRank: 9), priority: 10, order: 2),
+            try rule("busy", "nrOfPeople > 0", Style([.polygonFillColor: .color(Color("#FF0000")!), .displayRank: .integer(1)]), priority: 10, order: 0),
+            try rule("full", "nrOfPeople >= capacity", Style([.polygonFillColor: .color(Color("#800000")!)]), priority: 20, order: 1),
+            try rule("any", "nrOfPeople >= 0", Style([.polygonFillColor: .color(Color("#00FF00")!), .displayRank: .integer(9)]), priority: 10, order: 2),
         ])
         let engine = RuleEngine(ruleSet)
         let full = engine.derive(room, values: occupancy("8"))
-        #expect(full.style.polygonFillColor == Color("#800000"))
+        #expect(full.style[color: .polygonFillColor] == Color("#800000"))
         #expect(full.rules == ["busy", "any", "full"])
-        #expect(full.style.displayRank == 9)  // "any" comes after "busy" in the file
+        #expect(full.style[integer: .displayRank] == 9)  // "any" comes after "busy" in the file
         let some = engine.derive(room, values: occupancy("2"))
-        #expect(some.style.polygonFillColor == Color("#00FF00"))
+        #expect(some.style[color: .polygonFillColor] == Color("#00FF00"))
         #expect(some.legendState == "any")
     }
 
     @Test("a rule's where scope limits it to matching locations")
     func scope() throws {
         let engine = RuleEngine(RuleSet(rules: [
-            try rule("b-only", "nrOfPeople > 0", Style(icon: "b.svg"), order: 0, scope: try TopicCriteria(building: "B")),
-            try rule("c-only", "nrOfPeople > 0", Style(icon: "c.svg"), order: 1, scope: try TopicCriteria(building: "C")),
+            try rule("b-only", "nrOfPeople > 0", Style([.icon: .text("b.svg")]), order: 0, scope: try TopicCriteria(building: "B")),
+            try rule("c-only", "nrOfPeople > 0", Style([.icon: .text("c.svg")]), order: 1, scope: try TopicCriteria(building: "C")),
         ]))
-        #expect(engine.derive(room, values: occupancy("1")).style.icon == "b.svg")
+        #expect(engine.derive(room, values: occupancy("1")).style[text: .icon] == "b.svg")
         let other = LocationAddress(dataset: "ds1", venue: "hq", building: "C", floor: "F3", room: "R7", location: "room-7")
-        #expect(engine.derive(other, values: occupancy("1")).style.icon == "c.svg")
+        #expect(engine.derive(other, values: occupancy("1")).style[text: .icon] == "c.svg")
     }
 
     @Test("a rule needs its domain to have a value")
     func domainPresence() throws {
-        let engine = RuleEngine(RuleSet(rules: [try rule("idle", "not exists(nrOfPeople)", Style(icon: "idle.svg"), order: 0)]))
+        let engine = RuleEngine(RuleSet(rules: [try rule("idle", "not exists(nrOfPeople)", Style([.icon: .text("idle.svg")]), order: 0)]))
         #expect(engine.derive(room, values: LiveValues(domains: [])).rules == [])
     }
 
     @Test("zoom-range visibility")
     func zoom() {
-        let style = Style(visible: true, zoomFrom: 16, zoomTo: 20)
+        let style = Style([.visible: .flag(true), .zoomFrom: .number(16), .zoomTo: .number(20)])
         #expect(!style.isVisible(atZoom: 15.9))
         #expect(style.isVisible(atZoom: 16))
         #expect(style.isVisible(atZoom: 20))
         #expect(!style.isVisible(atZoom: 20.5))
-        #expect(!Style(visible: false).isVisible(atZoom: 18))
+        #expect(!Style([.visible: .flag(false)]).isVisible(atZoom: 18))
         #expect(Style().isVisible(atZoom: 1))
     }
 
     @Test("a hidden layer makes its locations invisible")
     func hiddenLayers() throws {
         let engine = RuleEngine(RuleSet(
-            main: try StyleTemplate(Style(visible: true), domain: nil),
-            rules: [try rule("occupied", "nrOfPeople > 0", Style(polygonFillColor: Color("#D64545")), order: 0, layer: "occupancy")]))
+            main: try StyleTemplate(Style([.visible: .flag(true)]), domain: nil),
+            rules: [try rule("occupied", "nrOfPeople > 0", Style([.polygonFillColor: .color(Color("#D64545")!)]), order: 0, layer: "occupancy")]))
         let shown = engine.derive(room, values: occupancy("1"))
-        #expect(shown.style.visible == true && shown.style.layer == "occupancy")
+        #expect(shown.style[flag: .visible] == true && shown.style[text: .layer] == "occupancy")
         let hidden = engine.derive(room, values: occupancy("1"), hiddenLayers: ["occupancy"])
-        #expect(hidden.style.visible == false)
-        #expect(engine.derive(room, values: occupancy("0"), hiddenLayers: ["occupancy"]).style.visible == true)
+        #expect(hidden.style[flag: .visible] == false)
+        #expect(engine.derive(room, values: occupancy("0"), hiddenLayers: ["occupancy"]).style[flag: .visible] == true)
     }
 
     @Test("the legend comes from the rules, highest priority first, one entry per title")
     func legend() throws {
         let ruleSet = RuleSet(rules: [
-            try rule("occupied", "nrOfPeople > 0", Style(polygonFillColor: Color("#D64545")), priority: 10, order: 0, layer: "occupancy", legend: "Occupied"),
-            try rule("full", "nrOfPeople >= capacity", Style(badge: Badge(backgroundColor: Color("#000000"))), priority: 20, order: 1, layer: "occupancy", legend: "Full"),
-            try rule("crowded", "nrOfPeople > 20", Style(polygonFillColor: Color("#D64545")), priority: 5, order: 2, legend: "Occupied"),
+            try rule("occupied", "nrOfPeople > 0", Style([.polygonFillColor: .color(Color("#D64545")!)]), priority: 10, order: 0, layer: "occupancy", legend: "Occupied"),
+            try rule("full", "nrOfPeople >= capacity", Style([.badge: .badge(Badge(backgroundColor: Color("#000000")))]), priority: 20, order: 1, layer: "occupancy", legend: "Full"),
+            try rule("crowded", "nrOfPeople > 20", Style([.polygonFillColor: .color(Color("#D64545")!)]), priority: 5, order: 2, legend: "Occupied"),
         ])
         let legend = ruleSet.legend()
         #expect(legend.entries.map(\.title) == ["Full", "Occupied"])
@@ -121,7 +121,7 @@ struct RuleEngineTests {
 
     @Test("styles print as JSON with the set fields only")
     func styleJSON() {
-        let style = Style(visible: true, zoomFrom: 16, label: "3/8", polygonFillColor: Color("#d64545"), polygonFillOpacity: 0.5, badge: Badge(text: "3", backgroundColor: Color("#000000")))
+        let style = Style([.visible: .flag(true), .zoomFrom: .number(16), .label: .text("3/8"), .polygonFillColor: .color(Color("#d64545")!), .polygonFillOpacity: .number(0.5), .badge: .badge(Badge(text: "3", backgroundColor: Color("#000000")))])
         #expect(style.json == ##"{"visible": true, "zoomFrom": 16, "label": "3/8", "polygonFillColor": "#D64545", "polygonFillOpacity": 0.5, "badge": {"text": "3", "backgroundColor": "#000000"}}"##)
     }
 

@@ -1,3 +1,4 @@
+import DisplayRules
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -232,6 +233,24 @@ struct FloorViewBrowserTests {
             let title = try await browser.run(#"return document.querySelector('[data-location="room-1"] title').textContent;"#) as? String
             #expect(title?.contains("Occupied") == true, "title: \(title ?? "")")
             try await browser.wait(#"return document.querySelector('#legend [data-state="Occupied"] .count').textContent === '1';"#)
+
+            // The script draws every field from the table the page carries: the label, the
+            // zoom range (the location hides below zoomFrom), a field no layer sets as unset.
+            #expect(
+                try await browser.run("return JSON.parse(document.body.dataset.styleFields).map((field) => field.name);") as? [String]
+                    == StyleField.allCases.map(\.rawValue))
+            #expect(try await browser.run(#"return document.querySelector('[data-location="room-1"] > text').textContent;"#) as? String == "3/8")
+            #expect(
+                try await browser.run(#"return document.querySelector('[data-location="room-1"] .shape').getAttribute('stroke');"#) as? String
+                    == "#8a93a3")
+            try await browser.run("for (let i = 0; i < 4; i++) document.getElementById('zoom-out').click();")
+            #expect(
+                try await browser.run(#"return document.querySelector('[data-location="room-1"]').classList.contains('hidden-zoom');"#) as? Bool
+                    == true, "zoom 15 is below the main style's zoomFrom 16")
+            try await browser.run("for (let i = 0; i < 4; i++) document.getElementById('zoom-in').click();")
+            #expect(
+                try await browser.run(#"return document.querySelector('[data-location="room-1"]').classList.contains('hidden-zoom');"#) as? Bool
+                    == false)
 
             // The screenshot: the pixels inside room-1 are the rule's color.
             let center = try await browser.run(

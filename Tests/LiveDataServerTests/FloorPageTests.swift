@@ -40,7 +40,8 @@ struct FloorPageTests {
     @Test("the page is floor.html with every placeholder filled")
     func page() async throws {
         var filled = String(decoding: try Self.file("floor.html"), as: UTF8.self)
-        for (placeholder, value) in [("dataset", "ds1"), ("venue", "hq"), ("building", "B"), ("floor", "F3")] {
+        let fields = htmlEscaped(FloorStyleField.json)
+        for (placeholder, value) in [("dataset", "ds1"), ("venue", "hq"), ("building", "B"), ("floor", "F3"), ("styleFields", fields)] {
             #expect(filled.contains("{{\(placeholder)}}"))
             filled = filled.replacingOccurrences(of: "{{\(placeholder)}}", with: value)
         }
@@ -69,7 +70,7 @@ struct FloorPageTests {
         let page = String(buffer: FloorPage.render(dataset: "d'1", venue: "v", building: "B", floor: #"<b>&""#))
         let floor = "&lt;b&gt;&amp;&quot;"
         #expect(page.contains("<title>livedata: floor \(floor), B</title>"))
-        #expect(page.contains(#"data-dataset="d&#39;1" data-venue="v" data-building="B" data-floor="\#(floor)">"#))
+        #expect(page.contains(#"data-dataset="d&#39;1" data-venue="v" data-building="B" data-floor="\#(floor)" "#))
         #expect(page.contains("· v · building B · floor \(floor)</h1>"))
         #expect(page.contains(#"aria-label="Locations on floor \#(floor)""#))
         #expect(!page.contains("<b>") && !page.contains("{{"))

@@ -19,14 +19,8 @@ struct GoldenStateFileTests {
     /// What the fixture holds: every style field, a badge with some fields, stale and fresh
     /// values, negative numbers, text that is not ASCII, a location never published.
     static var records: [LocationRecord] {
-        let everyField = Style(
-            visible: true, zoomFrom: 16.5, zoomTo: 22, icon: "room.svg", iconVisible: false, iconSize: 24,
-            label: "3/8 · Sål", labelVisible: true, polygonVisible: true, polygonFillColor: Color(rgb: 0xD64545),
-            polygonFillOpacity: 0.75, polygonStrokeColor: Color(rgb: 0x000001), polygonStrokeWidth: 1.5,
-            polygonStrokeOpacity: 1, badge: Badge(text: "3", textColor: Color(rgb: 0xFFFFFF), backgroundColor: Color(rgb: 0)),
-            displayRank: -3, layer: "occupancy")
-        let someFields = Style(
-            zoomTo: 19, polygonFillColor: Color(rgb: 0x4CAF50), badge: Badge(backgroundColor: Color(rgb: 0x123456)))
+        let everyField = Style([.visible: .flag(true), .zoomFrom: .number(16.5), .zoomTo: .number(22), .icon: .text("room.svg"), .iconVisible: .flag(false), .iconSize: .number(24), .label: .text("3/8 · Sål"), .labelVisible: .flag(true), .polygonVisible: .flag(true), .polygonFillColor: .color(Color(rgb: 0xD64545)), .polygonFillOpacity: .number(0.75), .polygonStrokeColor: .color(Color(rgb: 0x000001)), .polygonStrokeWidth: .number(1.5), .polygonStrokeOpacity: .number(1), .badge: .badge(Badge(text: "3", textColor: Color(rgb: 0xFFFFFF), backgroundColor: Color(rgb: 0))), .displayRank: .integer(-3), .layer: .text("occupancy")])
+        let someFields = Style([.zoomTo: .number(19), .polygonFillColor: .color(Color(rgb: 0x4CAF50)), .badge: .badge(Badge(backgroundColor: Color(rgb: 0x123456)))])
         return [
             LocationRecord(
                 address: LocationAddress(dataset: "ds1", venue: "hq", building: "B", floor: "F3", room: "R7", location: "room-7"),

@@ -16,11 +16,7 @@ struct RecordCodecTests {
                 DomainValue(domain: "co2", properties: ["co2Level": "ü 900"], timestamp: .init(millisecondsSince1970: -5), stale: true),
             ],
             published: DerivedStyle(
-                style: Style(
-                    visible: true, zoomFrom: 16.5, zoomTo: 22, icon: "room.svg", iconVisible: false, iconSize: 24, label: "3/8",
-                    labelVisible: true, polygonVisible: true, polygonFillColor: Color("#D64545"), polygonFillOpacity: 0.25,
-                    polygonStrokeColor: Color("#000001"), polygonStrokeWidth: 1.5, polygonStrokeOpacity: 1,
-                    badge: Badge(text: "3", textColor: Color("#000000"), backgroundColor: nil), displayRank: -3, layer: "occupancy"),
+                style: Style([.visible: .flag(true), .zoomFrom: .number(16.5), .zoomTo: .number(22), .icon: .text("room.svg"), .iconVisible: .flag(false), .iconSize: .number(24), .label: .text("3/8"), .labelVisible: .flag(true), .polygonVisible: .flag(true), .polygonFillColor: .color(Color("#D64545")!), .polygonFillOpacity: .number(0.25), .polygonStrokeColor: .color(Color("#000001")!), .polygonStrokeWidth: .number(1.5), .polygonStrokeOpacity: .number(1), .badge: .badge(Badge(text: "3", textColor: Color("#000000"), backgroundColor: nil)), .displayRank: .integer(-3), .layer: .text("occupancy")]),
                 rules: ["occupied", "stuffy"], legendState: "Occupied"),
             version: 300)
     }
@@ -41,7 +37,7 @@ struct RecordCodecTests {
     @Test("a damaged record with a number that is not finite, or an empty address component, is refused")
     func codecRefusesDamage() throws {
         var record = LocationRecord(address: try #require(LocationAddress(path: "ds1/hq/B/F3/R7/room-7")))
-        record.published = DerivedStyle(style: Style(iconSize: 3))
+        record.published = DerivedStyle(style: Style([.iconSize: .number(3)]))
         var bytes = RecordCodec.encode(record)
         let three = withUnsafeBytes(of: Double(3).bitPattern.littleEndian) { Array($0) }
         let at = try #require((0...(bytes.count - 8)).first { Array(bytes[$0..<($0 + 8)]) == three })

@@ -18,13 +18,13 @@ struct IncrementalDerivationTests {
                     style: try StyleTemplate(style, domain: domain), legend: name, layer: domain, priority: priority,
                     order: rules.count))
         }
-        try add("occupied", "occupancy", "nrOfPeople > 0", Style(label: "{nrOfPeople}/{capacity}", polygonFillColor: Color("#D64545")), priority: 1)
-        try add("full", "occupancy", "nrOfPeople >= capacity", Style(badge: Badge(text: "full")), priority: 5)
-        try add("booked-empty", "availability", "available == \"false\" and occupancy.nrOfPeople == 0", Style(icon: "noshow.svg"), priority: 9)
-        try add("free", "availability", "available", Style(label: "{occupancy.nrOfPeople} here", polygonFillColor: Color("#00FF00")), priority: 2)
-        try add("hot-busy", "temperature", "temperature > 25 and occupancy.nrOfPeople > 2", Style(badge: Badge(text: "{temperature}")), priority: 8)
-        try add("stuffy", "co2", "co2Level > 1000", Style(polygonStrokeWidth: 3), priority: 3, scope: try TopicCriteria(building: "b1"))
-        try add("anything", nil, "exists(nrOfPeople) or exists(co2.co2Level)", Style(displayRank: 7), priority: 4)
+        try add("occupied", "occupancy", "nrOfPeople > 0", Style([.label: .text("{nrOfPeople}/{capacity}"), .polygonFillColor: .color(Color("#D64545")!)]), priority: 1)
+        try add("full", "occupancy", "nrOfPeople >= capacity", Style([.badge: .badge(Badge(text: "full"))]), priority: 5)
+        try add("booked-empty", "availability", "available == \"false\" and occupancy.nrOfPeople == 0", Style([.icon: .text("noshow.svg")]), priority: 9)
+        try add("free", "availability", "available", Style([.label: .text("{occupancy.nrOfPeople} here"), .polygonFillColor: .color(Color("#00FF00")!)]), priority: 2)
+        try add("hot-busy", "temperature", "temperature > 25 and occupancy.nrOfPeople > 2", Style([.badge: .badge(Badge(text: "{temperature}"))]), priority: 8)
+        try add("stuffy", "co2", "co2Level > 1000", Style([.polygonStrokeWidth: .number(3)]), priority: 3, scope: try TopicCriteria(building: "b1"))
+        try add("anything", nil, "exists(nrOfPeople) or exists(co2.co2Level)", Style([.displayRank: .integer(7)]), priority: 4)
         return RuleEngine(RuleSet(rules: rules, domains: ["co2": DomainSettings(staleAfter: .seconds(30))]))
     }
 

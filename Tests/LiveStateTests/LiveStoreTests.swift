@@ -13,19 +13,19 @@ struct LiveStoreTests {
     static func engine(staleAfter: Duration? = .seconds(60)) throws -> RuleEngine {
         RuleEngine(
             RuleSet(
-                main: try StyleTemplate(Style(visible: true, polygonFillColor: Color("#E0E0E0")), domain: nil),
+                main: try StyleTemplate(Style([.visible: .flag(true), .polygonFillColor: .color(Color("#E0E0E0")!)]), domain: nil),
                 rules: [
                     Rule(
                         name: "occupied", domain: "occupancy", condition: try CompiledExpression("nrOfPeople > 0", domain: "occupancy"),
-                        style: try StyleTemplate(Style(label: "{nrOfPeople}/{capacity}", polygonFillColor: Color("#D64545")), domain: "occupancy"),
+                        style: try StyleTemplate(Style([.label: .text("{nrOfPeople}/{capacity}"), .polygonFillColor: .color(Color("#D64545")!)]), domain: "occupancy"),
                         legend: "Occupied", layer: "occupancy", priority: 10, order: 0),
                     Rule(
                         name: "vacant", domain: "occupancy", condition: try CompiledExpression("nrOfPeople == 0", domain: "occupancy"),
-                        style: try StyleTemplate(Style(polygonFillColor: Color("#4CAF50")), domain: "occupancy"),
+                        style: try StyleTemplate(Style([.polygonFillColor: .color(Color("#4CAF50")!)]), domain: "occupancy"),
                         legend: "Vacant", layer: "occupancy", priority: 10, order: 1),
                     Rule(
                         name: "booked", domain: "availability", condition: try CompiledExpression("available == \"false\"", domain: "availability"),
-                        style: try StyleTemplate(Style(icon: "booked.svg"), domain: "availability"), priority: 5, order: 2),
+                        style: try StyleTemplate(Style([.icon: .text("booked.svg")]), domain: "availability"), priority: 5, order: 2),
                 ],
                 domains: ["occupancy": DomainSettings(staleAfter: staleAfter)],
                 catalog: LocationCatalog([.init(id: "room-7", type: "meetingroom", capacity: 8)])))
@@ -124,7 +124,7 @@ struct LiveStoreTests {
         let store = LiveStore(ruleEngine: try Self.engine(staleAfter: nil))
         let first = try #require(changeOf(store.apply(try update(["nrOfPeople": "3", "capacity": "8"]), now: at(0))))
         #expect(first.version == 1)
-        #expect(first.derived.style.label == "3/8")
+        #expect(first.derived.style[text: .label] == "3/8")
         #expect(first.changed == [.visible, .label, .polygonFillColor, .layer])
         #expect(first.derived.rules == ["occupied"])
 
@@ -137,7 +137,7 @@ struct LiveStoreTests {
         // Vacant: color and label change.
         let third = try #require(changeOf(store.apply(try update(["nrOfPeople": "0", "capacity": "8"], at: 3000), now: at(3000))))
         #expect(third.changed == [.label, .polygonFillColor])
-        #expect(third.derived.style.label == nil)
+        #expect(third.derived.style[text: .label] == nil)
         #expect(third.derived.rules == ["vacant"])
         #expect(store.counters.changes == 3)
         #expect(store.counters.applied == 4)
@@ -175,7 +175,7 @@ struct LiveStoreTests {
         removal.isRemoval = true
         let change = try #require(changeOf(store.apply(removal, now: at(10))))
         #expect(change.derived.rules == [])
-        #expect(change.derived.style.polygonFillColor == Color("#E0E0E0"))
+        #expect(change.derived.style[color: .polygonFillColor] == Color("#E0E0E0"))
         #expect(change.live.isEmpty)
         #expect(store.counters.removals == 1)
         #expect(store.apply(removal, now: at(20)) == .unchanged)
@@ -228,11 +228,11 @@ struct LiveStoreTests {
         _ = store.apply(try update(["available": "false"], location: "desk-1", domain: "availability"), now: at(0))
         let hidden = store.setLayer("occupancy", hidden: true, now: at(10))
         #expect(hidden.map(\.address.location) == ["room-7"])
-        #expect(hidden.first?.derived.style.visible == false)
+        #expect(hidden.first?.derived.style[flag: .visible] == false)
         #expect(hidden.first?.changed == [.visible])
         #expect(store.setLayer("occupancy", hidden: true, now: at(20)).isEmpty)
         let shown = store.setLayer("occupancy", hidden: false, now: at(30))
-        #expect(shown.first?.derived.style.visible == true)
+        #expect(shown.first?.derived.style[flag: .visible] == true)
     }
 
     @Test("summaries per floor and building, coalesced to one per interval")
@@ -268,7 +268,7 @@ struct LiveStoreTests {
         _ = store.apply(try update(["available": "true"], location: "desk-1", domain: "availability"), now: at(0))
         #expect(store.replaceRuleEngine(try Self.engine(staleAfter: nil), now: at(1)).isEmpty)
         var ruleSet = try Self.engine(staleAfter: nil).ruleSet
-        ruleSet.main = try StyleTemplate(Style(visible: true, polygonFillColor: Color("#000000")), domain: nil)
+        ruleSet.main = try StyleTemplate(Style([.visible: .flag(true), .polygonFillColor: .color(Color("#000000")!)]), domain: nil)
         let changes = store.replaceRuleEngine(RuleEngine(ruleSet), now: at(2))
         #expect(changes.map(\.address.location) == ["desk-1"])  // room-7's color comes from its rule
     }
@@ -306,7 +306,7 @@ struct PersistenceTests {
         }
         #expect(states[0].published === states[3].published)
         #expect(states[0].published !== states[1].published)
-        #expect(store[states[1].address]?.published?.style.label == "2/8")
+        #expect(store[states[1].address]?.published?.style[text: .label] == "2/8")
 
         // 1,500 distinct labels, all held; then none of them is.
         for location in 0..<1_500 { try occupy(location, location + 1_000) }
@@ -315,7 +315,7 @@ struct PersistenceTests {
         // New keys past the next sweep's mark: the ones nobody holds go.
         for location in 1_500..<2_100 { try occupy(location, location + 10_000) }
         #expect(store.styleKeys.count <= 602, "\(store.styleKeys.count) keys pooled")
-        #expect(store[states[5].address]?.published?.style.label == "1/8")
+        #expect(store[states[5].address]?.published?.style[text: .label] == "1/8")
     }
 
     @Test("changed locations are taken once and made into records a part at a time, as they are then; one changed again meanwhile, or whose write failed, is taken again")

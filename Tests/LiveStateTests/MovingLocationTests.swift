@@ -14,11 +14,11 @@ struct MovingLocationTests {
 
     static func ruleSet(domains: [String: DomainSettings] = ["position": DomainSettings(staleAfter: .seconds(60))]) throws -> RuleSet {
         RuleSet(
-            main: try StyleTemplate(Style(visible: true, icon: "asset.svg"), domain: nil),
+            main: try StyleTemplate(Style([.visible: .flag(true), .icon: .text("asset.svg")]), domain: nil),
             rules: [
                 Rule(
                     name: "occupied", domain: "occupancy", condition: try CompiledExpression("nrOfPeople > 0", domain: "occupancy"),
-                    style: try StyleTemplate(Style(polygonFillColor: Color("#D64545")), domain: "occupancy"), legend: "Occupied",
+                    style: try StyleTemplate(Style([.polygonFillColor: .color(Color("#D64545")!)]), domain: "occupancy"), legend: "Occupied",
                     priority: 1, order: 0)
             ],
             domains: domains)
@@ -223,7 +223,7 @@ struct MovingLocationTests {
             LocationRecord(
                 address: address,
                 values: [DomainValue(domain: "position", properties: ["latitude": "1"], timestamp: Self.at(offset))],
-                published: DerivedStyle(style: Style(visible: true)), version: version)
+                published: DerivedStyle(style: Style([.visible: .flag(true)])), version: version)
         }
         // F1 (older values, higher version) is read first: the file is in row order.
         let database = try StateDatabase(path: path)

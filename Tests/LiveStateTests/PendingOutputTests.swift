@@ -50,7 +50,7 @@ struct PendingOutputTests {
         guard case .change(let newest) = first.entry.item else { Issue.record("not a change"); return }
         // The newest style, its fields counted from the style first waiting (none sent yet:
         // every field set); the lag from the oldest update behind it.
-        #expect(newest.style.polygonFillColor == Color("#4CAF50"))
+        #expect(newest.style[color: .polygonFillColor] == Color("#4CAF50"))
         #expect(newest.movedFrom == nil)
         #expect(newest.changedFields == newest.style.changedFieldSet(from: Style()))
         #expect(first.entry.since == early)
@@ -97,7 +97,7 @@ struct PendingOutputTests {
         pending.putBack(again.key, again.entry)
         let takenLast = pending.take()
         guard case .change(let kept) = try #require(takenLast).entry.item else { Issue.record("not a change"); return }
-        #expect(kept.style.label == "2/8", "the newer change stays; the one put back is dropped")
+        #expect(kept.style[text: .label] == "2/8", "the newer change stays; the one put back is dropped")
         #expect(pending.take() == nil)
     }
 

@@ -19,63 +19,63 @@ public enum PipelineFixtures {
                     order: rules.count))
         }
         // Occupancy: 12.
-        add("vacant", "occupancy", "nrOfPeople == 0", Style(polygonFillColor: Color("#4CAF50")), priority: 10)
-        add("occupied", "occupancy", "nrOfPeople > 0", Style(label: "{nrOfPeople}/{capacity}", polygonFillColor: Color("#D64545")), priority: 10)
-        add("small-group", "occupancy", "nrOfPeople > 0 and nrOfPeople <= 2", Style(polygonFillOpacity: 0.4), priority: 15)
-        add("meeting", "occupancy", "nrOfPeople > 2 and nrOfPeople <= 6", Style(polygonFillOpacity: 0.6), priority: 15)
-        add("crowd", "occupancy", "nrOfPeople > 6", Style(polygonFillOpacity: 0.8), priority: 15)
-        add("nearly-full", "occupancy", "nrOfPeople / capacity >= 0.8", Style(polygonFillColor: Color("#8E0000")), priority: 20)
-        add("full", "occupancy", "nrOfPeople >= capacity", Style(badge: Badge(text: "full", backgroundColor: Color("#000000"))), priority: 30)
-        add("over-capacity", "occupancy", "nrOfPeople > capacity", Style(badge: Badge(text: "{nrOfPeople}/{capacity}!", backgroundColor: Color("#FF0000"))), priority: 40)
+        add("vacant", "occupancy", "nrOfPeople == 0", Style([.polygonFillColor: .color(Color("#4CAF50")!)]), priority: 10)
+        add("occupied", "occupancy", "nrOfPeople > 0", Style([.label: .text("{nrOfPeople}/{capacity}"), .polygonFillColor: .color(Color("#D64545")!)]), priority: 10)
+        add("small-group", "occupancy", "nrOfPeople > 0 and nrOfPeople <= 2", Style([.polygonFillOpacity: .number(0.4)]), priority: 15)
+        add("meeting", "occupancy", "nrOfPeople > 2 and nrOfPeople <= 6", Style([.polygonFillOpacity: .number(0.6)]), priority: 15)
+        add("crowd", "occupancy", "nrOfPeople > 6", Style([.polygonFillOpacity: .number(0.8)]), priority: 15)
+        add("nearly-full", "occupancy", "nrOfPeople / capacity >= 0.8", Style([.polygonFillColor: .color(Color("#8E0000")!)]), priority: 20)
+        add("full", "occupancy", "nrOfPeople >= capacity", Style([.badge: .badge(Badge(text: "full", backgroundColor: Color("#000000")))]), priority: 30)
+        add("over-capacity", "occupancy", "nrOfPeople > capacity", Style([.badge: .badge(Badge(text: "{nrOfPeople}/{capacity}!", backgroundColor: Color("#FF0000")))]), priority: 40)
         for building in 0..<4 {
-            add("busy-b\(building)", "occupancy", "nrOfPeople >= 5", Style(icon: "busy-\(building).svg"), priority: 25, scope: try! TopicCriteria(building: "b\(building)"))
+            add("busy-b\(building)", "occupancy", "nrOfPeople >= 5", Style([.icon: .text("busy-\(building).svg")]), priority: 25, scope: try! TopicCriteria(building: "b\(building)"))
         }
         // Availability: 6.
-        add("desk-free", "availability", "available == \"true\"", Style(polygonFillColor: Color("#2E7D32")), priority: 5)
-        add("desk-booked", "availability", "available == \"false\"", Style(polygonFillColor: Color("#F9A825")), priority: 5)
-        add("booked-empty", "availability", "available == \"false\" and occupancy.nrOfPeople == 0", Style(badge: Badge(text: "no-show")), priority: 60)
-        add("desk-pending", "availability", "available == \"pending\"", Style(polygonFillColor: Color("#90CAF9")), priority: 6)
-        add("desk-disabled", "availability", "available == \"disabled\"", Style(visible: false), priority: 90)
-        add("quiet-floor-free", "availability", "available", Style(icon: "quiet.svg"), priority: 7, scope: try! TopicCriteria(floor: "f0"))
+        add("desk-free", "availability", "available == \"true\"", Style([.polygonFillColor: .color(Color("#2E7D32")!)]), priority: 5)
+        add("desk-booked", "availability", "available == \"false\"", Style([.polygonFillColor: .color(Color("#F9A825")!)]), priority: 5)
+        add("booked-empty", "availability", "available == \"false\" and occupancy.nrOfPeople == 0", Style([.badge: .badge(Badge(text: "no-show"))]), priority: 60)
+        add("desk-pending", "availability", "available == \"pending\"", Style([.polygonFillColor: .color(Color("#90CAF9")!)]), priority: 6)
+        add("desk-disabled", "availability", "available == \"disabled\"", Style([.visible: .flag(false)]), priority: 90)
+        add("quiet-floor-free", "availability", "available", Style([.icon: .text("quiet.svg")]), priority: 7, scope: try! TopicCriteria(floor: "f0"))
         // CO2: 8.
         for band in 0..<5 {
             let from = 600 + band * 150
-            add("co2-\(band)", "co2", "co2Level >= \(from) and co2Level < \(from + 150)", Style(polygonStrokeWidth: Double(band + 1)), priority: 30)
+            add("co2-\(band)", "co2", "co2Level >= \(from) and co2Level < \(from + 150)", Style([.polygonStrokeWidth: .number(Double(band + 1))]), priority: 30)
         }
-        add("co2-high", "co2", "co2Level >= 1350", Style(polygonStrokeWidth: 8), priority: 30)
-        add("stuffy", "co2", "exists(co2Level) and co2Level > 1000", Style(polygonStrokeColor: Color("#FF6F00"), badge: Badge(text: "CO2 {co2Level}")), priority: 70)
-        add("stuffy-f1", "co2", "co2Level > 900", Style(polygonStrokeColor: Color("#E65100")), priority: 71, scope: try! TopicCriteria(floor: "f1"))
+        add("co2-high", "co2", "co2Level >= 1350", Style([.polygonStrokeWidth: .number(8)]), priority: 30)
+        add("stuffy", "co2", "exists(co2Level) and co2Level > 1000", Style([.polygonStrokeColor: .color(Color("#FF6F00")!), .badge: .badge(Badge(text: "CO2 {co2Level}"))]), priority: 70)
+        add("stuffy-f1", "co2", "co2Level > 900", Style([.polygonStrokeColor: .color(Color("#E65100")!)]), priority: 71, scope: try! TopicCriteria(floor: "f1"))
         // Temperature: 8.
-        add("cold", "temperature", "temperature < 18", Style(polygonStrokeColor: Color("#1565C0")), priority: 35)
-        add("cool", "temperature", "temperature >= 18 and temperature < 20", Style(displayRank: 1), priority: 35)
-        add("comfortable", "temperature", "temperature >= 20 and temperature < 24", Style(displayRank: 2), priority: 35)
-        add("warm", "temperature", "temperature >= 24 and temperature <= 26", Style(displayRank: 3), priority: 35)
-        add("hot", "temperature", "temperature > 26", Style(polygonStrokeColor: Color("#E65100")), priority: 35)
-        add("hot-and-busy", "temperature", "temperature > 25 and occupancy.nrOfPeople > 4", Style(badge: Badge(text: "{temperature}°")), priority: 75)
-        add("server-room", "temperature", "temperature > 22", Style(icon: "server.svg"), priority: 36, scope: try! TopicCriteria(floor: "f2"))
-        add("freezing", "temperature", "temperature < 12", Style(badge: Badge(text: "cold")), priority: 80)
+        add("cold", "temperature", "temperature < 18", Style([.polygonStrokeColor: .color(Color("#1565C0")!)]), priority: 35)
+        add("cool", "temperature", "temperature >= 18 and temperature < 20", Style([.displayRank: .integer(1)]), priority: 35)
+        add("comfortable", "temperature", "temperature >= 20 and temperature < 24", Style([.displayRank: .integer(2)]), priority: 35)
+        add("warm", "temperature", "temperature >= 24 and temperature <= 26", Style([.displayRank: .integer(3)]), priority: 35)
+        add("hot", "temperature", "temperature > 26", Style([.polygonStrokeColor: .color(Color("#E65100")!)]), priority: 35)
+        add("hot-and-busy", "temperature", "temperature > 25 and occupancy.nrOfPeople > 4", Style([.badge: .badge(Badge(text: "{temperature}°"))]), priority: 75)
+        add("server-room", "temperature", "temperature > 22", Style([.icon: .text("server.svg")]), priority: 36, scope: try! TopicCriteria(floor: "f2"))
+        add("freezing", "temperature", "temperature < 12", Style([.badge: .badge(Badge(text: "cold"))]), priority: 80)
         // Humidity: 6.
-        add("dry", "humidity", "relativeHumidity < 30", Style(iconSize: 20), priority: 20)
-        add("humidity-ok", "humidity", "relativeHumidity >= 30 and relativeHumidity <= 60", Style(iconSize: 16), priority: 20)
-        add("humid", "humidity", "relativeHumidity > 60 and relativeHumidity <= 70", Style(iconSize: 22), priority: 20)
-        add("wet", "humidity", "relativeHumidity > 70", Style(badge: Badge(text: "{relativeHumidity}%")), priority: 50)
-        add("mould-risk", "humidity", "relativeHumidity > 65 and temperature.temperature > 22", Style(polygonStrokeColor: Color("#6D4C41")), priority: 55)
-        add("lab-humidity", "humidity", "relativeHumidity > 50", Style(icon: "lab.svg"), priority: 21, scope: try! TopicCriteria(building: "b3"))
+        add("dry", "humidity", "relativeHumidity < 30", Style([.iconSize: .number(20)]), priority: 20)
+        add("humidity-ok", "humidity", "relativeHumidity >= 30 and relativeHumidity <= 60", Style([.iconSize: .number(16)]), priority: 20)
+        add("humid", "humidity", "relativeHumidity > 60 and relativeHumidity <= 70", Style([.iconSize: .number(22)]), priority: 20)
+        add("wet", "humidity", "relativeHumidity > 70", Style([.badge: .badge(Badge(text: "{relativeHumidity}%"))]), priority: 50)
+        add("mould-risk", "humidity", "relativeHumidity > 65 and temperature.temperature > 22", Style([.polygonStrokeColor: .color(Color("#6D4C41")!)]), priority: 55)
+        add("lab-humidity", "humidity", "relativeHumidity > 50", Style([.icon: .text("lab.svg")]), priority: 21, scope: try! TopicCriteria(building: "b3"))
         // Counters: 5.
-        add("count-zero", "count", "count == 0", Style(labelVisible: false), priority: 10)
-        add("count-some", "count", "count > 0", Style(label: "{count}", labelVisible: true), priority: 10)
-        add("count-10", "count", "count > 10", Style(iconSize: 24), priority: 11)
-        add("count-50", "count", "count > 50", Style(iconSize: 28), priority: 12)
-        add("count-100", "count", "count > 100", Style(badge: Badge(text: "100+")), priority: 13)
+        add("count-zero", "count", "count == 0", Style([.labelVisible: .flag(false)]), priority: 10)
+        add("count-some", "count", "count > 0", Style([.label: .text("{count}"), .labelVisible: .flag(true)]), priority: 10)
+        add("count-10", "count", "count > 10", Style([.iconSize: .number(24)]), priority: 11)
+        add("count-50", "count", "count > 50", Style([.iconSize: .number(28)]), priority: 12)
+        add("count-100", "count", "count > 100", Style([.badge: .badge(Badge(text: "100+"))]), priority: 13)
         // Positions: 5.
-        add("on-floor-0", "position", "floorIndex == 0", Style(displayRank: 10), priority: 10)
-        add("on-floor-1", "position", "floorIndex == 1", Style(displayRank: 11), priority: 10)
-        add("upper-floors", "position", "floorIndex > 1", Style(displayRank: 12), priority: 10)
-        add("located", "position", "exists(latitude) and exists(longitude)", Style(iconVisible: true), priority: 5)
-        add("lost", "position", "not exists(latitude)", Style(iconVisible: false, badge: Badge(text: "?")), priority: 90)
+        add("on-floor-0", "position", "floorIndex == 0", Style([.displayRank: .integer(10)]), priority: 10)
+        add("on-floor-1", "position", "floorIndex == 1", Style([.displayRank: .integer(11)]), priority: 10)
+        add("upper-floors", "position", "floorIndex > 1", Style([.displayRank: .integer(12)]), priority: 10)
+        add("located", "position", "exists(latitude) and exists(longitude)", Style([.iconVisible: .flag(true)]), priority: 5)
+        add("lost", "position", "not exists(latitude)", Style([.iconVisible: .flag(false), .badge: .badge(Badge(text: "?"))]), priority: 90)
         precondition(rules.count == 50, "the benchmark promises 50 rules, has \(rules.count)")
         return RuleSet(
-            main: try! StyleTemplate(Style(visible: true, zoomFrom: 16, zoomTo: 22, polygonFillColor: Color("#E0E0E0")), domain: nil),
+            main: try! StyleTemplate(Style([.visible: .flag(true), .zoomFrom: .number(16), .zoomTo: .number(22), .polygonFillColor: .color(Color("#E0E0E0")!)]), domain: nil),
             rules: rules, domains: ["occupancy": DomainSettings(staleAfter: .seconds(900)), "position": DomainSettings(staleAfter: .seconds(120))])
     }
 
@@ -132,5 +132,35 @@ public enum PipelineFixtures {
             _ = engine.process(topic: topic(number, domain: "occupancy"), payload: payload, receivedAt: now)
         }
         return engine
+    }
+}
+
+/// What the daemon publishes for the pipeline's updates: the derived changes, and each
+/// change's new style with the one it replaces at its location.
+public struct PublicationFixtures: Sendable {
+    /// The changes of the measured stream, in order.
+    public let changes: [DerivedChange]
+    /// Each change's new style and the location's style before it (empty the first time).
+    public let styles: [(new: Style, old: Style)]
+
+    /// The pipeline's venue of `locations` locations, each warmed up with `warmUp` updates,
+    /// then `updates` more: the changes these make (about four in five updates make one).
+    public init(locations: Int, warmUp: Int = 20, updates: Int) {
+        let engine = LiveCore(ruleSet: PipelineFixtures.ruleSet(), subscriptions: PipelineFixtures.subscriptions)
+        var now = LiveTimestamp(millisecondsSince1970: 1_763_720_000_000)
+        var last: [LocationAddress: Style] = [:]
+        var changes: [DerivedChange] = []
+        var styles: [(new: Style, old: Style)] = []
+        for (index, update) in PipelineFixtures.updates(count: locations * warmUp + updates, locations: locations, seed: 3).enumerated() {
+            now.millisecondsSince1970 += 1
+            guard case .changed(let change) = engine.process(topic: update.topic, payload: update.payload, receivedAt: now) else { continue }
+            let style = change.style
+            let old = last.updateValue(style, forKey: change.address) ?? Style()
+            guard index >= locations * warmUp else { continue }
+            changes.append(change)
+            styles.append((style, old))
+        }
+        self.changes = changes
+        self.styles = styles
     }
 }

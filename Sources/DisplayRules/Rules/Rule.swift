@@ -33,7 +33,7 @@ public struct Rule: Sendable {
         self.priority = priority
         self.order = order
         // A rule's layer is the layer of the style it gives, unless the style names one.
-        if self.style.style.layer == nil, let layer { self.style.style.layer = layer }
+        if self.style.style[text: .layer] == nil, let layer { self.style.style[text: .layer] = layer }
     }
 
     /// The title this rule shows in the legend.

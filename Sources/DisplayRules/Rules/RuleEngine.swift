@@ -200,7 +200,7 @@ public final class RuleEngine: Sendable {
             outOfScope: outOfScope ?? program.outOfScope(address))
         let changedBit = RuleProgram.readBit(changedIndex)
         var hidden = false
-        if !hiddenLayers.isEmpty, let layer = winning(selection, location, program.layerRules, \.style.layer) {
+        if !hiddenLayers.isEmpty, let layer = winning(selection, location, program.layerRules, \.style[text: .layer]) {
             hidden = hiddenLayers.contains(layer)
         }
         // Texts are kept from the last key only when one domain changed.
@@ -248,9 +248,9 @@ public final class RuleEngine: Sendable {
     public func style(_ key: StyleKey, at address: LocationAddress) -> Style {
         let builder = layered(key.selection, locate(address, LiveValues(domains: [])))
         var style = builder.style
-        if builder.label != nil { style.label = key.label }
-        if builder.badgeText != nil { style.badge?.text = key.badgeText }
-        if key.hidden { style.visible = false }
+        if builder.label != nil { style[text: .label] = key.label }
+        if builder.badgeText != nil { style[badge: .badge]?.text = key.badgeText }
+        if key.hidden { style[flag: .visible] = false }
         return style
     }
 
@@ -260,12 +260,12 @@ public final class RuleEngine: Sendable {
     /// Without `verified` the caller vouches that the rules are these (equal fingerprints).
     public func styleKey(of derived: DerivedStyle, at address: LocationAddress, verified: Bool = true) -> StyleKey? {
         guard let selection = selection(named: derived.rules) else { return nil }
-        var key = StyleKey(selection: selection, label: derived.style.label, badgeText: derived.style.badge?.text, hidden: false)
+        var key = StyleKey(selection: selection, label: derived.style[text: .label], badgeText: derived.style[badge: .badge]?.text, hidden: false)
         guard verified else {
             // Invisible, though the layers alone would show it: its layer was hidden.
-            if derived.style.visible == false {
+            if derived.style[flag: .visible] == false {
                 let location = locate(address, LiveValues(domains: []))
-                key.hidden = winning(selection, location, program.visibleRules, \.style.visible) != false
+                key.hidden = winning(selection, location, program.visibleRules, \.style[flag: .visible]) != false
             }
             return key
         }

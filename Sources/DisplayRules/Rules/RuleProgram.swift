@@ -147,8 +147,8 @@ final class RuleProgram: @unchecked Sendable {
         }
         labelRules = selecting { $0.label != nil }
         badgeTextRules = selecting { $0.badgeText != nil }
-        layerRules = selecting { $0.style.layer != nil }
-        visibleRules = selecting { $0.style.visible != nil }
+        layerRules = selecting { $0.style[text: .layer] != nil }
+        visibleRules = selecting { $0.style[flag: .visible] != nil }
         func reads(_ template: LabelTemplate?) -> UInt64 {
             guard let template else { return 0 }
             var mask: UInt64 = 0

@@ -40,8 +40,9 @@ public struct RuleSet: Sendable {
             entries.append(
                 Legend.Entry(
                     title: title,
-                    swatch: style.polygonFillColor ?? style.badge?.backgroundColor ?? style.polygonStrokeColor,
-                    icon: style.icon, layer: rule.layer, rules: [rule.name]))
+                    swatch: style[color: .polygonFillColor] ?? style[badge: .badge]?.backgroundColor
+                        ?? style[color: .polygonStrokeColor],
+                    icon: style[text: .icon], layer: rule.layer, rules: [rule.name]))
         }
         return Legend(entries: entries)
     }
@@ -50,7 +51,7 @@ public struct RuleSet: Sendable {
     public var layers: [String] {
         var names = Set(rules.compactMap(\.layer))
         for template in [main] + Array(types.values) + Array(locations.values) {
-            if let layer = template.style.layer { names.insert(layer) }
+            if let layer = template.style[text: .layer] { names.insert(layer) }
         }
         return names.sorted()
     }

@@ -10,8 +10,8 @@ public struct StyleTemplate: Sendable {
     /// - Throws: ``ExpressionError`` for a malformed template.
     public init(_ style: Style, domain: String?) throws(ExpressionError) {
         self.style = style
-        label = try style.label.map { text throws(ExpressionError) in try LabelTemplate(text, domain: domain) }
-        badgeText = try style.badge?.text.map { text throws(ExpressionError) in try LabelTemplate(text, domain: domain) }
+        label = try style[text: .label].map { text throws(ExpressionError) in try LabelTemplate(text, domain: domain) }
+        badgeText = try style[badge: .badge]?.text.map { text throws(ExpressionError) in try LabelTemplate(text, domain: domain) }
     }
 
     public static let empty = try! StyleTemplate(Style(), domain: nil)

@@ -1,17 +1,18 @@
 /// The fields of a style, in field order (the order of the JSON output and of `changed`),
 /// by their names in the config and the JSON output.
 ///
-/// This enum and ``definition`` are the one table of style fields: override, diff, JSON,
-/// config parsing and the state file's record codec all go through it (and through
-/// ``Style/subscript(_:)``), so a new field is a case here, a row in ``definition`` and a
-/// property of ``Style``.
+/// This enum and ``definition`` are the one table of style fields. Everything else reads
+/// it: where ``Style`` keeps each value, overriding, the diff, the JSON writer, the config
+/// reader, the state file's record codec, the config keys, and the floor page, which draws
+/// each field as its row says. A new field of an existing kind is a case here and its row
+/// in ``definition`` (the compiler asks for the row), and nothing else in code.
 public enum StyleField: String, CaseIterable, Sendable {
     case visible, zoomFrom, zoomTo, icon, iconVisible, iconSize, label, labelVisible, polygonVisible
     case polygonFillColor, polygonFillOpacity, polygonStrokeColor, polygonStrokeWidth, polygonStrokeOpacity
     case badge, displayRank, layer
 
-    /// What a field holds, and so how the config reads it, JSON writes it and the state
-    /// file stores it.
+    /// What a field holds, and so how the config reads it, ``Style`` keeps it, JSON writes
+    /// it, the state file stores it and the diff compares it.
     public enum Kind: Sendable, Equatable {
         /// `true` or `false`.
         case flag
@@ -24,47 +25,99 @@ public enum StyleField: String, CaseIterable, Sendable {
         /// A name that may not be empty.
         case name
         /// Text; a label template (`"{nrOfPeople}/{capacity}"`) in a configured style.
+        /// Rendered per update, which the rule engine does for `label` and the badge's text
+        /// by name: a new field of this kind needs the engine too.
         case template
         /// `#RRGGBB`.
         case color
         /// A badge: text (a template) and two colors.
         case badge
+
+        /// The kind's name where the table is shown to a reader or a script (the floor page).
+        public var name: String {
+            switch self {
+            case .flag: "flag"
+            case .number: "number"
+            case .integer: "integer"
+            case .text: "text"
+            case .name: "name"
+            case .template: "template"
+            case .color: "color"
+            case .badge: "badge"
+            }
+        }
     }
 
-    /// A field's kind and its stored id.
+    /// A part of a location as a map draws it.
+    public enum Part: String, CaseIterable, Sendable {
+        /// The whole location: its shape, label, icon and badge.
+        case location
+        /// Its polygon (or point).
+        case shape
+        /// The text at its centre.
+        case label
+        /// Its icon (the floor page names it in the location's title).
+        case icon
+        /// The badge beside the label.
+        case badge
+    }
+
+    /// How a map draws a field: the floor page (`floor.js`) draws every field from this,
+    /// and knows the parts, never the fields' names.
+    public enum Drawing: Sendable, Equatable {
+        /// Not drawn by the floor page (the field orders or groups what is drawn).
+        case none
+        /// A flag: `false` hides the part.
+        case shows(Part)
+        /// The part's content: the label's text, the badge, the icon's name.
+        case content(Part)
+        /// An SVG attribute of the part (`fill` of the shape), drawn as `unset` when no
+        /// style layer sets the field.
+        case attribute(Part, String, unset: String)
+    }
+
+    /// A field's row in the table: its kind, its stored id, how it is drawn.
     public struct Definition: Sendable, Equatable {
         public var kind: Kind
         /// The field's number in the state file (its bit in a stored style). Never reused
         /// and never renumbered: a state file written before a field was added must still
         /// read. A new field takes the next free id, wherever it stands in field order.
         public var storedID: Int
+        public var drawing: Drawing
 
-        init(_ kind: Kind, storedID: Int) {
+        init(_ kind: Kind, storedID: Int, drawn drawing: Drawing) {
             self.kind = kind
             self.storedID = storedID
+            self.drawing = drawing
         }
     }
 
     /// The table. Stored ids in use: 0–16; the next free one is 17.
+    // Always inlined: a caller that wants one column (the stored id, on the hot path) then
+    // gets that column as a constant per case, without the rest of the row.
+    @inline(__always)
     public var definition: Definition {
         switch self {
-        case .visible: Definition(.flag, storedID: 0)
-        case .zoomFrom: Definition(.number(0...30), storedID: 1)
-        case .zoomTo: Definition(.number(0...30), storedID: 2)
-        case .icon: Definition(.text, storedID: 3)
-        case .iconVisible: Definition(.flag, storedID: 4)
-        case .iconSize: Definition(.number(0...1024), storedID: 5)
-        case .label: Definition(.template, storedID: 6)
-        case .labelVisible: Definition(.flag, storedID: 7)
-        case .polygonVisible: Definition(.flag, storedID: 8)
-        case .polygonFillColor: Definition(.color, storedID: 9)
-        case .polygonFillOpacity: Definition(.number(0...1), storedID: 10)
-        case .polygonStrokeColor: Definition(.color, storedID: 11)
-        case .polygonStrokeWidth: Definition(.number(0...100), storedID: 12)
-        case .polygonStrokeOpacity: Definition(.number(0...1), storedID: 13)
-        case .badge: Definition(.badge, storedID: 14)
-        case .displayRank: Definition(.integer, storedID: 15)
-        case .layer: Definition(.name, storedID: 16)
+        case .visible: .init(.flag, storedID: 0, drawn: .shows(.location))
+        case .zoomFrom: .init(.number(0...30), storedID: 1, drawn: .attribute(.location, "data-zoom-from", unset: ""))
+        case .zoomTo: .init(.number(0...30), storedID: 2, drawn: .attribute(.location, "data-zoom-to", unset: ""))
+        case .icon: .init(.text, storedID: 3, drawn: .content(.icon))
+        case .iconVisible: .init(.flag, storedID: 4, drawn: .shows(.icon))
+        case .iconSize: .init(.number(0...1024), storedID: 5, drawn: .none)
+        case .label: .init(.template, storedID: 6, drawn: .content(.label))
+        case .labelVisible: .init(.flag, storedID: 7, drawn: .shows(.label))
+        case .polygonVisible: .init(.flag, storedID: 8, drawn: .shows(.shape))
+        case .polygonFillColor: .init(.color, storedID: 9, drawn: .attribute(.shape, "fill", unset: "#E0E0E0"))
+        case .polygonFillOpacity:
+            .init(.number(0...1), storedID: 10, drawn: .attribute(.shape, "fill-opacity", unset: "1"))
+        case .polygonStrokeColor: .init(.color, storedID: 11, drawn: .attribute(.shape, "stroke", unset: "#8a93a3"))
+        case .polygonStrokeWidth:
+            .init(.number(0...100), storedID: 12, drawn: .attribute(.shape, "stroke-width", unset: "1"))
+        case .polygonStrokeOpacity:
+            .init(.number(0...1), storedID: 13, drawn: .attribute(.shape, "stroke-opacity", unset: "1"))
+        case .badge: .init(.badge, storedID: 14, drawn: .content(.badge))
+        case .displayRank: .init(.integer, storedID: 15, drawn: .none)
+        case .layer: .init(.name, storedID: 16, drawn: .none)
         }
     }
 
@@ -73,9 +126,12 @@ public enum StyleField: String, CaseIterable, Sendable {
 
     /// The field with this stored id, if any.
     public static func withStoredID(_ id: Int) -> StyleField? {
-        inStoredOrder.first { $0.definition.storedID == id }
+        guard id >= 0, id < StyleLayout.fieldsByStoredID.count else { return nil }
+        return StyleLayout.fieldsByStoredID[id]
     }
 
+    /// The field's bit in a ``StyleFieldSet``: `1 << storedID`.
+    @inline(__always)
     var bit: UInt64 { 1 << UInt64(definition.storedID) }
 }
 

@@ -6,10 +6,11 @@ import Hummingbird
 /// `floor.js`), compiled into the binary as byte arrays (`.embedInCode` in Package.swift,
 /// which generates `PackageResources`): no CDN, no build step, no bundle beside the binary.
 enum FloorPage {
-    /// The placeholders of `floor.html` (`{{floor}}`): the floor's scope. The script reads
-    /// the scope from the body's `data-` attributes, which are filled from them too.
+    /// The placeholders of `floor.html` (`{{floor}}`): the floor's scope, and the style
+    /// fields the script draws (``FloorStyleField``). The script reads them from the body's
+    /// `data-` attributes, which are filled from them.
     enum Placeholder: String, CaseIterable, Sendable {
-        case dataset, venue, building, floor
+        case dataset, venue, building, floor, styleFields
     }
 
     /// `floor.html`, split into its text and its placeholders when first asked for.
@@ -30,6 +31,7 @@ enum FloorPage {
             case .venue: venue
             case .building: building
             case .floor: floor
+            case .styleFields: FloorStyleField.json
             }
         }
     }

@@ -11,6 +11,10 @@
   let ruleTitles = new Map();
   let zoom = 19;
   let unit = 1;
+  // The daemon's table of style fields, in field order: how each is drawn (`drawing`: none,
+  // shows, content or attribute) and on which part of a location. The script draws every
+  // field from it and names no field itself.
+  const styleFields = JSON.parse(body.dataset.styleFields || "[]");
 
   // --- Geometry ---------------------------------------------------------------
   function project(features) {
@@ -76,9 +80,6 @@
         anchor = centroid(polygons[0][0], at);
       }
       shape.setAttribute("class", "shape");
-      shape.setAttribute("fill", "#E0E0E0");
-      shape.setAttribute("stroke", "#8a93a3");
-      shape.setAttribute("stroke-width", "1");
       group.appendChild(shape);
       const label = document.createElementNS(svgNS, "text");
       label.setAttribute("x", anchor[0]);
@@ -104,26 +105,32 @@
     const record = records.get(id);
     const style = (record && record.style) || {};
     const state = record ? stateOf(record) : "no report";
-    const s = item.shape;
-    s.setAttribute("fill", style.polygonFillColor || "#E0E0E0");
-    s.setAttribute("fill-opacity", style.polygonFillOpacity ?? 1);
-    s.setAttribute("stroke", style.polygonStrokeColor || "#8a93a3");
-    s.setAttribute("stroke-opacity", style.polygonStrokeOpacity ?? 1);
-    s.setAttribute("stroke-width", style.polygonStrokeWidth ?? 1);
-    s.style.display = style.polygonVisible === false ? "none" : "";
-    item.group.classList.toggle("hidden-style", style.visible === false);
+    const hidden = new Set();  // the parts a flag hides
+    const content = {};        // part -> value: the label's text, the badge, the icon's name
+    const attributes = [];     // [part, attribute, value]
+    for (const field of styleFields) {
+      const value = style[field.name];
+      switch (field.drawing) {
+        case "shows": if (value === false) hidden.add(field.part); break;
+        case "content": if (value !== undefined && value !== null) content[field.part] = value; break;
+        case "attribute": attributes.push([field.part, field.attribute, value ?? field.unset]); break;
+      }
+    }
+    item.group.classList.toggle("hidden-style", hidden.has("location"));
+    item.shape.style.display = hidden.has("shape") ? "none" : "";
     item.group.dataset.state = state;
-    item.group.dataset.zoomFrom = style.zoomFrom ?? "";
-    item.group.dataset.zoomTo = style.zoomTo ?? "";
-    const labelText = style.labelVisible === false ? "" : (style.label ?? "");
-    item.label.textContent = labelText;
+    const label = content.label !== undefined ? String(content.label) : "";
+    item.label.textContent = hidden.has("label") ? "" : label;
+    const badge = content.badge && !hidden.has("badge") ? content.badge : null;
     const parts = [item.name + ": " + state];
-    if (style.label) parts.push(style.label);
-    if (style.badge && style.badge.text) parts.push("badge " + style.badge.text);
-    if (style.icon && style.iconVisible !== false) parts.push("icon " + style.icon);
+    if (label) parts.push(label);
+    if (badge && badge.text) parts.push("badge " + badge.text);
+    if (content.icon && !hidden.has("icon")) parts.push("icon " + content.icon);
     item.title.textContent = parts.join(" · ");
     item.group.setAttribute("aria-label", parts.join(", "));
-    renderBadge(item, style.badge);
+    renderBadge(item, badge);
+    const elements = { location: item.group, shape: item.shape, label: item.label, badge: item.badge };
+    for (const [part, attribute, value] of attributes) if (elements[part]) elements[part].setAttribute(attribute, value);
     zoomVisibility(item.group);
   }
 
@@ -189,7 +196,8 @@
 
   // --- Zoom ---------------------------------------------------------------------
   function zoomVisibility(group) {
-    const from = parseFloat(group.dataset.zoomFrom), to = parseFloat(group.dataset.zoomTo);
+    // The zoom range, as the style fields drawn as these attributes of the location set it.
+    const from = parseFloat(group.getAttribute("data-zoom-from")), to = parseFloat(group.getAttribute("data-zoom-to"));
     group.classList.toggle("hidden-zoom", (!isNaN(from) && zoom < from) || (!isNaN(to) && zoom > to));
   }
 
