@@ -131,7 +131,7 @@ let package = Package(
         .testTarget(
             name: "LiveDataServerTests",
             dependencies: [
-                "LiveDataServer", "LiveDataConfiguration", "LiveTopics", "Mosquitto", "LiveDataTestSupport",
+                "LiveDataServer", "LiveDataConfiguration", "LiveTopics", "LiveState", "Mosquitto", "LiveDataTestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -13,7 +13,7 @@ struct PartitionedCoreTests {
             rules: [
                 Rule(
                     name: "occupied", domain: "occupancy", condition: try CompiledExpression("nrOfPeople > 0", domain: "occupancy"),
-                    style: try StyleTemplate(Style(polygonFillColor: Color("#D64545")), domain: "occupancy"), legend: "Occupied",
+                    style: try StyleTemplate(Style([.polygonFillColor: .color(Color("#D64545")!)]), domain: "occupancy"), legend: "Occupied",
                     priority: 0, order: 0)
             ],
             domains: ["position": DomainSettings(staleAfter: .seconds(60), moves: true)])
