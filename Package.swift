@@ -81,6 +81,8 @@ let package = Package(
                 .embedInCode("HTTP/Assets/floor.html"),
                 .embedInCode("HTTP/Assets/floor.js"),
                 .embedInCode("HTTP/Assets/floor.css"),
+                .embedInCode("HTTP/Assets/venues.html"),
+                .embedInCode("HTTP/Assets/venues.js"),
             ]
         ),
         .executableTarget(

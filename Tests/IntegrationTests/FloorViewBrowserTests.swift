@@ -252,6 +252,17 @@ struct FloorViewBrowserTests {
                 try await browser.run(#"return document.querySelector('[data-location="room-1"]').classList.contains('hidden-zoom');"#) as? Bool
                     == false)
 
+            // The venue list: the floor, its summary, and a link that opens its page.
+            try await browser.open("http://127.0.0.1:\(httpPort)/")
+            try await browser.wait("return document.body.dataset.ready === 'true';", timeout: .seconds(10))
+            #expect(try await browser.run("return document.querySelector('a[href=\"/floors/ds1/hq/B/F1\"]').textContent;") as? String == "Floor F1")
+            let summary = try await browser.run("return document.querySelector('.floors .summary').textContent;") as? String
+            #expect(summary?.contains(" locations: ") == true && summary?.contains("Occupied 1") == true, "summary: \(summary ?? "")")
+            try await browser.run("document.querySelector('a[href=\"/floors/ds1/hq/B/F1\"]').click();")
+            try await browser.wait("return document.body.dataset.ready === 'true' && location.pathname === '/floors/ds1/hq/B/F1';", timeout: .seconds(10))
+            try await browser.wait(#"return \#(fill("room-1")) === '#D64545';"#)
+            try await browser.run("window.sameDocument = true;")
+
             // The screenshot: the pixels inside room-1 are the rule's color.
             let center = try await browser.run(
                 #"const r = document.querySelector('[data-location="room-1"] .shape').getBoundingClientRect(); return [r.left + r.width / 4, r.top + r.height / 4];"#)

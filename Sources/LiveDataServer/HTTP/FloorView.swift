@@ -10,13 +10,17 @@ import ServiceLifecycle
 /// the binary), the shapes (`/v1/geometry`), the floors (`/v1/venues`) and the live feed
 /// (`/v1/events`, Server-Sent Events).
 enum FloorView {
+    /// `/`, the venue list (`Assets/venues.html`), and its script (`venues.js`), which draws
+    /// it from `/v1/venues`.
+    static let venuePage = ByteBuffer(bytes: PackageResources.venues_html)
+    static let venueScript = ByteBuffer(bytes: PackageResources.venues_js)
+
     /// The shortest time between two writes to one event-stream viewer.
     static let eventWriteInterval = Duration.milliseconds(100)
 
     static func add(to router: Router<BasicRequestContext>, queries: LiveQueries) {
-        router.get("/") { _, _ in
-            html(VenuePage.render(summaries: await queries.summaries, geometryFloors: await queries.geometryFloors))
-        }
+        router.get("/") { _, _ in html(venuePage) }
+        router.get("/assets/venues.js") { _, _ in asset(venueScript, type: "text/javascript; charset=utf-8") }
         addFloorPage(to: router)
         router.get("/v1/venues") { _, _ in
             let summaries = await queries.summaries
@@ -117,74 +121,4 @@ func htmlEscaped(_ text: String) -> String {
         }
     }
     return out
-}
-
-/// A page of the floor view built in Swift (the venue list): the head `Assets/floor.html`
-/// has too (character set, phone viewport, the style sheet), `head` added to it, and `body`
-/// (already HTML) in a body with `bodyAttributes`.
-func htmlDocument(title: String, head: String = "", bodyAttributes: String, body: String) -> String {
-    """
-    <!doctype html>
-    <html lang="en">
-    <head>
-    <meta charset="utf-8">
-    <meta name="viewport" content="width=device-width, initial-scale=1">
-    \(head)<title>\(htmlEscaped(title))</title>
-    <link rel="stylesheet" href="/assets/floor.css">
-    </head>
-    <body \(bodyAttributes)>
-    \(body)</body>
-    </html>
-
-    """
-}
-
-/// A path component in a URL.
-func urlComponent(_ text: String) -> String {
-    text.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._~"))) ?? text
-}
-
-/// `/`: datasets, venues, buildings and floors, each floor with its summary and a link to
-/// its page. Plain HTML that refreshes itself every 10 s.
-enum VenuePage {
-    static func render(summaries: [SummaryTracker.Summary], geometryFloors: [Place]) -> String {
-        var floors: [Place: SummaryTracker.Summary?] = [:]
-        for summary in summaries where summary.key.floor != nil { floors[summary.key] = summary }
-        for key in geometryFloors where floors[key] == nil { floors[key] = .some(nil) }
-        let buildings = Dictionary(grouping: floors.keys) { Place(dataset: $0.dataset, venue: $0.venue, building: $0.building) }
-        var body = ""
-        if buildings.isEmpty {
-            body += "<p class=\"empty\">No location has reported yet. Floors appear here as live updates arrive.</p>\n"
-        }
-        var lastDataset: String?
-        for building in buildings.keys.sorted() {
-            if building.dataset != lastDataset {
-                body += "<h2>Dataset \(htmlEscaped(building.dataset))</h2>\n"
-                lastDataset = building.dataset
-            }
-            body += "<section class=\"building\"><h3>\(htmlEscaped(building.venue)) · building \(htmlEscaped(building.building))</h3>\n<ul class=\"floors\">\n"
-            for key in buildings[building, default: []].sorted() {
-                let link = "/floors/" + [key.dataset, key.venue, key.building, key.floor ?? ""].map(urlComponent).joined(separator: "/")
-                body += "<li><a href=\"\(link)\">Floor \(htmlEscaped(key.floor ?? ""))</a> "
-                if let summary = floors[key] ?? nil {
-                    let states = summary.states.sorted { $0.key < $1.key }
-                        .map { "<span class=\"state\">\(htmlEscaped($0.key)) \($0.value)</span>" }.joined(separator: " ")
-                    let people = summary.capacity > 0 ? " · \(summary.people) of \(summary.capacity) people" : " · \(summary.people) people"
-                    body += "<span class=\"summary\">\(summary.locations) locations: \(states)\(people)</span>"
-                } else {
-                    body += "<span class=\"summary\">no reports yet</span>"
-                }
-                body += "</li>\n"
-            }
-            body += "</ul></section>\n"
-        }
-        return htmlDocument(
-            title: "livedata: venues", head: "<meta http-equiv=\"refresh\" content=\"10\">\n", bodyAttributes: "class=\"venues\"",
-            body: """
-                <header><h1>livedata</h1><p>Live state of every floor. Choose a floor to see it change.</p></header>
-                <main>
-                \(body)</main>
-
-                """)
-    }
 }
