@@ -10,9 +10,9 @@ struct ConvergenceEvidenceTests {
     let kit = PartitionedDaemonsTests()
 
     @Test(
-        "styles cleared at the broker behind the daemon's back while it was down: the sample shows them missing, they are published again, and it is no short read"
-    )
-    func missingStylesAreRepublished() async throws {
+        "styles cleared at the broker behind the daemon's back while it was down, with its marker or without: the sample shows them missing, they are published again, and it is no short read",
+        arguments: [false, true])
+    func missingStylesAreRepublished(withoutMarker: Bool) async throws {
         let broker = try await MosquittoBroker.start()
         defer { Task { await broker.stop() } }
         let directory = try TestDirectory.make(prefix: "evidence")
@@ -32,6 +32,9 @@ struct ConvergenceEvidenceTests {
         try await client.connect()
         for index in 0..<10 {
             try await client.publish("livedata/style/ds1/hq/A/F1/R\(index)/a-\(index)", payload: [], qos: .atLeastOnce, retain: true)
+        }
+        if withoutMarker {
+            try await client.publish("livedata/checkpoint/east", payload: [], qos: .atLeastOnce, retain: true)
         }
         await client.disconnect()
         #expect(try await kit.retained(broker, "livedata/style/ds1/hq/A/#").count == count - 10)

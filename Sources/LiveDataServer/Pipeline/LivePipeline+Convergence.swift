@@ -27,9 +27,9 @@ struct ConvergenceRuns {
     /// A read that returned fewer retained styles than the marker the broker holds counted.
     struct ShortRead: Error, CustomStringConvertible {
         var styles: Int
-        var marked: Int
+        var marked: Int?
         var description: String {
-            "the broker returned \(styles) retained styles where its marker says it held \(marked): a short read (a broker limit on retained messages per subscription, such as ejabberd's match_retained_limit, or a cluster node that does not see every retained topic); nothing is republished or cleared on its evidence"
+            "the broker returned \(styles) retained styles where \(marked.map { "its marker says it held \($0)" } ?? "it holds more (some of the missing ones, asked for by their own topics)"): a short read (a broker limit on retained messages per subscription, such as ejabberd's match_retained_limit, or a cluster node that does not see every retained topic); nothing is republished or cleared on its evidence"
         }
     }
     /// Opens once the first convergence (or a checkpoint that made it needless) is done.
@@ -211,15 +211,20 @@ extension LivePipeline {
         // Which one it is, is asked of the broker: a sample of the styles the read did not
         // return, each by its own topic (no wildcard, so no such limit). If the broker holds
         // any of them, the read was short; if it holds none, they are missing (an operator
-        // cleared them, a store lost them) and are republished as usual.
-        if topics.retain, let markedLocations, runs.current!.counts.styles < markedLocations {
+        // cleared them, a store lost them) and are republished as usual. Without a marker
+        // to count against (a broker that lost it, or a first start), the sample is asked
+        // for whenever the read left locations unseen.
+        let styles = runs.current!.counts.styles
+        if topics.retain, markedLocations.map({ styles < $0 }) ?? true {
             let sample = runs.current!.unseen(limit: 64)
             if try await holdsAny(sample) {
                 runs.shortReads += 1
-                throw ConvergenceRuns.ShortRead(styles: runs.current!.counts.styles, marked: markedLocations)
+                throw ConvergenceRuns.ShortRead(styles: styles, marked: markedLocations)
             }
-            logger.notice(
-                "the broker returned \(runs.current!.counts.styles) retained styles where its marker counted \(markedLocations), and a sample of the missing ones is missing: publishing them again")
+            if !sample.isEmpty {
+                logger.notice(
+                    "the broker returned \(styles) retained styles\(markedLocations.map { " where its marker counted \($0)" } ?? ""), and a sample of the missing ones is missing: publishing them again")
+            }
         }
         for item in runs.current!.finish(now: .now, retainedLegends: Array(legends.keys), datasets: knownDatasets()) {
             publisher.send(item)
