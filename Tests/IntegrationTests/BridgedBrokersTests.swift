@@ -22,32 +22,9 @@ struct BridgedBrokersTests {
         "livedata/style/# out 1", "livedata/summary/# out 1", "livedata/legend/# out 1", "livedata/status/# out 1",
     ]
 
+    /// A partitioned daemon owning `building`, watching its edge's bridge (`edge-a`, `edge-b`).
     static func yaml(port: Int, name: String, building: String, store: String) -> String {
-        """
-        instance: \(name)-1
-        partition:
-          name: \(name)
-          owns:
-            - {dataset: ds1, venue: hq, building: \(building)}
-          bridge: edge-\(building.lowercased())
-        broker: {host: 127.0.0.1, port: \(port), clientId: \(name), keepalive: 5s}
-        subscriptions:
-          - {dataset: ds1, domain: occupancy}
-          - {dataset: ds1, domain: position}
-        rules:
-          - name: occupied
-            domain: occupancy
-            when: nrOfPeople > 0
-            style: {polygonFillColor: "#D64545"}
-            legend: Occupied
-          - name: vacant
-            domain: occupancy
-            when: nrOfPeople == 0
-            style: {polygonFillColor: "#4CAF50"}
-            legend: Vacant
-        store: {path: \(store)}
-        http: {listen: "127.0.0.1:0"}
-        """
+        PartitionedDaemonsTests.yaml(port: port, name: name, owns: building, store: store, bridge: "edge-\(building.lowercased())")
     }
 
     /// An edge broker bridged to `central` (persistence on, so that its bridge's queue

@@ -12,7 +12,10 @@ struct PartitionedDaemonsTests {
     static let perBuilding = 150
 
     /// A daemon's config: `owns` is the building it owns, `nil` for no partition at all.
-    static func yaml(port: Int, name: String, owns building: String?, store: String, vacant: String = "#4CAF50") -> String {
+    /// `bridge`: the `partition.bridge` to watch, if any.
+    static func yaml(port: Int, name: String, owns building: String?, store: String, vacant: String = "#4CAF50", bridge: String? = nil)
+        -> String
+    {
         let partition =
             building.map {
                 """
@@ -21,7 +24,7 @@ struct PartitionedDaemonsTests {
                   name: \(name)
                   owns:
                     - {dataset: ds1, venue: hq, building: \($0)}
-
+                \(bridge.map { "  bridge: \($0)\n" } ?? "")
                 """
             } ?? ""
         return partition + """
