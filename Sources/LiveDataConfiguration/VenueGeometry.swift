@@ -213,34 +213,3 @@ public struct GeometryErrors: Error, Sendable, Equatable, CustomStringConvertibl
 
     public var description: String { problems.map(\.description).joined(separator: "\n") }
 }
-
-/// A JSON document as a typed tree, decoded by `JSONDecoder`: what the GeoJSON reader walks
-/// to report every bad feature with its place, where decoding into fixed types would stop
-/// at the first.
-enum JSONValue: Decodable, Equatable {
-    case null
-    case bool(Bool)
-    case number(Double)
-    case string(String)
-    case array([JSONValue])
-    case object([String: JSONValue])
-
-    init(from decoder: any Decoder) throws {
-        let container = try decoder.singleValueContainer()
-        if container.decodeNil() {
-            self = .null
-        } else if let value = try? container.decode(Bool.self) {
-            self = .bool(value)
-        } else if let value = try? container.decode(Double.self) {
-            self = .number(value)
-        } else if let value = try? container.decode(String.self) {
-            self = .string(value)
-        } else if let value = try? container.decode([JSONValue].self) {
-            self = .array(value)
-        } else {
-            self = .object(try container.decode([String: JSONValue].self))
-        }
-    }
-
-    var string: String? { if case .string(let value) = self { value } else { nil } }
-}

@@ -14,40 +14,6 @@ import Testing
 /// says. A new field of an existing kind is covered here without a line added.
 @Suite("Style-field table")
 struct StyleFieldTableTests {
-    /// A JSON value as the payload has it.
-    enum JSONValue: Decodable, Equatable, CustomStringConvertible {
-        case bool(Bool)
-        case number(Double)
-        case string(String)
-        case array([JSONValue])
-        case object([String: JSONValue])
-
-        init(from decoder: any Decoder) throws {
-            let container = try decoder.singleValueContainer()
-            if let value = try? container.decode(Bool.self) {
-                self = .bool(value)
-            } else if let value = try? container.decode(Double.self) {
-                self = .number(value)
-            } else if let value = try? container.decode(String.self) {
-                self = .string(value)
-            } else if let value = try? container.decode([JSONValue].self) {
-                self = .array(value)
-            } else {
-                self = .object(try container.decode([String: JSONValue].self))
-            }
-        }
-
-        var description: String {
-            switch self {
-            case .bool(let value): "\(value)"
-            case .number(let value): "\(value)"
-            case .string(let value): "\"\(value)\""
-            case .array(let values): "\(values)"
-            case .object(let members): "\(members)"
-            }
-        }
-    }
-
     /// A value of the field's kind: as YAML in a rule's style, as the derived style holds
     /// it, and as the payload shows it, at a location with 3 people of a capacity of 8.
     static func sample(_ field: StyleField) -> (yaml: String, value: StyleValue, json: JSONValue) {
@@ -133,15 +99,6 @@ struct StyleFieldTableTests {
         #expect(keys == StyleField.allCases.map(\.rawValue))
     }
 
-    struct PageField: Decodable, Equatable {
-        var name: String
-        var kind: String
-        var drawing: String
-        var part: String?
-        var attribute: String?
-        var unset: String?
-    }
-
     @Test("the floor page carries the table: every field, in field order, with its kind and how it is drawn")
     func floorPageCarriesTheTable() throws {
         let page = String(buffer: FloorPage.render(dataset: "ds1", venue: "hq", building: "B", floor: "F1"))
@@ -150,7 +107,7 @@ struct StyleFieldTableTests {
         for (escaped, character) in [("&quot;", "\""), ("&#39;", "'"), ("&lt;", "<"), ("&gt;", ">"), ("&amp;", "&")] {
             json = json.replacingOccurrences(of: escaped, with: character)
         }
-        let fields = try JSONDecoder().decode([PageField].self, from: Data(json.utf8))
+        let fields = try JSONDecoder().decode([FloorStyleField].self, from: Data(json.utf8))
         #expect(fields.map(\.name) == StyleField.allCases.map(\.rawValue))
         for (entry, field) in zip(fields, StyleField.allCases) {
             #expect(entry.kind == field.definition.kind.name)

@@ -9,7 +9,7 @@ import Foundation
 /// "attribute": "fill", "unset": "#E0E0E0"}`; `drawing` is `none`, `shows` (a flag whose
 /// `false` hides `part`), `content` (the part's content: the label's text, the badge, the
 /// icon's name) or `attribute` (an SVG attribute of `part`, `unset` when no layer sets it).
-struct FloorStyleField: Encodable, Equatable, Sendable {
+struct FloorStyleField: Codable, Equatable, Sendable {
     var name: String
     var kind: String
     var drawing: String

@@ -24,7 +24,7 @@ extension LivePipeline {
     /// `{prefix}/arrival/{dataset}/+` for each dataset of the partition.
     var arrivalFilters: [String] {
         guard let partition = config.partition, let arrivalPrefix else { return [] }
-        return Set(partition.shares.map(\.dataset)).sorted().map { "\(arrivalPrefix)\($0)/+" }
+        return partition.datasets.sorted().map { "\(arrivalPrefix)\($0)/+" }
     }
 
     /// Whether this daemon publishes for `address`: its partition's, or everything.
@@ -50,13 +50,12 @@ extension LivePipeline {
             let arrival = try? JSONDecoder().decode(Arrival.self, from: Data(payload)),
             arrival.partition != partition.name, (try? LiveTopic(parsing: arrival.location + "/arrival")) != nil,
             let address = LocationAddress(path: arrival.location), !partition.owns(address),
-            let held = core.store.records(id: address.location).first(where: { $0.address.dataset == address.dataset }),
-            partition.owns(held.address)
+            let change = core.handOver(dataset: address.dataset, id: address.location, to: address, now: .now, from: { partition.owns($0) }),
+            let from = change.movedFrom
         else { return }
-        guard let change = core.handOver(dataset: address.dataset, id: address.location, to: address, now: .now) else { return }
         logger.info(
             "a location moved to another partition's building: handed over to \(arrival.instance)",
-            metadata: ["location.from": "\(held.address)", "location.to": "\(address)"])
+            metadata: ["location.from": "\(from)", "location.to": "\(address)"])
         handOvers += 1
         queue(change, arrived: nil)
     }

@@ -114,7 +114,7 @@ extension LivePipeline {
     /// The datasets this daemon serves: its partition's, or those its subscriptions name,
     /// and those it holds locations of.
     func knownDatasets() -> Set<String> {
-        let configured = config.partition.map { Set($0.shares.map(\.dataset)) } ?? Set(config.subscriptions.compactMap { $0[.dataset] })
+        let configured = config.partition?.datasets ?? Set(config.subscriptions.compactMap { $0[.dataset] })
         return configured.union(core.store.datasets)
     }
 

@@ -317,9 +317,11 @@ public final class LiveCore {
 
     public func expire(now: LiveTimestamp) -> [DerivedChange] { store.expire(now: now) }
 
-    /// See ``LiveStore/handOver(dataset:id:to:now:)``.
-    public func handOver(dataset: String, id: String, to address: LocationAddress, now: LiveTimestamp) -> DerivedChange? {
-        store.handOver(dataset: dataset, id: id, to: address, now: now)
+    /// See ``LiveStore/handOver(dataset:id:to:now:from:)``.
+    public func handOver(
+        dataset: String, id: String, to address: LocationAddress, now: LiveTimestamp, from held: (LocationAddress) -> Bool
+    ) -> DerivedChange? {
+        store.handOver(dataset: dataset, id: id, to: address, now: now, from: held)
     }
 
     public func setLayer(_ layer: String, hidden: Bool, now: LiveTimestamp) -> [DerivedChange] {

@@ -39,8 +39,9 @@ public struct OutputFormat: Sendable {
 
     /// The floor or building of a summary topic, if it is one.
     public func place(ofSummaryTopic topic: String) -> Place? {
-        guard topic.hasPrefix(prefix + "/summary/") else { return nil }
-        let parts = topic.dropFirst(prefix.count + 9).split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+        let kind = prefix + "/summary/"
+        guard topic.hasPrefix(kind) else { return nil }
+        let parts = topic.dropFirst(kind.count).split(separator: "/", omittingEmptySubsequences: false).map(String.init)
         guard parts.count == 3 || parts.count == 4 else { return nil }
         return Place(dataset: parts[0], venue: parts[1], building: parts[2], floor: parts.count == 4 ? parts[3] : nil)
     }

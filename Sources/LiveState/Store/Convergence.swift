@@ -38,6 +38,10 @@ public struct Convergence {
         partition = core.partition
     }
 
+    /// A location of the partition whose retained style the read has not returned (nor a
+    /// change published meanwhile): what the end of the read publishes again.
+    private func isUnseen(_ state: LocationState) -> Bool { !seen.contains(ObjectIdentifier(state)) && owns(state.address) }
+
     /// Whether convergence may touch what is published for `address` or `place`.
     private func owns(_ address: LocationAddress) -> Bool { partition?.owns(address) ?? true }
     private func owns(_ place: Place) -> Bool { partition?.owns(place) ?? true }
@@ -73,11 +77,7 @@ public struct Convergence {
                 }
             }
         }
-        if let path = topic.dropPrefix(topics.prefix + "/summary/") {
-            let parts = path.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
-            guard parts.count == 3 || parts.count == 4 else { return [] }
-            let key = Place(
-                dataset: parts[0], venue: parts[1], building: parts[2], floor: parts.count == 4 ? parts[3] : nil)
+        if let key = topics.place(ofSummaryTopic: topic) {
             guard owns(key) else {
                 counts.othersLeft += 1
                 return []
@@ -111,7 +111,7 @@ public struct Convergence {
         var publications: [PendingOutput.Item] = []
         // A location outside the partition (kept from a run with other `partition.owns`) is
         // another daemon's to publish.
-        for state in store.locations.locations where !seen.contains(ObjectIdentifier(state)) && owns(state.address) {
+        for state in store.locations.locations where isUnseen(state) {
             guard let change = store.republication(state, now: now) else { continue }
             counts.republished += 1
             publications.append(.change(change))
@@ -133,7 +133,7 @@ public struct Convergence {
     /// did not return so far: what ``finish(now:retainedLegends:datasets:)`` would republish.
     public func unseen(limit: Int) -> [LocationAddress] {
         var found: [LocationAddress] = []
-        for state in store.locations.locations where !seen.contains(ObjectIdentifier(state)) && owns(state.address) {
+        for state in store.locations.locations where isUnseen(state) {
             found.append(state.address)
             if found.count == limit { break }
         }

@@ -185,9 +185,14 @@ public final class LiveStore {
     /// what it adds to this daemon's summaries leaves with it and the change's
     /// ``DerivedChange/movedFrom`` names the topic this daemon is to clear. The change itself
     /// is not this daemon's to publish.
-    /// - Returns: the change, or `nil` when this store has no such location, or has it there.
-    public func handOver(dataset: String, id: String, to address: LocationAddress, now: LiveTimestamp) -> DerivedChange? {
-        guard let state = locations.find(dataset: dataset, id: id), state.address != address else { return nil }
+    /// - Parameter held: whether the location's current address is one this daemon holds
+    ///   (its partition's): only such a location is handed over.
+    /// - Returns: the change, or `nil` when this store has no such location, has it there,
+    ///   or has it outside what `held` accepts.
+    public func handOver(
+        dataset: String, id: String, to address: LocationAddress, now: LiveTimestamp, from held: (LocationAddress) -> Bool
+    ) -> DerivedChange? {
+        guard let state = locations.find(dataset: dataset, id: id), state.address != address, held(state.address) else { return nil }
         let old = state.address
         move(state, to: address)
         guard case .changed(var change) = rederive(state, now: now, placementChanged: true) else { return nil }

@@ -49,18 +49,28 @@ public struct Partition: Sendable, Equatable {
         shares.contains { $0.holds(dataset: dataset, venue: venue, building: building) }
     }
 
-    public func owns(_ address: LocationAddress) -> Bool {
-        owns(dataset: address.dataset, venue: address.venue, building: address.building)
-    }
+    /// Read from the address's path in place: its component properties would each make a
+    /// string, and this is asked for every change a partitioned daemon publishes.
+    public func owns(_ address: LocationAddress) -> Bool { owns(topic: address.path) }
+
+    /// The datasets the partition's shares name, each once.
+    public var datasets: Set<String> { Set(shares.map(\.dataset)) }
 
     public func owns(_ place: Place) -> Bool { owns(dataset: place.dataset, venue: place.venue, building: place.building) }
 
     /// Whether the partition owns the place of a live topic (`dataset/venue/building/…`),
     /// read from its first three levels; `false` for a topic with fewer.
     public func owns(topic: String) -> Bool {
-        var levels = topic.utf8.split(separator: UInt8(ascii: "/"), maxSplits: 3, omittingEmptySubsequences: false).makeIterator()
-        guard let dataset = levels.next(), let venue = levels.next(), let building = levels.next() else { return false }
-        return owns(dataset: Substring(dataset), venue: Substring(venue), building: Substring(building))
+        // The first three levels as slices of the topic, found without an array of them.
+        let utf8 = topic.utf8
+        let slash = UInt8(ascii: "/")
+        guard let first = utf8.firstIndex(of: slash),
+            let second = utf8[utf8.index(after: first)...].firstIndex(of: slash)
+        else { return false }
+        let third = utf8[utf8.index(after: second)...].firstIndex(of: slash) ?? utf8.endIndex
+        return owns(
+            dataset: Substring(utf8[..<first]), venue: Substring(utf8[utf8.index(after: first)..<second]),
+            building: Substring(utf8[utf8.index(after: second)..<third]))
     }
 
     /// The criteria that subscribe to what both `criteria` and the partition take: one per
