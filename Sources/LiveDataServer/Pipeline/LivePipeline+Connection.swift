@@ -49,7 +49,7 @@ extension LivePipeline {
         publisher.send(topics.statusPublication(online: true))
         // The legends go out once the convergence (or the marker's check) has read the
         // retained ones: only those that differ (see ``settleLegends(_:)``).
-        publisher.forgetLegends()
+        publisher.holdLegends()
         // The broker kept both sessions: it kept its store (a connection that did not drop
         // still reports the session of its last CONNACK).
         let present = client.session.present && output.session.present

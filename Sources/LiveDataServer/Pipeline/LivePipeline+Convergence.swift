@@ -129,6 +129,7 @@ extension LivePipeline {
         }
         // The broker holds what was acknowledged before the marker, the legends included
         // (the rules have not changed since, or the start would not have checked a marker).
+        publisher.forgetLegends()
         for dataset in knownDatasets() { _ = publisher.needsLegend(dataset) }
         runs.skipped += 1
         drainOutput()

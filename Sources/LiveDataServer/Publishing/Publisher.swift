@@ -25,8 +25,10 @@ struct Publisher {
     private(set) var changes = 0
     /// Summaries put in line.
     private(set) var summaries = 0
-    /// The datasets whose legend was published since the last (re)connection or reload.
-    private var legends = Set<String>()
+    /// The datasets whose legend was published (or found retained as it is) since the last
+    /// (re)connection or reload; `nil` from a (re)connection until the convergence has read
+    /// the retained legends (see ``holdLegends()``): none goes out meanwhile.
+    private var legends: Set<String>?
     private(set) var pending = PendingOutput()
     /// Everything ever put in line or sent at once.
     var puts: Int { pending.puts + sentAtOnce }
@@ -200,11 +202,18 @@ struct Publisher {
         }
     }
 
-    /// Whether `dataset`'s legend still needs publishing; marks it published.
-    mutating func needsLegend(_ dataset: String) -> Bool { legends.insert(dataset).inserted }
+    /// Whether `dataset`'s legend still needs publishing; marks it published. Never while
+    /// the legends are held.
+    mutating func needsLegend(_ dataset: String) -> Bool { legends?.insert(dataset).inserted ?? false }
 
-    /// Every legend is to be published again (after a reconnection or a reload).
-    mutating func forgetLegends() { legends.removeAll() }
+    /// Every legend is to be published again (once compared with the retained ones, or after
+    /// a reload).
+    mutating func forgetLegends() { legends = [] }
+
+    /// No legend goes out until ``forgetLegends()``: after a (re)connection, until the
+    /// convergence has read what the broker retains, so that a legend is published only
+    /// when it differs.
+    mutating func holdLegends() { legends = nil }
 
     /// Puts what the library refused back in line (on the pipeline's tick): each one is
     /// tried at most ``maximumAttempts`` times in all.
