@@ -12,7 +12,7 @@ import LiveTopics
 public enum ConfigKeys {
     public static let sections: [(section: String, keys: [String])] = [
         ("", ["instance", "partition", "broker", "subscriptions", "domains", "catalog", "geometry", "styles", "rules", "output", "store", "http", "log", "limits"]),
-        ("partition", ["name", "owns", "bridge"]),
+        ("partition", ["name", "owns", "bridge", "failover", "peers"]),
         ("partition.owns[]", ["dataset", "venue", "building"]),
         ("broker", ["host", "port", "clientId", "protocol", "username", "passwordFile", "keepalive", "qos", "cleanStart", "bufferedSocket", "outputConnection", "tls"]),
         ("broker.tls", ["caFile", "certFile", "keyFile"]),

@@ -84,8 +84,10 @@ extension LiveDataConfig {
             case "instance": config.instance = reader.nonEmptyString(value, "instance")
             case "partition":
                 config.partition = readPartition(value, reader)
-                if case .mapping(let members) = value, let bridge = members["bridge"] {
-                    config.bridge = reader.nonEmptyString(bridge, "partition.bridge")
+                if case .mapping(let members) = value {
+                    if let bridge = members["bridge"] { config.bridge = reader.nonEmptyString(bridge, "partition.bridge") }
+                    if let failover = members["failover"] { config.failover = reader.bool(failover, "partition.failover") ?? false }
+                    if let peers = members["peers"] { config.peers = readPeers(peers, reader) }
                 }
             case "broker": config.broker = readBroker(value, reader, resolver)
             case "subscriptions": config.subscriptions = readSubscriptions(value, reader)
@@ -109,6 +111,13 @@ extension LiveDataConfig {
         if let partition = config.partition, config.partitionSubscriptions.isEmpty {
             reader.error(
                 root, "no subscription takes anything the partition \(partition.name) owns: the subscriptions and partition.owns do not meet")
+        }
+        if config.failover && !config.output.retain {
+            reader.error(
+                root, "partition.failover needs output.retain: true (a replica that takes over converges with the styles the broker retains)")
+        }
+        if !config.peers.isEmpty && !config.failover {
+            config.warnings.append("partition.peers is set without partition.failover: no state is copied from them")
         }
         var catalog = LocationCatalog()
         if let catalogPath, let catalogNode {
@@ -248,6 +257,19 @@ extension LiveDataConfig {
         return broker
     }
 
+    /// `partition.peers: [http://10.0.0.2:8080, …]`: the other replicas' HTTP servers.
+    private static func readPeers(_ node: Node, _ reader: ConfigReader) -> [String] {
+        reader.sequence(node, "partition.peers").compactMap { item -> String? in
+            guard let text = reader.nonEmptyString(item, "partition.peers") else { return nil }
+            let address = text.hasSuffix("/") ? String(text.dropLast()) : text
+            guard address.hasPrefix("http://"), address.dropFirst(7).contains(":"), !address.dropFirst(7).contains("/") else {
+                reader.error(item, "partition.peers: \(text) is not an address such as http://10.0.0.2:8080 (plain HTTP, host and port)")
+                return nil
+            }
+            return address
+        }
+    }
+
     /// `partition: {name: east, owns: [{dataset: ds1, venue: v1, building: A}, …]}`.
     private static func readPartition(_ node: Node, _ reader: ConfigReader) -> Partition? {
         var name: String?
@@ -256,7 +278,7 @@ extension LiveDataConfig {
         for (key, _, value) in reader.mapping(node, "partition", allowed: ConfigKeys.keys(of: "partition")) {
             switch key {
             case "name": name = reader.nonEmptyString(value, "partition.name")
-            case "bridge": break  // read by the caller: it is not the partition's, but this daemon's
+            case "bridge", "failover", "peers": break  // read by the caller: this daemon's, not the partition's
             case "owns":
                 ownsNode = value
                 for item in reader.sequence(value, "partition.owns") {

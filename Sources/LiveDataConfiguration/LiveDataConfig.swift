@@ -27,6 +27,13 @@ public struct LiveDataConfig: Sendable {
     /// broker to a central one; when it comes back up, the daemon publishes its recent
     /// clears again (a bridge may have lost them while down). None: no bridge watched.
     public var bridge: String?
+    /// `partition.failover`: replicas of the partition (same `partition`, each its own
+    /// `instance`) share it, one active at a time, under a lease at `{prefix}/owner/{name}`
+    /// (see `LivePipeline+Failover.swift`). Off: this daemon is its partition's only owner.
+    public var failover = false
+    /// `partition.peers`: the HTTP addresses (`http://host:port`) of the partition's other
+    /// replicas, from which a replica that starts with an empty state copies the active's.
+    public var peers: [String] = []
     /// This daemon's name: `instance`, else the broker client id.
     public var instanceName: String { instance ?? broker.clientId }
 

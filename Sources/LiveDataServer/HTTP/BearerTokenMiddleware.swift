@@ -27,3 +27,20 @@ struct BearerTokenMiddleware<Context: RequestContext>: RouterMiddleware {
         return difference == 0
     }
 }
+
+/// Guards the state copy (`GET /v1/state`): the same bearer token; without one configured,
+/// the copy is off.
+struct StateCopyTokenMiddleware<Context: RequestContext>: RouterMiddleware {
+    let token: String?
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard let token else {
+            return HTTPInterface.error(
+                .forbidden, "the state copy is off: set http.token (or $LIVEDATA_HTTP_TOKEN), the same on every replica")
+        }
+        guard BearerTokenMiddleware<Context>.sameInConstantTime(request.headers[.authorization] ?? "", "Bearer \(token)") else {
+            return HTTPInterface.error(.unauthorized, "this needs the header Authorization: Bearer <http.token>")
+        }
+        return try await next(request, context)
+    }
+}

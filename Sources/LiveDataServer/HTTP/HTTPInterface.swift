@@ -52,6 +52,9 @@ public enum HTTPInterface {
             }
             guard await queries.isReady else {
                 // Connected, not converged yet: the broker's styles may not be the state's.
+                if let replica = await queries.replicaRole, !replica.joined {
+                    return error(.serviceUnavailable, "not ready: copying a peer's state (partition.peers) before this replica may take over")
+                }
                 let reason = await queries.convergenceFault ?? "converging with the broker's retained styles"
                 return error(.serviceUnavailable, "not ready: \(reason)")
             }
@@ -61,10 +64,11 @@ public enum HTTPInterface {
             }
             // Ready, but not for the filters the broker refused: say which.
             let refused = await queries.refusedSubscriptions
+            let replica = await queries.replicaRole
             guard refused.isEmpty else {
-                return encoded(.ok, Readiness(status: "degraded", refused: refused))
+                return encoded(.ok, Readiness(status: "degraded", refused: refused, replica: replica))
             }
-            return encoded(.ok, Readiness(status: "ready"))
+            return encoded(.ok, Readiness(status: "ready", replica: replica))
         }
         router.get("/metrics") { _, _ in
             let fault = await queries.storageFault
@@ -106,6 +110,15 @@ public enum HTTPInterface {
             let records = await queries.floor(Place(dataset: parts[0], venue: parts[1], building: parts[2], floor: parts[3]))
             return json(.ok, "{\"locations\": [" + records.map(\.json).joined(separator: ", ") + "]}")
         }
+        // A failover replica's state, for one that starts with none (see `PeerState`).
+        router.group("/v1/state").add(middleware: StateCopyTokenMiddleware(token: token))
+            .get { _, _ in
+                guard let lines = await queries.exportState() else {
+                    return error(.serviceUnavailable, "this replica has not joined its partition yet: its state may be incomplete")
+                }
+                return Response(
+                    status: .ok, headers: [.contentType: "text/tab-separated-values"], body: .init(byteBuffer: ByteBuffer(bytes: lines)))
+            }
         router.get("/v1/legend") { request, _ in
             json(.ok, await queries.legend(dataset: request.uri.queryParameters.get("dataset")).json)
         }
@@ -170,6 +183,8 @@ public enum HTTPInterface {
         var status: String
         /// The filters the broker refused (status `degraded`).
         var refused: [String]?
+        /// A failover replica's role and epoch.
+        var replica: ReplicaRole?
     }
 
     struct LayerList: Codable, Equatable {

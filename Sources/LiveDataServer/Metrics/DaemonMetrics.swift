@@ -104,6 +104,12 @@ public final class DaemonMetrics: Sendable {
         total(
             "legend_conflicts", "Retained legends of a served dataset found differing from this daemon's (another daemon's rules disagree).",
             statistics.legendConflicts)
+        if let replica = statistics.replica {
+            gauge("failover_active", "1 while this replica of a failover partition is the active one (it publishes), 0 on standby.", replica.role == .active ? 1 : 0)
+            gauge("failover_epoch", "The epoch this replica publishes under while active; else the epoch of the lease in force.", Int(clamping: replica.epoch))
+            total("failover_takeovers", "Times this replica became its partition's active one.", replica.takeovers)
+            total("failover_depositions", "Times this replica stopped being active, or gave a claim up.", replica.depositions)
+        }
         gauge("ready", "1 when restored, connected, subscribed and converged.", ready ? 1 : 0)
         return registry.emitToBuffer()
     }

@@ -22,6 +22,10 @@ extension LivePipeline {
             try await subscribe(criteria.filter.string, qos: qos)
         }
         for filter in arrivalFilters { try await subscribe(filter, qos: .atLeastOnce) }
+        if let ownerTopic {
+            try await subscribe(ownerTopic, qos: .atLeastOnce)
+            failover?.watching(since: .now)
+        }
         if let bridgeStateTopic { try await subscribe(bridgeStateTopic, qos: .atLeastOnce) }
     }
 
@@ -46,6 +50,10 @@ extension LivePipeline {
     /// Publishes `online`, the legends and whatever waits, and converges unless nothing can
     /// have diverged; call after every (re)connection (of either connection, once both are up).
     public func connected() {
+        if failover != nil {
+            replicaConnected()
+            return
+        }
         publisher.send(topics.statusPublication(online: true))
         // The legends go out once the convergence (or the marker's check) has read the
         // retained ones: only those that differ (see ``settleLegends(_:)``).

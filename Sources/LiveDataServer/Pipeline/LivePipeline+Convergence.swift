@@ -92,6 +92,12 @@ extension LivePipeline {
     /// Returns once the first convergence has finished (see ``isReady``).
     public func waitUntilConverged() async { await runs.converged.wait() }
 
+    /// Returns once the daemon may serve: converged, or, a failover replica, joined (a
+    /// standby converges nothing until it takes over).
+    public func waitUntilServing() async {
+        if failover != nil { await joined.wait() } else { await waitUntilConverged() }
+    }
+
     /// Reads the retained marker. At a start, when it is the one the state file recorded,
     /// the broker holds every style the state file says it acknowledged, and the changes
     /// held since the start go out under their versions. After a reconnection, when it is

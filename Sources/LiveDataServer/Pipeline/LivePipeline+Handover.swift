@@ -76,7 +76,7 @@ extension LivePipeline {
     func bridgeState(_ payload: UnsafeRawBufferPointer) {
         let up = payload.count == 1 && payload[0] == UInt8(ascii: "1")
         defer { bridgeUp = up }
-        guard up, bridgeUp == false, !publisher.clears.isEmpty else { return }
+        guard up, bridgeUp == false, !publisher.clears.isEmpty, publishes else { return }
         bridgeRecoveries += 1
         // What is retained at the edge the bridge sends by itself on reconnecting: only the
         // clears still right (nothing there now) go out again.

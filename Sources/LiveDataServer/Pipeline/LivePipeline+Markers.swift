@@ -12,7 +12,9 @@ extension LivePipeline {
     /// Publishes a marker when one is due (``SyncMarkers/isDue(now:handedOver:)``), only
     /// while the versions are known and the output is connected.
     func publishMarkerIfDue() {
-        guard hasConverged, output.state == .connected, markers.isDue(now: .now, handedOver: publisher.handedOver) else { return }
+        // A failover replica's lease connection ends with its epoch: the one that takes over
+        // converges in full, so markers would vouch for nothing.
+        guard failover == nil, hasConverged, output.state == .connected, markers.isDue(now: .now, handedOver: publisher.handedOver) else { return }
         drainOutput()
         sendMarker()
     }
@@ -48,7 +50,7 @@ extension LivePipeline {
     /// broker that resumed its session, knows the broker holds every style the state file
     /// holds, and skips reading them all back (see ``connected()``).
     public func checkpoint(timeout: Duration = .seconds(5)) async {
-        guard snapshots.writer != nil, hasConverged, output.state == .connected else { return }
+        guard failover == nil, snapshots.writer != nil, hasConverged, output.state == .connected else { return }
         let deadline = ContinuousClock.now + timeout
         while publisher.waiting > 0 || output.inFlight > 0 || markers.inFlight {
             guard ContinuousClock.now < deadline, output.state == .connected else {

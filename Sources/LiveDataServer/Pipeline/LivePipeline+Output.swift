@@ -16,7 +16,7 @@ extension LivePipeline {
                 if let old = change.movedFrom, partition.owns(old) { handedOver(old) }
                 return
             }
-            if arrivesFromElsewhere(change) { announceArrival(change) }
+            if arrivesFromElsewhere(change) && publishes { announceArrival(change) }
         }
         // The floor view shows the state as it is, whenever the broker gets it.
         var payload: [UInt8]?
@@ -25,6 +25,9 @@ extension LivePipeline {
             if let old = change.movedFrom { publishRemoval(old) }
             events.publish("change", place: change.address.place, json: payload!)
         }
+        // A failover replica whose lease is not (or no longer) its own publishes nothing: the
+        // tick that finds the lease unrenewed may not have come yet.
+        if failover != nil && !publishes { return }
         if case .inDoubt = versions, !(runs.current?.hasSeen(change.address) ?? false) {
             // Its version may be below the broker's: the convergence publishes it (its
             // retained style is still to be read, or it is among those the end of the read
@@ -51,15 +54,18 @@ extension LivePipeline {
     /// Hands the client what waits, as far as the broker's window has room; when it is
     /// full, the acknowledgement that halves it wakes this again (``OutputWindow``).
     func drainOutput() {
+        // A failover replica publishes while its lease is its own (see `+Failover`); the
+        // status goes out on the connection of its own, not through here.
+        if let failover, !failover.mayPublish(now: .now) { return }
         while true {
             switch publisher.drain() {
             case .empty, .disconnected: return
             case .more: continue
             case .windowFull:
-                let size = output.session.sendWindow
+                let size = publisher.client.session.sendWindow
                 window.arm(window: size)
                 // Acknowledgements that came between the drain and the arming woke nobody.
-                if output.inFlight > size / 2 { return }
+                if publisher.client.inFlight > size / 2 { return }
             }
         }
     }

@@ -48,6 +48,8 @@ extension LivePipeline {
         public var bridgeRecoveries = 0
         /// Reconnections that found the broker had not kept the daemon's session.
         public var sessionsLost = 0
+        /// A failover replica's role, epoch and counts; nil without failover.
+        public var replica: ReplicaRole?
     }
 
     public var statistics: Statistics {
@@ -57,12 +59,12 @@ extension LivePipeline {
             summariesPublished: publisher.summaries, locations: core.store.count,
             refusedSubscriptions: refusedFilters.count, intake: intake.statistics, replayed: replayed,
             snapshotFailures: snapshots.failures, publishesRefused: refusedPublishes.count, publishesDropped: publisher.dropped,
-            outputWaiting: publisher.waiting, outputInFlight: output.inFlight, convergences: runs.finished,
+            outputWaiting: publisher.waiting, outputInFlight: publisher.client.inFlight, convergences: runs.finished,
             convergenceFailures: runs.failures, convergencesSkipped: runs.skipped,
             convergenceRead: runs.read + (runs.reader?.count ?? 0), convergenceProgress: runs.reader?.count ?? 0,
             processed: processed, events: events.statistics,
             bufferedConnections: connections.filter { $0.socketBuffered == true }.count, legendConflicts: legendConflicts,
             convergenceShortReads: runs.shortReads, handOvers: handOvers,
-            bridgeRecoveries: bridgeRecoveries, sessionsLost: sessionsLost)
+            bridgeRecoveries: bridgeRecoveries, sessionsLost: sessionsLost, replica: replicaRole)
     }
 }

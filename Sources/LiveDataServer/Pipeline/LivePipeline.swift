@@ -35,7 +35,8 @@ public actor LivePipeline {
     let logger: Logger
     var config: LiveDataConfig
     let core: LiveCore
-    let topics: OutputFormat
+    /// The formats, with the failover epoch while active (see `LivePipeline+Failover.swift`).
+    var topics: OutputFormat
     public nonisolated let intake: Intake
     /// What the start's journal replay found.
     public internal(set) var replayed = IntakeJournal.ReplayStatistics()
@@ -63,6 +64,17 @@ public actor LivePipeline {
     /// session gone (see ``noteSession()``).
     var connectedBefore = false
     var sessionsLost = 0
+    /// With `partition.failover`: which replica publishes (see `LivePipeline+Failover.swift`),
+    /// the connection that holds the lease while claiming or active, and the retained
+    /// lease's topic. Nil without failover.
+    var failover: FailoverState?
+    var holder: MQTTClient?
+    let ownerTopic: String?
+    /// Times this replica stopped being active (or gave a claim up).
+    var depositions = 0
+    /// Opens once the replica may serve: subscribed, and its state copied when it started
+    /// with none (see ``join()``).
+    let joined = StartupGate()
     /// While the start replays the journal: changes are not published (see ``converge()``).
     var replaying = false
     /// Until the first convergence after the start has finished, the versions the state
@@ -96,7 +108,12 @@ public actor LivePipeline {
     /// Restored, connected and subscribed (see ``isReady``).
     var isSubscribed = false
     /// Restored, connected, subscribed and converged with the broker at least once.
-    public var isReady: Bool { isSubscribed && hasConverged }
+    /// A failover replica: subscribed and joined (see ``join()``), and, when active,
+    /// converged.
+    public var isReady: Bool {
+        guard let failover else { return isSubscribed && hasConverged }
+        return isSubscribed && failover.eligible && (!failover.isActive || hasConverged)
+    }
     /// The first convergence (or a checkpoint that made it needless) has finished.
     public var hasConverged: Bool { if case .trusted = versions { true } else { false } }
     let metrics: DaemonMetrics
@@ -123,6 +140,12 @@ public actor LivePipeline {
         topics = config.outputFormat
         arrivalPrefix = config.partition != nil ? "\(config.output.prefix)/arrival/" : nil
         bridgeStateTopic = config.bridge.map { "$SYS/broker/connection/\($0)/state" }
+        if config.failover, let partition = config.partition {
+            ownerTopic = topics.owner(partition.name)
+            failover = FailoverState(instance: config.instanceName, keepalive: max(config.broker.keepalive, .seconds(5)))
+        } else {
+            ownerTopic = nil
+        }
         publisher = Publisher(client: self.output, qos: MQTTQoS(rawValue: Int32(config.output.qos)) ?? .atLeastOnce, topics: topics)
         coalescer = config.output.minInterval > .zero ? PublishCoalescer(interval: config.output.minInterval) : nil
         core = LiveCore(
@@ -221,7 +244,7 @@ public actor LivePipeline {
     /// ``LiveCore/prefetch(_:topic:)``).
     public func handle(_ messages: [IntakeMessage]) {
         // The batch's publications wake the output's network thread once, at the end.
-        output.withBatchedSends {
+        publisher.client.withBatchedSends {
             var start = 0
             while start < messages.count {
                 let end = min(start + 16, messages.count)
@@ -254,6 +277,10 @@ public actor LivePipeline {
             bridgeState(payload)
             return
         }
+        if let ownerTopic, topic == ownerTopic {
+            ownerMessage(payload)
+            return
+        }
         processed += 1
         switch core.process(topic: topic, payload: payload, receivedAt: receivedAt, retained: retain) {
         case .changed(let change):
@@ -271,9 +298,12 @@ public actor LivePipeline {
     /// Periodic work: staleness, due summaries, and every `store.snapshotInterval` the
     /// snapshot.
     public func tick() async {
+        failoverTick()
         let now = LiveTimestamp.now
         for change in core.expire(now: now) { queue(change, arrived: nil) }
-        for summary in core.takeDueSummaries(now: now) {
+        let summaries = core.takeDueSummaries(now: now)
+        // A standby keeps its summaries and publishes none.
+        for summary in summaries where publishes {
             let publication = topics.publication(summary, updatedAt: now)
             if events.hasViewers { events.publish("summary", place: summary.key, json: publication.payload) }
             publisher.send(summary: publication)

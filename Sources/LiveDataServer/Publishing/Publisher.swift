@@ -18,9 +18,13 @@ import Mosquitto
 /// tried ``maximumAttempts`` times in all, then dropped and counted: it would be refused
 /// for ever.
 struct Publisher {
-    let client: MQTTClient
+    /// The connection publications go out on: the daemon's output connection, or, for the
+    /// active replica of a failover partition, the connection that holds its lease (what
+    /// it had in flight then dies with the lease, never sent on a later connection).
+    var client: MQTTClient
     let qos: MQTTQoS
-    let topics: OutputFormat
+    /// The formats, with the failover epoch the payloads carry (see ``OutputFormat/epoch``).
+    var topics: OutputFormat
     /// Derived changes handed to the client.
     private(set) var changes = 0
     /// Summaries put in line.
@@ -31,7 +35,9 @@ struct Publisher {
     private var legends: Set<String>?
     private(set) var pending = PendingOutput()
     /// Everything ever put in line or sent at once.
-    var puts: Int { pending.puts + sentAtOnce }
+    var puts: Int { pending.puts + sentAtOnce + discardedPuts }
+    /// ``PendingOutput/puts`` of lines discarded by ``discardWaiting()``.
+    private var discardedPuts = 0
     /// Derived changes handed to the client as they came, past the line.
     private var sentAtOnce = 0
     /// How many more may go at once: the window's room at the end of the last ``drain()``,
@@ -214,6 +220,17 @@ struct Publisher {
     /// convergence has read what the broker retains, so that a legend is published only
     /// when it differs.
     mutating func holdLegends() { legends = nil }
+
+    /// Drops everything that waits (a replica that stops publishing: the one that takes
+    /// over converges from its own state); returns how many.
+    mutating func discardWaiting() -> Int {
+        let count = waiting
+        discardedPuts += pending.puts
+        pending = PendingOutput()
+        refused.removeAll()
+        roomAtOnce = 0
+        return count
+    }
 
     /// Puts what the library refused back in line (on the pipeline's tick): each one is
     /// tried at most ``maximumAttempts`` times in all.

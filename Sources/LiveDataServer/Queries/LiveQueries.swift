@@ -30,6 +30,10 @@ public struct LiveQueries: Sendable {
     public var storageFault: String? { get async { await pipeline.storageFault } }
     public var refusedSubscriptions: [String] { get async { await pipeline.refusedSubscriptions } }
     public var statistics: LivePipeline.Statistics { get async { await pipeline.statistics } }
+    /// A failover replica's role; nil without failover.
+    public var replicaRole: ReplicaRole? { get async { await pipeline.replicaRole } }
+    /// A failover replica's state for another to copy (nil until it has joined).
+    public func exportState() async -> [UInt8]? { await pipeline.exportState() }
 
     // MARK: - The state
 

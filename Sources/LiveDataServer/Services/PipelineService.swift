@@ -42,8 +42,11 @@ struct PipelineService: Service {
                     await waitFor?.wait()
                     await pipeline.markReady()
                     notifier.status("connected to \(address); converging with the broker's retained styles")
-                    // Ready means converged: the styles at the broker are the state's.
-                    await pipeline.waitUntilConverged()
+                    // A failover replica that starts with no state copies a peer's first.
+                    await pipeline.join()
+                    // Ready means converged: the styles at the broker are the state's (a
+                    // standby's are the active's business).
+                    await pipeline.waitUntilServing()
                     let locations = await pipeline.statistics.locations
                     let refused = await pipeline.refusedSubscriptions
                     let degraded = refused.isEmpty ? "" : "; the broker refused \(refused.joined(separator: ", "))"
@@ -60,6 +63,7 @@ struct PipelineService: Service {
                 logger.info("stopping: publishing what waits, offline, and writing the store")
                 await pipeline.checkpoint()
                 await pipeline.publishOffline()
+                await pipeline.releaseLease()
                 pipeline.intake.stop()
                 for connection in pipeline.connections { await connection.disconnect() }
             }

@@ -52,17 +52,21 @@ struct WatchdogService: Service {
             lastReceived = statistics.core.received
             last = now
             let ready = await pipeline.isReady
+            let replica = await pipeline.replicaRole
+            let role = replica.map { "\($0.summary); " } ?? ""
             if let fault = await pipeline.storageFault {
                 notifier.status("\(fault); \(statistics.locations) locations")
             } else if pipeline.brokerState != .connected {
                 notifier.status("waiting for the MQTT broker at \(address); \(statistics.locations) locations")
             } else if let fault = await pipeline.convergenceFault {
                 notifier.status("\(fault); \(statistics.locations) locations")
+            } else if let replica, !replica.joined {
+                notifier.status("\(role)copying a peer's state before it may take over; \(statistics.locations) locations")
             } else if statistics.convergenceProgress > 0 || !ready {
                 notifier.status(
-                    "converging with the broker: \(statistics.convergenceProgress) retained messages read; \(statistics.locations) locations, \(Int(rate.rounded())) updates/s")
+                    "\(role)converging with the broker: \(statistics.convergenceProgress) retained messages read; \(statistics.locations) locations, \(Int(rate.rounded())) updates/s")
             } else {
-                notifier.status("\(statistics.locations) locations, \(Int(rate.rounded())) updates/s")
+                notifier.status("\(role)\(statistics.locations) locations, \(Int(rate.rounded())) updates/s")
             }
             // Not ready yet (the broker is away, or the first convergence runs): the start
             // goes on for as long as it moves or waits with nothing to do, each tick granting

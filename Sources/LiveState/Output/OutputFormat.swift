@@ -9,12 +9,18 @@ public struct OutputFormat: Sendable {
     public let retain: Bool
     /// The daemon's own name in its status topic, when several share the prefix.
     public let instance: String?
+    /// The failover epoch under which this replica publishes (see DESIGN.md, "Failover"):
+    /// styles and summaries carry it as `"epoch"`; nil without failover (and none is written).
+    public var epoch: UInt64?
 
     public init(prefix: String, retain: Bool = true, instance: String? = nil) {
         self.prefix = prefix
         self.retain = retain
         self.instance = instance
     }
+
+    /// `{prefix}/owner/{partition}`: the retained lease of a failover partition's active replica.
+    public func owner(_ partition: String) -> String { "\(prefix)/owner/\(partition)" }
 
     /// `{prefix}/style/{dataset}/{venue}/{building}/{floor}/{room}/{location}`
     public func style(_ address: LocationAddress) -> String { prefix + "/style/" + address.path }
@@ -61,7 +67,7 @@ public struct OutputFormat: Sendable {
     /// A derived change's JSON.
     public func payload(_ change: DerivedChange) -> [UInt8] {
         var stream = JSONStream(capacity: 512)
-        change.write(to: &stream)
+        change.write(to: &stream, epoch: epoch)
         return stream.bytes
     }
 
@@ -73,7 +79,7 @@ public struct OutputFormat: Sendable {
 
     /// A summary at its summary topic.
     public func publication(_ summary: SummaryTracker.Summary, updatedAt: LiveTimestamp) -> Publication {
-        Publication(topic: self.summary(summary.key), payload: Array(summary.json(updatedAt: updatedAt).utf8), retain: retain)
+        Publication(topic: self.summary(summary.key), payload: Array(summary.json(updatedAt: updatedAt, epoch: epoch).utf8), retain: retain)
     }
 
     /// A dataset's legend, always retained (a client that subscribes later needs it at once).

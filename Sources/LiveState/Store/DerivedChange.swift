@@ -103,12 +103,13 @@ public struct DerivedChange: Sendable, Equatable {
         return stream.text
     }
 
-    /// Writes ``json`` into `stream`'s bytes: what is published, built without a `String`.
-    public func write(to stream: inout JSONStream) {
+    /// Writes ``json`` into `stream`'s bytes: what is published, built without a `String`;
+    /// with `"epoch"` when given (a failover partition's replicas: see `OutputFormat.epoch`).
+    public func write(to stream: inout JSONStream, epoch: UInt64? = nil) {
         let style = self.style
         writeLocationJSON(
             to: &stream, address, ruleEngine.derivedStyle(style, key.selection), changed: changedFields(style), values: values,
-            version: version, updatedAt: updatedAt)
+            epoch: epoch, version: version, updatedAt: updatedAt)
     }
 }
 
@@ -116,7 +117,7 @@ public struct DerivedChange: Sendable, Equatable {
 /// given); of `values`, the fresh ones (stale ones are left out, without a filtered copy).
 func writeLocationJSON(
     to stream: inout JSONStream, _ address: LocationAddress, _ derived: DerivedStyle?, changed: StyleFieldSet?,
-    values: [DomainValue], version: UInt64, updatedAt: LiveTimestamp?
+    values: [DomainValue], epoch: UInt64? = nil, version: UInt64, updatedAt: LiveTimestamp?
 ) {
     stream.beginObject()
     address.withPathBytes { path in
@@ -150,6 +151,10 @@ func writeLocationJSON(
         stream.endObject()
     }
     stream.endObject()
+    if let epoch {
+        stream.key("epoch")
+        stream.integer(Int64(clamping: epoch))
+    }
     stream.key("version")
     stream.integer(Int64(clamping: version))
     if let updatedAt {

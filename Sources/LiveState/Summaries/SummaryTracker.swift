@@ -30,8 +30,9 @@ public struct SummaryTracker {
             self.capacity = capacity
         }
 
-        /// `{"dataset": …, "venue": …, "building": …, "floor": …, "locations": N, "states": {…}, "people": N, "capacity": N, "updatedAt": …}`
-        public func json(updatedAt: LiveTimestamp) -> String {
+        /// `{"dataset": …, "venue": …, "building": …, "floor": …, "locations": N, "states": {…}, "people": N, "capacity": N, "updatedAt": …}`,
+        /// and `"epoch"` when given (see `OutputFormat.epoch`).
+        public func json(updatedAt: LiveTimestamp, epoch: UInt64? = nil) -> String {
             var object = JSONObjectWriter()
             object.add("dataset", key.dataset)
             object.add("venue", key.venue)
@@ -44,6 +45,7 @@ public struct SummaryTracker {
             object.add("people", people)
             object.add("capacity", capacity)
             object.add("updatedAt", updatedAt.description)
+            if let epoch { object.add("epoch", Int(clamping: epoch)) }
             return object.json
         }
     }

@@ -58,6 +58,11 @@ extension ClientCore {
                     // It worked for a while: try again soon.
                     backoff.reset()
                     let error = MQTTError.connectionLost(address: configuration.address, cause: cause)
+                    guard configuration.reconnects else {
+                        logger.warning("\(error); not reconnecting (this connection is used once)")
+                        eventContinuation.yield(.error(error))
+                        break
+                    }
                     logger.warning("\(error); reconnecting")
                     state.withLock { state in
                         eventContinuation.yield(.error(error))

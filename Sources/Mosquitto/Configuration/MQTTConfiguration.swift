@@ -24,6 +24,12 @@ public struct MQTTConfiguration: Sendable {
     public var will: MQTTWill?
     /// Delays between reconnection attempts.
     public var reconnect: MQTTBackoff
+    /// Whether a connection lost after it worked is made again. Off, the client ends
+    /// instead (its streams finish, its state is `.closed`): what it had handed to
+    /// libmosquitto and the broker did not acknowledge is never sent, on no later
+    /// connection. For a connection whose right to publish ends with it (a failover lease).
+    /// Default on.
+    public var reconnects = true
     /// MQTT 5: the largest packet we accept, sent on CONNECT so that the broker drops
     /// larger messages instead of sending them. `nil`: no limit.
     public var maximumPacketSize: UInt32?

@@ -1,0 +1,345 @@
+import Foundation
+import LiveDataTestSupport
+import Logging
+import Mosquitto
+import Synchronization
+import Testing
+
+/// Replicas of one partition (`partition.failover`) as real processes on a real broker: the
+/// active killed, paused, killed again; a replica that starts with nothing.
+@Suite("Failover: a standby takes the partition over", .timeLimit(.minutes(5)))
+struct FailoverTests {
+    let logger = Logger(label: "test")
+    static let locations = 200
+    static let keepalive = 5
+    /// The issue's bound: a standby publishes within 2 × keepalive + 1 s of the active's death.
+    static let takeoverBound = Duration.seconds(2 * keepalive + 1)
+
+    static func yaml(port: Int, instance: String, store: String, peers: [Int] = []) -> String {
+        let peerList = peers.isEmpty ? "" : "  peers: [" + peers.map { "\"http://127.0.0.1:\($0)\"" }.joined(separator: ", ") + "]\n"
+        return """
+            instance: \(instance)
+            partition:
+              name: east
+              owns:
+                - {dataset: ds1, venue: hq}
+              failover: true
+            \(peerList)broker: {host: 127.0.0.1, port: \(port), clientId: \(instance), keepalive: \(keepalive)s}
+            subscriptions:
+              - {dataset: ds1, domain: occupancy}
+            rules:
+              - name: occupied
+                domain: occupancy
+                when: nrOfPeople > 0
+                style: {polygonFillColor: "#D64545", label: "{nrOfPeople}/{capacity}"}
+                legend: Occupied
+              - name: vacant
+                domain: occupancy
+                when: nrOfPeople == 0
+                style: {polygonFillColor: "#4CAF50", label: "{nrOfPeople}/{capacity}"}
+                legend: Vacant
+            store: {path: \(store)}
+            http: {listen: "127.0.0.1:0", token: sesame}
+            """
+    }
+
+    final class Replica: Sendable {
+        let name: String
+        let running: ChildProcess
+        let httpPort: Int
+        init(name: String, running: ChildProcess, httpPort: Int) {
+            self.name = name
+            self.running = running
+            self.httpPort = httpPort
+        }
+    }
+
+    func start(_ name: String, broker: MosquittoBroker, peers: [Int] = [], directory: URL? = nil) async throws -> Replica {
+        let directory = try directory ?? TestDirectory.make(prefix: "replica-\(name)")
+        let configPath = directory.appendingPathComponent("livedata.yaml").path
+        try Self.yaml(port: broker.port, instance: name, store: directory.appendingPathComponent("state.db").path, peers: peers)
+            .write(toFile: configPath, atomically: true, encoding: .utf8)
+        let notify = try NotifySocket()
+        let running = try await CommandRunner().start(["serve", "--config", configPath], environment: ["NOTIFY_SOCKET": notify.path])
+        let port = try await DaemonTests.listeningPort(running)
+        #expect(await notify.wait(for: "READY=1", timeout: .seconds(60)), "\(name): \(running.standardError.suffix(3000))")
+        return Replica(name: name, running: running, httpPort: port)
+    }
+
+    /// A replica's `/readyz` replica block: role and epoch.
+    func role(_ replica: Replica) async -> (role: String, epoch: Int)? {
+        guard replica.running.isRunning,
+            let answer = try? await LoopbackHTTP.request("GET", port: replica.httpPort, path: "/readyz"),
+            let object = try? JSONSerialization.jsonObject(with: Data(answer.body.utf8)) as? [String: Any],
+            let block = object["replica"] as? [String: Any], let role = block["role"] as? String, let epoch = block["epoch"] as? Int
+        else { return nil }
+        return (role, epoch)
+    }
+
+    /// Waits until exactly one of `replicas` says it is active; returns it and its epoch.
+    func active(among replicas: [Replica], timeout: Duration = .seconds(30)) async throws -> (Replica, Int) {
+        var found: (Replica, Int)?
+        try await eventually("one active replica among \(replicas.map(\.name))", timeout: timeout, every: .milliseconds(100)) {
+            var actives: [(Replica, Int)] = []
+            for replica in replicas {
+                if let role = await role(replica), role.role == "active" { actives.append((replica, role.epoch)) }
+            }
+            found = actives.count == 1 ? actives[0] : nil
+            return found != nil
+        }
+        guard let found else { throw MosquittoBroker.Failure.toolFailed("no single active replica") }
+        return found
+    }
+
+    /// Everything published under the prefix, with when it arrived, in the broker's order.
+    final class Recorder: Sendable {
+        struct Entry: Sendable {
+            var at: ContinuousClock.Instant
+            var topic: String
+            var payload: [UInt8]
+            var retain: Bool
+        }
+        let entries = Mutex<[Entry]>([])
+        let client: MQTTClient
+
+        init(port: Int, logger: Logger) async throws {
+            client = try MQTTClient(configuration: .test(port: port), logger: logger)
+            let messages = client.messages
+            Task { [self] in
+                for await message in messages {
+                    let entry = Entry(at: .now, topic: message.topic, payload: message.payload, retain: message.retain)
+                    self.entries.withLock { $0.append(entry) }
+                }
+            }
+            try await client.connect()
+            try await client.subscribe("livedata/style/#")
+            try await client.subscribe("livedata/owner/#")
+        }
+
+        var all: [Entry] { entries.withLock { $0 } }
+
+        /// Styles as (location, epoch, version, label), live ones only (not retained at subscription).
+        func styles(after: ContinuousClock.Instant? = nil) -> [(location: String, epoch: Int, version: Int, label: String, at: ContinuousClock.Instant)] {
+            all.compactMap { entry in
+                guard entry.topic.hasPrefix("livedata/style/"), !entry.payload.isEmpty, after.map({ entry.at > $0 }) ?? true,
+                    let object = try? JSONSerialization.jsonObject(with: Data(entry.payload)) as? [String: Any],
+                    let version = object["version"] as? Int, let style = object["style"] as? [String: Any]
+                else { return nil }
+                return (
+                    String(entry.topic.split(separator: "/").last!), object["epoch"] as? Int ?? 0, version, style["label"] as? String ?? "",
+                    entry.at
+                )
+            }
+        }
+
+        /// Locations whose (epoch, version) went backwards in what this subscriber saw.
+        func backwards() -> [String] {
+            var last: [String: (Int, Int)] = [:]
+            var found: [String] = []
+            for style in styles() {
+                if let before = last[style.location], (style.epoch, style.version) < before { found.append(style.location) }
+                last[style.location] = (style.epoch, style.version)
+            }
+            return found
+        }
+
+        /// The epochs of the claims (unreleased leases) in the order seen.
+        var claimedEpochs: [Int] {
+            all.compactMap { entry in
+                guard entry.topic.hasPrefix("livedata/owner/"),
+                    let object = try? JSONSerialization.jsonObject(with: Data(entry.payload)) as? [String: Any],
+                    object["released"] == nil, let epoch = object["epoch"] as? Int
+                else { return nil }
+                return epoch
+            }
+        }
+    }
+
+    /// The people count each location last got.
+    final class Feed: Sendable {
+        let expected = Mutex<[String: Int]>([:])
+        let client: MQTTClient
+
+        init(port: Int, logger: Logger) async throws {
+            client = try MQTTClient(configuration: .test(port: port), logger: logger)
+            try await client.connect()
+        }
+
+        /// `count` updates, round robin over the locations, each a new count of people.
+        func send(_ count: Int, from first: Int = 0, pause: Duration = .milliseconds(2)) async throws {
+            for index in first..<(first + count) {
+                let location = index % FailoverTests.locations
+                let people = (index / FailoverTests.locations) % 9 + 1
+                try await client.publish(
+                    "ds1/hq/A/F1/R\(location)/desk-\(location)/occupancy",
+                    text: #"{"properties": {"nrOfPeople": "\#(people)", "capacity": "8"}}"#, qos: .atLeastOnce)
+                expected.withLock { $0["desk-\(location)"] = people }
+                if index % 50 == 49 { try await Task.sleep(for: pause * 50) }
+            }
+        }
+    }
+
+    /// Every retained style, by location: its label.
+    func retainedLabels(_ broker: MosquittoBroker) async throws -> [String: String] {
+        let reader = try MQTTClient(configuration: .test(port: broker.port), logger: logger)
+        let inbox = await Inbox.collecting(reader.messages)
+        try await reader.connect()
+        try await reader.subscribe("livedata/style/#")
+        try await reader.subscribe("failover-test/end")
+        try await reader.publish("failover-test/end", text: "end", qos: .atLeastOnce)
+        _ = await inbox.wait(timeout: .seconds(30)) { $0.contains { $0.topic == "failover-test/end" } }
+        await reader.disconnect()
+        var labels: [String: String] = [:]
+        for message in await inbox.items where message.retain && !message.payload.isEmpty && message.topic.hasPrefix("livedata/style/") {
+            let object = try JSONSerialization.jsonObject(with: Data(message.payload)) as? [String: Any]
+            labels[String(message.topic.split(separator: "/").last!)] = (object?["style"] as? [String: Any])?["label"] as? String
+        }
+        return labels
+    }
+
+    /// The retained styles show every location's last update, and so does the replica's state.
+    func expectConverged(_ broker: MosquittoBroker, _ feed: Feed, active: Replica) async throws {
+        let expected = feed.expected.withLock { $0 }.mapValues { "\($0)/8" }
+        var last: [String: String] = [:]
+        try await eventually("the retained styles to show every location's last update", timeout: .seconds(30), every: .milliseconds(500)) {
+            last = try await retainedLabels(broker)
+            return last == expected
+        }
+        let differing = expected.filter { last[$0.key] != $0.value }.prefix(5)
+        #expect(differing.isEmpty, "retained differs from the last updates at \(differing.map { "\($0.key): \(last[$0.key] ?? "none") not \($0.value)" })")
+        let floor = try await LoopbackHTTP.request("GET", port: active.httpPort, path: "/v1/floors/ds1/hq/A/F1")
+        let records = (try JSONSerialization.jsonObject(with: Data(floor.body.utf8)) as? [String: Any])?["locations"] as? [[String: Any]] ?? []
+        var state: [String: String] = [:]
+        for record in records {
+            state[record["location"] as? String ?? ""] = (record["style"] as? [String: Any])?["label"] as? String
+        }
+        #expect(state == expected, "the active's state is every location's last update")
+    }
+
+    @Test("the active SIGKILLed mid-stream: a standby publishes within 2 × keepalive + 1 s; the styles end right and no version goes backwards")
+    func killedActive() async throws {
+        let broker = try await MosquittoBroker.start()
+        defer { Task { await broker.stop() } }
+        let first = try await start("east-1", broker: broker)
+        let second = try await start("east-2", broker: broker)
+        let (active, epoch) = try await active(among: [first, second])
+        let standby = active === first ? second : first
+        #expect(await role(standby)?.role == "standby")
+        let recorder = try await Recorder(port: broker.port, logger: logger)
+        let feed = try await Feed(port: broker.port, logger: logger)
+        try await feed.send(600)
+        let killedAt = ContinuousClock.now
+        active.running.signal(SIGKILL)
+        try await feed.send(600, from: 600)
+        let (taker, newEpoch) = try await self.active(among: [standby])
+        #expect(taker === standby)
+        #expect(newEpoch > epoch, "the epoch grew: \(epoch) → \(newEpoch)")
+        let published = recorder.styles(after: killedAt).first { $0.epoch == newEpoch }
+        #expect(published != nil, "the new active published")
+        if let published {
+            #expect(published.at - killedAt <= Self.takeoverBound, "took over in \(published.at - killedAt)")
+        }
+        try await expectConverged(broker, feed, active: standby)
+        #expect(recorder.backwards().isEmpty, "versions went backwards at \(recorder.backwards().prefix(5))")
+        standby.running.signal(SIGTERM)
+        #expect(try await standby.running.result(timeout: .seconds(15)).status == 0)
+        await recorder.client.disconnect()
+        await feed.client.disconnect()
+    }
+
+    @Test("the active paused (SIGSTOP) past its lease, then resumed: it publishes nothing after resuming and stands by")
+    func pausedActive() async throws {
+        let broker = try await MosquittoBroker.start()
+        defer { Task { await broker.stop() } }
+        let first = try await start("east-1", broker: broker)
+        let second = try await start("east-2", broker: broker)
+        let (paused, epoch) = try await active(among: [first, second])
+        let other = paused === first ? second : first
+        let recorder = try await Recorder(port: broker.port, logger: logger)
+        let feed = try await Feed(port: broker.port, logger: logger)
+        try await feed.send(400)
+        paused.running.signal(SIGSTOP)
+        // Updates meanwhile: the paused one has them queued at the broker when it wakes.
+        try await feed.send(400, from: 400)
+        let (_, newEpoch) = try await active(among: [other])
+        #expect(newEpoch > epoch)
+        try await feed.send(400, from: 800)
+        let resumedAt = ContinuousClock.now
+        paused.running.signal(SIGCONT)
+        try await feed.send(400, from: 1200)
+        let standingBy = try await eventually("the resumed replica to say standby", timeout: .seconds(20), every: .milliseconds(200)) {
+            await role(paused)?.role == "standby"
+        }
+        if !standingBy {
+            Issue.record("paused: \(paused.running.standardError.suffix(4000))\nother: \(other.running.standardError.suffix(4000))")
+        }
+        try await expectConverged(broker, feed, active: other)
+        let late = recorder.styles(after: resumedAt).filter { $0.epoch == epoch }
+        #expect(late.isEmpty, "the deposed replica published \(late.count) styles after resuming")
+        #expect(recorder.backwards().isEmpty, "versions went backwards at \(recorder.backwards().prefix(5))")
+        #expect(await role(other)?.role == "active", "the replica that took over is still active: no flapping")
+        for replica in [paused, other] { replica.running.signal(SIGTERM) }
+        for replica in [paused, other] { #expect(try await replica.running.result(timeout: .seconds(15)).status == 0) }
+        await recorder.client.disconnect()
+        await feed.client.disconnect()
+    }
+
+    @Test("three replicas, the active killed twice in a row: the epochs only grow, the last one standing is active and right")
+    func threeReplicas() async throws {
+        let broker = try await MosquittoBroker.start()
+        defer { Task { await broker.stop() } }
+        var replicas: [Replica] = []
+        for name in ["east-1", "east-2", "east-3"] { replicas.append(try await start(name, broker: broker)) }
+        let recorder = try await Recorder(port: broker.port, logger: logger)
+        let feed = try await Feed(port: broker.port, logger: logger)
+        var epochs: [Int] = []
+        var sent = 0
+        for _ in 0..<2 {
+            let (active, epoch) = try await active(among: replicas)
+            epochs.append(epoch)
+            try await feed.send(300, from: sent)
+            sent += 300
+            active.running.signal(SIGKILL)
+            _ = try await active.running.wait(timeout: .seconds(10))
+            replicas.removeAll { $0 === active }
+        }
+        let (last, epoch) = try await active(among: replicas)
+        epochs.append(epoch)
+        try await feed.send(300, from: sent)
+        #expect(epochs == epochs.sorted() && Set(epochs).count == 3, "epochs \(epochs)")
+        let claims = recorder.claimedEpochs
+        #expect(claims == claims.sorted(), "claims seen at the owner topic: \(claims)")
+        try await expectConverged(broker, feed, active: last)
+        #expect(recorder.backwards().isEmpty, "versions went backwards at \(recorder.backwards().prefix(5))")
+        last.running.signal(SIGTERM)
+        #expect(try await last.running.result(timeout: .seconds(15)).status == 0)
+        await recorder.client.disconnect()
+        await feed.client.disconnect()
+    }
+
+    @Test("a replica started on an empty state file copies a peer's state, joins as a standby, and takes over correctly")
+    func emptyReplica() async throws {
+        let broker = try await MosquittoBroker.start()
+        defer { Task { await broker.stop() } }
+        let first = try await start("east-1", broker: broker)
+        let second = try await start("east-2", broker: broker)
+        let feed = try await Feed(port: broker.port, logger: logger)
+        try await feed.send(Self.locations * 2)
+        let (active, _) = try await active(among: [first, second])
+        try await expectConverged(broker, feed, active: active)
+        let fresh = try await start("east-3", broker: broker, peers: [first.httpPort, second.httpPort])
+        #expect(await role(fresh)?.role == "standby")
+        let tracked = try await LoopbackHTTP.request("GET", port: fresh.httpPort, path: "/metrics").body
+        #expect(CrashRecoveryTests.metric(tracked, "livedata_locations_tracked") == Double(Self.locations), "copied every location")
+        let refused = try await LoopbackHTTP.request("GET", port: first.httpPort, path: "/v1/state")
+        #expect(refused.status == 401, "the state copy needs the token")
+        // Both others gone: the fresh one is the partition's only replica.
+        for replica in [first, second] { replica.running.signal(SIGKILL) }
+        let (taker, _) = try await self.active(among: [fresh])
+        try await feed.send(Self.locations, from: Self.locations * 2)
+        try await expectConverged(broker, feed, active: taker)
+        fresh.running.signal(SIGTERM)
+        #expect(try await fresh.running.result(timeout: .seconds(15)).status == 0)
+        await feed.client.disconnect()
+    }
+}
