@@ -15,7 +15,9 @@ struct FailoverTests {
     /// The issue's bound: a standby publishes within 2 × keepalive + 1 s of the active's death.
     static let takeoverBound = Duration.seconds(2 * keepalive + 1)
 
-    static func yaml(port: Int, instance: String, store: String, peers: [Int] = []) -> String {
+    static func yaml(
+        port: Int, instance: String, store: String, peers: [Int] = [], brokerHost: String = "127.0.0.1", httpHost: String = "127.0.0.1"
+    ) -> String {
         let peerList = peers.isEmpty ? "" : "  peers: [" + peers.map { "\"http://127.0.0.1:\($0)\"" }.joined(separator: ", ") + "]\n"
         return """
             instance: \(instance)
@@ -24,7 +26,7 @@ struct FailoverTests {
               owns:
                 - {dataset: ds1, venue: hq}
               failover: true
-            \(peerList)broker: {host: 127.0.0.1, port: \(port), clientId: \(instance), keepalive: \(keepalive)s}
+            \(peerList)broker: {host: \(brokerHost), port: \(port), clientId: \(instance), keepalive: \(keepalive)s}
             subscriptions:
               - {dataset: ds1, domain: occupancy}
             rules:
@@ -39,7 +41,7 @@ struct FailoverTests {
                 style: {polygonFillColor: "#4CAF50", label: "{nrOfPeople}/{capacity}"}
                 legend: Vacant
             store: {path: \(store)}
-            http: {listen: "127.0.0.1:0", token: sesame}
+            http: {listen: "\(httpHost):0", token: sesame}
             """
     }
 
@@ -47,10 +49,13 @@ struct FailoverTests {
         let name: String
         let running: ChildProcess
         let httpPort: Int
-        init(name: String, running: ChildProcess, httpPort: Int) {
+        /// Where its HTTP server listens: loopback, or its network namespace's address.
+        let httpHost: String
+        init(name: String, running: ChildProcess, httpPort: Int, httpHost: String = "127.0.0.1") {
             self.name = name
             self.running = running
             self.httpPort = httpPort
+            self.httpHost = httpHost
         }
     }
 
@@ -69,7 +74,7 @@ struct FailoverTests {
     /// A replica's `/readyz` replica block: role and epoch.
     func role(_ replica: Replica) async -> (role: String, epoch: Int)? {
         guard replica.running.isRunning,
-            let answer = try? await LoopbackHTTP.request("GET", port: replica.httpPort, path: "/readyz"),
+            let answer = try? await LoopbackHTTP.request("GET", port: replica.httpPort, path: "/readyz", host: replica.httpHost, timeout: 2),
             let object = try? JSONSerialization.jsonObject(with: Data(answer.body.utf8)) as? [String: Any],
             let block = object["replica"] as? [String: Any], let role = block["role"] as? String, let epoch = block["epoch"] as? Int
         else { return nil }
@@ -341,5 +346,154 @@ struct FailoverTests {
         fresh.running.signal(SIGTERM)
         #expect(try await fresh.running.result(timeout: .seconds(15)).status == 0)
         await feed.client.disconnect()
+    }
+
+    @Test("the active's link cut for 30 s, then healed: the standby takes over, exactly one active from then on, no flapping, nothing lost")
+    func cutLink() async throws {
+        let namespace = try NetworkNamespace.create()
+        defer { namespace.remove() }
+        let outside = try freeLoopbackPort()
+        let broker = try await MosquittoBroker.start(MosquittoBroker.Options(extra: ["listener \(outside) \(namespace.hostAddress)"]))
+        defer { Task { await broker.stop() } }
+        // The first replica in the namespace, reaching the broker over the veth pair; it
+        // starts first and takes the lease.
+        let directory = try TestDirectory.make(prefix: "replica-east-1")
+        let configPath = directory.appendingPathComponent("livedata.yaml").path
+        try Self.yaml(
+            port: outside, instance: "east-1", store: directory.appendingPathComponent("state.db").path,
+            brokerHost: namespace.hostAddress, httpHost: namespace.innerAddress
+        ).write(toFile: configPath, atomically: true, encoding: .utf8)
+        let notify = try NotifySocket()
+        let running = try await ChildProcess.start(
+            NetworkNamespace.ip, ["netns", "exec", namespace.name, try CommandRunner().executable.path, "serve", "--config", configPath],
+            environment: ["NOTIFY_SOCKET": notify.path])
+        defer { running.signal(SIGKILL) }
+        let cutOff = Replica(name: "east-1", running: running, httpPort: try await DaemonTests.listeningPort(running), httpHost: namespace.innerAddress)
+        #expect(await notify.wait(for: "READY=1", timeout: .seconds(60)), "\(running.standardError.suffix(3000))")
+        let (first, epoch) = try await active(among: [cutOff])
+        #expect(first === cutOff)
+        let other = try await start("east-2", broker: broker)
+        #expect(await role(other)?.role == "standby")
+
+        let recorder = try await Recorder(port: broker.port, logger: logger)
+        let feed = try await Feed(port: broker.port, logger: logger)
+        try await feed.send(400)
+        let cutAt = ContinuousClock.now
+        try namespace.cut()
+        try await feed.send(400, from: 400)
+        let (_, newEpoch) = try await active(among: [other])
+        #expect(newEpoch > epoch)
+        let settledAt = ContinuousClock.now
+        let takeover = recorder.styles(after: cutAt).first { $0.epoch == newEpoch }
+        #expect(takeover != nil, "the standby published")
+        // 30 s of cut, watching the one that took over stay active.
+        var flaps = 0
+        var sent = 800
+        while ContinuousClock.now - cutAt < .seconds(30) {
+            if await role(other)?.role != "active" { flaps += 1 }
+            try await feed.send(20, from: sent)
+            sent += 20
+        }
+        try namespace.heal()
+        let healedAt = ContinuousClock.now
+        // After the heal: the cut-off replica reconnects, sees the higher epoch, and stays standby.
+        var doubleActive = 0
+        while ContinuousClock.now - healedAt < .seconds(12) {
+            let roles = [await role(cutOff)?.role, await role(other)?.role]
+            if roles.filter({ $0 == "active" }).count != 1 { doubleActive += 1 }
+            try await feed.send(20, from: sent)
+            sent += 20
+        }
+        #expect(flaps == 0, "the replica that took over stopped being active \(flaps) times during the cut")
+        #expect(doubleActive == 0, "\(doubleActive) samples after the heal without exactly one active")
+        #expect(await role(cutOff)?.role == "standby", "\(running.standardError.suffix(3000))")
+        let claims = recorder.all.filter { $0.topic.hasPrefix("livedata/owner/") && $0.at > settledAt }
+            .compactMap { try? JSONSerialization.jsonObject(with: Data($0.payload)) as? [String: Any] }
+            .filter { $0["released"] == nil && ($0["epoch"] as? Int ?? 0) != newEpoch }
+        #expect(claims.isEmpty, "claims after the takeover settled: \(claims)")
+        let late = recorder.styles(after: settledAt).filter { $0.epoch == epoch }
+        #expect(late.isEmpty, "the cut-off replica published \(late.count) styles under its old epoch")
+        try await expectConverged(broker, feed, active: other)
+        #expect(recorder.backwards().isEmpty, "versions went backwards at \(recorder.backwards().prefix(5))")
+        // Nothing lost on the standby either: its session kept what came during the cut.
+        let expected = feed.expected.withLock { $0 }.count
+        let tracked = try await eventually(
+            "the healed replica to hold every location", timeout: .seconds(20),
+            observing: {
+                CrashRecoveryTests.metric(
+                    (try? await LoopbackHTTP.request("GET", port: cutOff.httpPort, path: "/metrics", host: cutOff.httpHost, timeout: 2).body)
+                        ?? "", "livedata_locations_tracked") ?? 0
+            }, until: { $0 == Double(expected) })
+        #expect(tracked == Double(expected))
+        for replica in [cutOff, other] { replica.running.signal(SIGTERM) }
+        for replica in [cutOff, other] { #expect(try await replica.running.result(timeout: .seconds(15)).status == 0) }
+        await recorder.client.disconnect()
+        await feed.client.disconnect()
+    }
+}
+
+/// A network namespace joined to this one by a veth pair: a replica inside reaches the
+/// broker at ``hostAddress``, and ``cut()`` takes the link down as a failed switch port would.
+/// Needs root and iproute2; a test that uses it fails (never skips) without them.
+struct NetworkNamespace {
+    static let ip = "/usr/sbin/ip"
+    let name: String
+    let hostInterface: String
+    let hostAddress: String
+    let innerAddress: String
+
+    static func create() throws -> NetworkNamespace {
+        let id = Int(getpid()) % 10_000
+        let subnet = id % 250 + 1
+        let namespace = NetworkNamespace(
+            name: "ldfo\(id)", hostInterface: "ldfo\(id)h", hostAddress: "10.231.\(subnet).1", innerAddress: "10.231.\(subnet).2")
+        namespace.remove()
+        do {
+            try run(["netns", "add", namespace.name])
+            try run(["link", "add", namespace.hostInterface, "type", "veth", "peer", "name", "ldfo\(id)n"])
+            try run(["link", "set", "ldfo\(id)n", "netns", namespace.name])
+            try run(["addr", "add", "\(namespace.hostAddress)/30", "dev", namespace.hostInterface])
+            try run(["link", "set", namespace.hostInterface, "up"])
+            try run(["netns", "exec", namespace.name, ip, "addr", "add", "\(namespace.innerAddress)/30", "dev", "ldfo\(id)n"])
+            try run(["netns", "exec", namespace.name, ip, "link", "set", "ldfo\(id)n", "up"])
+            try run(["netns", "exec", namespace.name, ip, "link", "set", "lo", "up"])
+        } catch {
+            namespace.remove()
+            throw error
+        }
+        return namespace
+    }
+
+    func cut() throws { try Self.run(["link", "set", hostInterface, "down"]) }
+    func heal() throws { try Self.run(["link", "set", hostInterface, "up"]) }
+
+    /// Deletes the namespace (its end of the pair goes with it, and so the pair).
+    func remove() {
+        try? Self.run(["link", "del", hostInterface])
+        try? Self.run(["netns", "del", name])
+    }
+
+    struct Failure: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    static func run(_ arguments: [String]) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: ip)
+        process.arguments = arguments
+        let errors = Pipe()
+        process.standardError = errors
+        process.standardOutput = FileHandle.nullDevice
+        do {
+            try process.run()
+        } catch {
+            throw Failure(description: "cannot run \(ip) (install iproute2): \(error)")
+        }
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            throw Failure(
+                description: "ip \(arguments.joined(separator: " ")) failed: \(message) (the failover link test needs root for network namespaces)")
+        }
     }
 }

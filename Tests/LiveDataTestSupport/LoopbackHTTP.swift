@@ -14,17 +14,18 @@ public enum LoopbackHTTP {
     }
 
     public static func request(
-        _ method: String, port: Int, path: String, headers: [String: String] = [:], body: String = ""
+        _ method: String, port: Int, path: String, headers: [String: String] = [:], body: String = "", host: String = "127.0.0.1",
+        timeout: TimeInterval = 30
     ) async throws -> Response {
-        var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!)
+        var request = URLRequest(url: URL(string: "http://\(host):\(port)\(path)")!)
         request.httpMethod = method
         // A daemon that stops answering fails the test rather than hanging the run.
-        request.timeoutInterval = 30
+        request.timeoutInterval = timeout
         for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
         if !body.isEmpty { request.httpBody = Data(body.utf8) }
         let (data, response) = try await URLSession.shared.data(for: request)
         guard let response = response as? HTTPURLResponse else {
-            throw MosquittoBroker.Failure.toolFailed("not an HTTP response from 127.0.0.1:\(port)\(path)")
+            throw MosquittoBroker.Failure.toolFailed("not an HTTP response from \(host):\(port)\(path)")
         }
         var fields: [String: String] = [:]
         for case let (name as String, value as String) in response.allHeaderFields { fields[name.lowercased()] = value }

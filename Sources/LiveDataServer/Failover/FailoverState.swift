@@ -21,8 +21,10 @@
 /// - An active that sees a claim of another replica above its epoch steps down at once; one
 ///   that sees its lease overwritten by something that does not beat it (a losing claim of
 ///   its epoch, a late will of a replica deposed long ago) publishes it again.
-/// - A standby claims only while it has caught up with what the broker sent it (a lease
-///   message behind a backlog may already have answered the question).
+/// - A standby claims only while connected and caught up with what the broker sent it (a
+///   lease message behind a backlog may already have answered the question; a replica cut
+///   off from the broker hears no renewal, which does not mean there is none), and counts a
+///   lease as heard of again when its connection is back (``reconnected(now:)``).
 struct FailoverState {
     enum Role: Equatable {
         case standby
@@ -183,7 +185,7 @@ struct FailoverState {
     }
 
     /// Periodic: claims, a settled claim, renewals, and the end of an unrenewed lease.
-    /// `caughtUp`: nothing received waits to be processed.
+    /// `caughtUp`: connected, and nothing received waits to be processed.
     mutating func tick(now: ContinuousClock.Instant, caughtUp: Bool = true) -> Action {
         switch role {
         case .standby:

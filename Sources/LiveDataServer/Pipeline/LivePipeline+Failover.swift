@@ -48,7 +48,9 @@ extension LivePipeline {
     /// Claims, settles, renews, or ends an unrenewed lease: on the pipeline's tick.
     func failoverTick() {
         guard failover != nil else { return }
-        perform(failover!.tick(now: .now, caughtUp: intake.queue.statistics.depth == 0))
+        // A replica that does not hear the broker (its receiving connection down) or has not
+        // read all it was sent cannot know the lease is free: it claims nothing.
+        perform(failover!.tick(now: .now, caughtUp: client.state == .connected && intake.queue.statistics.depth == 0))
     }
 
     func perform(_ action: FailoverState.Action) {
