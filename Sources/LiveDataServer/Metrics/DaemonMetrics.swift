@@ -105,8 +105,13 @@ public final class DaemonMetrics: Sendable {
             "legend_conflicts", "Retained legends of a served dataset found differing from this daemon's (another daemon's rules disagree).",
             statistics.legendConflicts)
         if let replica = statistics.replica {
-            gauge("failover_active", "1 while this replica of a failover partition is the active one (it publishes), 0 on standby.", replica.role == .active ? 1 : 0)
-            gauge("failover_epoch", "The epoch this replica publishes under while active; else the epoch of the lease in force.", Int(clamping: replica.epoch))
+            let partition = ("partition", replica.partition)
+            gauge(
+                "failover_active", "1 while this replica of a failover partition is the active one (it publishes), 0 on standby.",
+                replica.role == .active ? 1 : 0, label: partition)
+            gauge(
+                "failover_epoch", "The epoch this replica publishes under while active; else the epoch of the lease in force.",
+                Int(clamping: replica.epoch), label: partition)
             total("failover_takeovers", "Times this replica became its partition's active one.", replica.takeovers)
             total("failover_depositions", "Times this replica stopped being active, or gave a claim up.", replica.depositions)
         }
@@ -133,8 +138,10 @@ public final class DaemonMetrics: Sendable {
         if delta > 0 { counter.increment(by: Int64(delta)) }
     }
 
-    private func gauge(_ name: String, _ help: String, _ value: Int) {
-        registry.makeGauge(descriptor: MetricNameDescriptor(namespace: "livedata", metricName: name, unitName: "", helpText: help))
-            .set(Double(value))
+    private func gauge(_ name: String, _ help: String, _ value: Int, label: (String, String)? = nil) {
+        registry.makeGauge(
+            descriptor: MetricNameDescriptor(namespace: "livedata", metricName: name, unitName: "", helpText: help),
+            labels: label.map { [$0] } ?? []
+        ).set(Double(value))
     }
 }

@@ -30,7 +30,7 @@ extension LivePipeline {
             case .active: .active
             }
         return ReplicaRole(
-            role: role, epoch: failover.epoch ?? failover.current?.epoch ?? 0, active: failover.current.flatMap { $0.isReleased ? nil : $0.instance },
+            partition: config.partition?.name ?? "", role: role, epoch: failover.epoch ?? failover.current?.epoch ?? 0, active: failover.current.flatMap { $0.isReleased ? nil : $0.instance },
             takeovers: failover.takeovers, depositions: depositions, joined: failover.eligible)
     }
 
@@ -289,6 +289,7 @@ extension LivePipeline {
 /// A failover replica's role, for `/readyz`, `/metrics` and `STATUS=`.
 public struct ReplicaRole: Sendable, Equatable, Codable {
     public enum Role: String, Sendable, Codable { case standby, claiming, active }
+    public var partition: String
     public var role: Role
     /// This replica's epoch while claiming or active; else the epoch of the lease in force.
     public var epoch: UInt64
