@@ -54,6 +54,13 @@ struct FailoverStateTests {
         #expect(state.tick(now: start + .seconds(2)) == .none, "an older epoch's release says nothing of a's lease")
         #expect(state.tick(now: start + keepalive * 2) == .claim(epoch: 5), "not renewed for the term: expired")
 
+        var restarted = replica("a")
+        _ = restarted.observed(Lease(instance: "a", epoch: 4), now: start)
+        #expect(restarted.tick(now: start + restarted.stagger) == .none)
+        #expect(
+            restarted.tick(now: start + restarted.settle + restarted.stagger) == .claim(epoch: 5),
+            "its own lease, held no more (a run before this one, a broker restart): claimed again at once, not after the term")
+
         var other = replica("b")
         _ = other.observed(Lease(instance: "a", epoch: 4), now: start)
         _ = other.observed(Lease(instance: "a", epoch: 4, released: true), now: start + .seconds(1))

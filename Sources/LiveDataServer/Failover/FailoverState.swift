@@ -65,9 +65,6 @@ struct FailoverState {
     private var currentSeen: ContinuousClock.Instant?
     /// The highest epoch seen or claimed.
     private(set) var highestEpoch: UInt64 = 0
-    /// The highest epoch this replica claimed since it started (a lease of its instance at
-    /// or below it is one it gave up or lost, not one of a previous run).
-    private var claimedUpTo: UInt64 = 0
     /// Since when the owner topic is watched (its subscription acknowledged).
     private var watchingSince: ContinuousClock.Instant?
     /// Whether this replica may become active: subscribed, and its state copied when it
@@ -192,9 +189,14 @@ struct FailoverState {
             guard eligible, caughtUp, let since = watchingSince else { return .none }
             let due: Bool
             if let current, let currentSeen {
-                if current.isReleased || (current.instance == instance && current.epoch > claimedUpTo) {
-                    // Released, or held by this instance in a run before this one: nobody holds it.
+                if current.isReleased {
                     due = now - currentSeen >= stagger
+                } else if current.instance == instance {
+                    // Its own, and it is not active: a lease of a run before this one, or one
+                    // it lost with its connection (a broker restart drops every connection
+                    // and publishes no will). Nobody else holds it; a claim of another that
+                    // came meanwhile would have replaced it.
+                    due = now - currentSeen >= settle + stagger
                 } else {
                     due = now - currentSeen >= term
                 }
@@ -205,7 +207,6 @@ struct FailoverState {
             guard due else { return .none }
             let epoch = highestEpoch + 1
             highestEpoch = epoch
-            claimedUpTo = epoch
             role = .claiming(epoch)
             claimSeen = nil
             claimed = nil
