@@ -51,11 +51,18 @@ struct FailoverTests {
         let httpPort: Int
         /// Where its HTTP server listens: loopback, or its network namespace's address.
         let httpHost: String
-        init(name: String, running: ChildProcess, httpPort: Int, httpHost: String = "127.0.0.1") {
+        let notify: NotifySocket?
+        init(name: String, running: ChildProcess, httpPort: Int, httpHost: String = "127.0.0.1", notify: NotifySocket? = nil) {
             self.name = name
             self.running = running
             self.httpPort = httpPort
             self.httpHost = httpHost
+            self.notify = notify
+        }
+
+        /// Whether a `STATUS=` line sent to systemd so far starts with `prefix`.
+        func saidStatus(startingWith prefix: String) -> Bool {
+            notify?.messages.contains { $0.split(separator: "\n").contains { $0.hasPrefix("STATUS=" + prefix) } } ?? false
         }
     }
 
@@ -68,7 +75,7 @@ struct FailoverTests {
         let running = try await CommandRunner().start(["serve", "--config", configPath], environment: ["NOTIFY_SOCKET": notify.path])
         let port = try await DaemonTests.listeningPort(running)
         #expect(await notify.wait(for: "READY=1", timeout: .seconds(60)), "\(name): \(running.standardError.suffix(3000))")
-        return Replica(name: name, running: running, httpPort: port)
+        return Replica(name: name, running: running, httpPort: port, notify: notify)
     }
 
     /// A replica's `/readyz` replica block: role and epoch.
@@ -249,6 +256,45 @@ struct FailoverTests {
         #expect(recorder.backwards().isEmpty, "versions went backwards at \(recorder.backwards().prefix(5))")
         standby.running.signal(SIGTERM)
         #expect(try await standby.running.result(timeout: .seconds(15)).status == 0)
+        await recorder.client.disconnect()
+        await feed.client.disconnect()
+    }
+
+    @Test("a clean stop of the active hands on what waits and releases the lease: the standby takes over at once; STATUS= says each one's role")
+    func cleanStop() async throws {
+        let broker = try await MosquittoBroker.start()
+        defer { Task { await broker.stop() } }
+        let first = try await start("east-1", broker: broker)
+        let second = try await start("east-2", broker: broker)
+        let (stopping, epoch) = try await active(among: [first, second])
+        let other = stopping === first ? second : first
+        try await eventually("STATUS= to name the roles", timeout: .seconds(15), every: .milliseconds(200)) {
+            stopping.saidStatus(startingWith: "active, epoch \(epoch);") && other.saidStatus(startingWith: "standby (\(stopping.name) active, epoch \(epoch));")
+        }
+        let recorder = try await Recorder(port: broker.port, logger: logger)
+        let feed = try await Feed(port: broker.port, logger: logger)
+        try await feed.send(400)
+        let stoppedAt = ContinuousClock.now
+        stopping.running.signal(SIGTERM)
+        #expect(try await stopping.running.result(timeout: .seconds(15)).status == 0)
+        try await feed.send(400, from: 400)
+        let (_, newEpoch) = try await active(among: [other])
+        #expect(newEpoch == epoch + 1)
+        let published = recorder.styles(after: stoppedAt).first { $0.epoch == newEpoch }
+        #expect(published != nil)
+        if let published {
+            #expect(published.at - stoppedAt <= .seconds(4), "took over \(published.at - stoppedAt) after the stop")
+            print("failover: SIGTERM to the first style under the new epoch: \(published.at - stoppedAt)")
+        }
+        let released = recorder.all.contains {
+            $0.topic == "livedata/owner/east" && String(decoding: $0.payload, as: UTF8.self).contains("\"released\":true")
+                && String(decoding: $0.payload, as: UTF8.self).contains(stopping.name)
+        }
+        #expect(released, "the stopping replica released its lease")
+        try await expectConverged(broker, feed, active: other)
+        #expect(recorder.backwards().isEmpty)
+        other.running.signal(SIGTERM)
+        #expect(try await other.running.result(timeout: .seconds(15)).status == 0)
         await recorder.client.disconnect()
         await feed.client.disconnect()
     }

@@ -39,7 +39,7 @@ struct FailoverStateTests {
         #expect(state.tick(now: start + .seconds(4)) == .renew, "a claim waiting to come back is renewed all the same")
         #expect(!state.mayPublish(now: start + .seconds(4)))
         _ = state.observed(Lease(instance: "a", epoch: 1), now: start + .seconds(4))
-        #expect(state.tick(now: start + .seconds(4) + .milliseconds(500)) == .none, "settling")
+        #expect(state.tick(now: start + .seconds(4) + .milliseconds(100)) == .none, "settling")
         #expect(state.tick(now: start + .seconds(5)) == .activate(epoch: 1))
         #expect(state.mayPublish(now: start + .seconds(5)))
         #expect(!state.mayPublish(now: start + .seconds(2) + keepalive), "publishes no longer than keepalive after the last acknowledged renewal")
@@ -58,7 +58,7 @@ struct FailoverStateTests {
         _ = restarted.observed(Lease(instance: "a", epoch: 4), now: start)
         #expect(restarted.tick(now: start + restarted.stagger) == .none)
         #expect(
-            restarted.tick(now: start + restarted.settle + restarted.stagger) == .claim(epoch: 5),
+            restarted.tick(now: start + restarted.quiet + restarted.stagger) == .claim(epoch: 5),
             "its own lease, held no more (a run before this one, a broker restart): claimed again at once, not after the term")
 
         var other = replica("b")

@@ -14,8 +14,9 @@
 /// - A standby claims a released lease (after its ``stagger``), or one not renewed for
 ///   ``term`` (2 `K`: past every holder's validity), with the highest epoch it has seen plus
 ///   one, on a new connection whose will releases that epoch.
-/// - A claim settles: the claimant waits until the broker has sent its own claim back, then
-///   ``settle`` more for one of a higher epoch. Of claims of one epoch the first the broker
+/// - A claim settles: the claimant waits until the broker has sent its own claim back (the
+///   round trip that shows what the broker ordered before it), then ``settle`` more. Of
+///   claims of one epoch the first the broker
 ///   delivered wins, and a higher epoch beats a lower one; every replica sees the same order,
 ///   so every replica comes to the same answer, and no epoch has two publishers.
 /// - An active that sees a claim of another replica above its epoch steps down at once; one
@@ -54,6 +55,9 @@ struct FailoverState {
     let validity: Duration
     /// How long a claim that came back waits for a later one.
     let settle: Duration
+    /// How long a replica that has seen no lease at all (none retained, or its own of a
+    /// run before) waits for one before it claims.
+    let quiet: Duration
     /// This replica's wait before claiming a released lease, so that replicas do not claim
     /// together (from its instance name: 0 to 400 ms).
     let stagger: Duration
@@ -80,12 +84,13 @@ struct FailoverState {
     private(set) var takeovers = 0
 
     /// - Parameter keepalive: the broker keepalive of the holder connection (`K`).
-    init(instance: String, keepalive: Duration, settle: Duration = .seconds(1)) {
+    init(instance: String, keepalive: Duration, settle: Duration = .milliseconds(200), quiet: Duration = .seconds(1)) {
         self.instance = instance
         term = keepalive * 2
         renewal = keepalive / 3
         validity = keepalive
         self.settle = settle
+        self.quiet = quiet
         let hash = instance.utf8.reduce(UInt32(2_166_136_261)) { ($0 ^ UInt32($1)) &* 16_777_619 }
         stagger = .milliseconds(Int(hash % 5) * 100)
     }
@@ -196,13 +201,13 @@ struct FailoverState {
                     // it lost with its connection (a broker restart drops every connection
                     // and publishes no will). Nobody else holds it; a claim of another that
                     // came meanwhile would have replaced it.
-                    due = now - currentSeen >= settle + stagger
+                    due = now - currentSeen >= quiet + stagger
                 } else {
                     due = now - currentSeen >= term
                 }
             } else {
                 // No lease at all (none retained).
-                due = now - since >= settle + stagger
+                due = now - since >= quiet + stagger
             }
             guard due else { return .none }
             let epoch = highestEpoch + 1

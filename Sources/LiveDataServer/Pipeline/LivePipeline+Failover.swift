@@ -199,7 +199,10 @@ extension LivePipeline {
             drainOutput()
             try? await Task.sleep(for: .milliseconds(20))
         }
-        perform(.depose(reason: "stopping"))
+        // Stop publishing, keeping the holder for the release.
+        self.holder = nil
+        if failover != nil { _ = failover!.holderEnded(epoch: epoch) }
+        depose("stopping")
         let release = Lease(instance: config.instanceName, epoch: epoch, released: true)
         let published = Task { try await holder.publish(ownerTopic, payload: release.payload, qos: .atLeastOnce, retain: true) }
         let stop = Task {
@@ -235,7 +238,7 @@ extension LivePipeline {
         var delay = Duration.seconds(1)
         var rounds = 0
         // The retained lease, if any, comes right after the subscription.
-        try? await Task.sleep(for: failover?.settle ?? .seconds(1))
+        try? await Task.sleep(for: failover?.quiet ?? .seconds(1))
         while !Task.isCancelled {
             for peer in config.peers {
                 do {
