@@ -390,10 +390,23 @@ struct FailoverTests {
         #expect(CrashRecoveryTests.metric(tracked, "livedata_locations_tracked") == Double(Self.locations), "copied every location")
         let refused = try await LoopbackHTTP.request("GET", port: first.httpPort, path: "/v1/state")
         #expect(refused.status == 401, "the state copy needs the token")
+        // A replica restarted on an empty disk keeps its client id, so its session hands it
+        // what was queued while it was down: it must still copy, not join with that part.
+        let standby = active === first ? second : first
+        standby.running.signal(SIGKILL)
+        _ = try await standby.running.wait(timeout: .seconds(10))
+        let directory = try TestDirectory.make(prefix: "replica-\(standby.name)-empty")
+        try await feed.send(Self.locations / 4, from: Self.locations * 2)
+        let restarted = try await start(standby.name, broker: broker, peers: [active.httpPort, fresh.httpPort], directory: directory)
+        #expect(restarted.running.standardError.contains("copied the state of"), "\(restarted.running.standardError.suffix(2000))")
+        let restartedTracked = try await LoopbackHTTP.request("GET", port: restarted.httpPort, path: "/metrics").body
+        #expect(CrashRecoveryTests.metric(restartedTracked, "livedata_locations_tracked") == Double(Self.locations))
+        restarted.running.signal(SIGTERM)
+        #expect(try await restarted.running.result(timeout: .seconds(15)).status == 0)
         // Both others gone: the fresh one is the partition's only replica.
-        for replica in [first, second] { replica.running.signal(SIGKILL) }
+        for replica in [first, second] where replica.running.isRunning { replica.running.signal(SIGKILL) }
         let (taker, _) = try await self.active(among: [fresh])
-        try await feed.send(Self.locations, from: Self.locations * 2)
+        try await feed.send(Self.locations, from: Self.locations * 3)
         try await expectConverged(broker, feed, active: taker)
         fresh.running.signal(SIGTERM)
         #expect(try await fresh.running.result(timeout: .seconds(15)).status == 0)

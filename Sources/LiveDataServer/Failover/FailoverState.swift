@@ -12,7 +12,7 @@
 ///   publishes only until `t + K` (``validity``): a paused or cut-off active stops on its own
 ///   before anyone may take over.
 /// - A standby claims a released lease (after its ``stagger``), or one not renewed for
-///   ``term`` (2 `K`: past every holder's validity), with the highest epoch it has seen plus
+///   ``term`` (1.5 `K`: past every holder's validity, `K` after a renewal it sent), with the highest epoch it has seen plus
 ///   one, on a new connection whose will releases that epoch.
 /// - A claim settles: the claimant waits until the broker has sent its own claim back (the
 ///   round trip that shows what the broker ordered before it), then ``settle`` more. Of
@@ -86,7 +86,7 @@ struct FailoverState {
     /// - Parameter keepalive: the broker keepalive of the holder connection (`K`).
     init(instance: String, keepalive: Duration, settle: Duration = .milliseconds(200), quiet: Duration = .seconds(1)) {
         self.instance = instance
-        term = keepalive * 2
+        term = keepalive * 3 / 2
         renewal = keepalive / 3
         validity = keepalive
         self.settle = settle

@@ -223,7 +223,9 @@ extension LivePipeline {
             await joined.open()
             return
         }
-        if core.store.count == 0 && !config.peers.isEmpty {
+        // Started with no state (what the broker queued for the session since may already
+        // be in: a replica restarted on an empty disk keeps its client id and its session).
+        if startedEmpty && !config.peers.isEmpty {
             await copyState()
         }
         failover?.eligible = true

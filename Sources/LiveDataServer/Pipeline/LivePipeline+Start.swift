@@ -47,6 +47,7 @@ extension LivePipeline {
             metadata: ["store.path": "\(config.store.path)", "restore.milliseconds": "\((ContinuousClock.now - started).milliseconds)"])
         if progress.isStopRequested { throw CancellationError() }
         markers.restoredCheckpoint = restored.checkpoint
+        startedEmpty = restored.count == 0
         // The style topics of placements the file held twice are cleared. The styles that
         // changed while we were down (rules, staleness, the journal's tail) are not published
         // from here: the first convergence compares every retained style with the state and

@@ -72,6 +72,10 @@ public actor LivePipeline {
     let ownerTopic: String?
     /// Times this replica stopped being active (or gave a claim up).
     var depositions = 0
+    /// The start restored no location: a failover replica copies a peer's state before it
+    /// may take over (see ``join()``). Known at the restore, before the broker's queue for
+    /// the session can add any.
+    var startedEmpty = true
     /// Opens once the replica may serve: subscribed, and its state copied when it started
     /// with none (see ``join()``).
     let joined = StartupGate()
