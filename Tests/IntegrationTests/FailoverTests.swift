@@ -193,20 +193,7 @@ struct FailoverTests {
 
     /// Every retained style, by location: its label.
     func retainedLabels(_ broker: MosquittoBroker) async throws -> [String: String] {
-        let reader = try MQTTClient(configuration: .test(port: broker.port), logger: logger)
-        let inbox = await Inbox.collecting(reader.messages)
-        try await reader.connect()
-        try await reader.subscribe("livedata/style/#")
-        try await reader.subscribe("failover-test/end")
-        try await reader.publish("failover-test/end", text: "end", qos: .atLeastOnce)
-        _ = await inbox.wait(timeout: .seconds(30)) { $0.contains { $0.topic == "failover-test/end" } }
-        await reader.disconnect()
-        var labels: [String: String] = [:]
-        for message in await inbox.items where message.retain && !message.payload.isEmpty && message.topic.hasPrefix("livedata/style/") {
-            let object = try JSONSerialization.jsonObject(with: Data(message.payload)) as? [String: Any]
-            labels[String(message.topic.split(separator: "/").last!)] = (object?["style"] as? [String: Any])?["label"] as? String
-        }
-        return labels
+        try await CrashRecoveryTests().retainedStyles(broker).compactMapValues { ($0["style"] as? [String: Any])?["label"] as? String }
     }
 
     /// The retained styles show every location's last update, and so does the replica's state.

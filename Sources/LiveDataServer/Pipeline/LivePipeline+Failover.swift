@@ -151,14 +151,7 @@ extension LivePipeline {
             depose("the connection that held the claim is gone")
             return
         }
-        _ = publisher.discardWaiting()
-        publisher.client = holder
-        topics.epoch = epoch
-        publisher.topics.epoch = epoch
-        versions = .inDoubt
-        held = nil
-        markers.check = nil
-        publisher.holdLegends()
+        publish(on: holder, epoch: epoch)
         logger.notice(
             "active for partition \(partition.name) with epoch \(epoch): converging with the broker",
             metadata: ["failover.epoch": "\(epoch)"])
@@ -166,19 +159,26 @@ extension LivePipeline {
         drainOutput()
     }
 
+    /// What a change of role resets: the publisher's connection and epoch, what waited (a
+    /// new active converges from its own state), the versions (in doubt until it has), and
+    /// the legends (held until compared with the retained ones).
+    private func publish(on connection: MQTTClient, epoch: UInt64?) {
+        _ = publisher.discardWaiting()
+        publisher.client = connection
+        topics.epoch = epoch
+        publisher.topics.epoch = epoch
+        versions = .inDoubt
+        held = nil
+        markers.check = nil
+        publisher.holdLegends()
+    }
+
     /// Stops publishing at once: what waits is dropped, the holder closed (cleanly: its will
     /// is not published; the lease is released, or already another's).
     func depose(_ reason: String) {
         let wasActive = publisher.client !== output
-        _ = publisher.discardWaiting()
-        publisher.client = output
-        topics.epoch = nil
-        publisher.topics.epoch = nil
-        versions = .inDoubt
-        held = nil
-        markers.check = nil
+        publish(on: output, epoch: nil)
         runs.task?.cancel()
-        publisher.holdLegends()
         if coalescer != nil { coalescer = PublishCoalescer(interval: config.output.minInterval) }
         if let holder {
             self.holder = nil
