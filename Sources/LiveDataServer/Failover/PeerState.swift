@@ -59,11 +59,27 @@ enum PeerState {
     /// `GET {peer}/v1/state` with the bearer token, over plain HTTP/1.1 on a thread of its
     /// own (a blocking socket, `Connection: close`, read to its end).
     static func fetch(_ peer: String, token: String?, timeout: Duration = .seconds(30)) async throws -> [UInt8] {
+        try await request(peer, path: "/v1/state", token: token, timeout: timeout)
+    }
+
+    /// ``get(_:path:token:timeout:)`` on a thread of its own.
+    static func request(_ peer: String, path: String, token: String?, timeout: Duration) async throws -> [UInt8] {
         try await withCheckedThrowingContinuation { continuation in
             Thread.detachNewThread {
-                continuation.resume(with: Result { try get(peer, path: "/v1/state", token: token, timeout: timeout) })
+                continuation.resume(with: Result { try get(peer, path: path, token: token, timeout: timeout) })
             }
         }
+    }
+
+    /// A peer replica's role as its `/readyz` says it (`standby`, `active`, `claiming`); nil
+    /// when it does not answer so.
+    static func role(of peer: String) async -> String? {
+        let answer = try? await request(peer, path: "/readyz", token: nil, timeout: .seconds(2))
+        struct Readiness: Decodable {
+            struct Replica: Decodable { var role: String }
+            var replica: Replica?
+        }
+        return answer.flatMap { try? JSONDecoder().decode(Readiness.self, from: Data($0)) }?.replica?.role
     }
 
     static func get(_ peer: String, path: String, token: String?, timeout: Duration) throws -> [UInt8] {

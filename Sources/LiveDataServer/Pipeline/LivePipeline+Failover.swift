@@ -242,7 +242,11 @@ extension LivePipeline {
         // The retained lease, if any, comes right after the subscription.
         try? await Task.sleep(for: failover?.quiet ?? .seconds(1))
         while !Task.isCancelled {
-            for peer in config.peers {
+            // A standby first: the state is built on the peer's pipeline, whose updates wait
+            // meanwhile, and a standby's wait delays no map.
+            var standbys: [String] = []
+            for peer in config.peers where await PeerState.role(of: peer) == "standby" { standbys.append(peer) }
+            for peer in standbys + config.peers.filter({ !standbys.contains($0) }) {
                 do {
                     let started = ContinuousClock.now
                     let body = try await PeerState.fetch(peer, token: config.http.token)
