@@ -191,7 +191,9 @@ struct FailoverState {
     mutating func tick(now: ContinuousClock.Instant, caughtUp: Bool = true) -> Action {
         switch role {
         case .standby:
-            guard eligible, caughtUp, let since = watchingSince else { return .none }
+            // Not within `quiet` of the (re)subscription: what the broker kept for the
+            // session (a later claim, the retained lease) comes first.
+            guard eligible, caughtUp, let since = watchingSince, now - since >= quiet else { return .none }
             let due: Bool
             if let current, let currentSeen {
                 if current.isReleased {
