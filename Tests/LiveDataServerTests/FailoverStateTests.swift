@@ -111,6 +111,13 @@ struct FailoverStateTests {
         #expect(lapsed.tick(now: sent + keepalive / 2) == .renew)
         if case .depose = lapsed.tick(now: sent + keepalive) {} else { Issue.record("an unrenewed lease must end the active's publishing") }
 
+        var resumed = activated("a")
+        _ = resumed.holderEnded(epoch: 1)
+        let after = start + .seconds(20)
+        #expect(resumed.tick(now: after) == .none, "just deposed (a pause ended): no claim before it has listened")
+        #expect(resumed.tick(now: after + resumed.quiet / 2) == .none)
+        #expect(resumed.tick(now: after + resumed.quiet + resumed.stagger) == .claim(epoch: 2), "its own lease, nobody else's came: claimed")
+
         var renewed = activated("a")
         renewed.acknowledged(epoch: 1, sentAt: sent + keepalive / 2)
         #expect(renewed.mayPublish(now: sent + keepalive))

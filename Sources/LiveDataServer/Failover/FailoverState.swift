@@ -82,6 +82,8 @@ struct FailoverState {
     private var nextRenewal: ContinuousClock.Instant?
     /// Times this replica became active.
     private(set) var takeovers = 0
+    /// Deposed since the last tick: what it knows of the lease may be old.
+    private var viewIsStale = false
 
     /// - Parameter keepalive: the broker keepalive of the holder connection (`K`).
     init(instance: String, keepalive: Duration, settle: Duration = .milliseconds(200), quiet: Duration = .seconds(1)) {
@@ -114,6 +116,10 @@ struct FailoverState {
     mutating func watching(since now: ContinuousClock.Instant) {
         if watchingSince == nil { watchingSince = now }
     }
+
+    /// The process was paused (stopped, or starved): what it knows of the lease is old; it
+    /// listens for ``quiet`` before it claims anything.
+    mutating func resumed() { viewIsStale = true }
 
     /// The receiving connection is back: the lease messages sent meanwhile were missed, so
     /// the lease in force counts as heard of now (the retained one comes again with the
@@ -189,6 +195,12 @@ struct FailoverState {
     /// Periodic: claims, a settled claim, renewals, and the end of an unrenewed lease.
     /// `caughtUp`: connected, and nothing received waits to be processed.
     mutating func tick(now: ContinuousClock.Instant, caughtUp: Bool = true) -> Action {
+        if viewIsStale {
+            // Paused, or just deposed: the broker may have sent what replaced the lease,
+            // not read yet. Listen for `quiet` as after a (re)subscription.
+            viewIsStale = false
+            if watchingSince != nil { watchingSince = now }
+        }
         switch role {
         case .standby:
             // Not within `quiet` of the (re)subscription: what the broker kept for the
@@ -248,6 +260,7 @@ struct FailoverState {
 
     private mutating func lose(_ reason: String) -> Action {
         role = .standby
+        viewIsStale = true
         claimSeen = nil
         claimed = nil
         validUntil = nil

@@ -48,6 +48,10 @@ extension LivePipeline {
     /// Claims, settles, renews, or ends an unrenewed lease: on the pipeline's tick.
     func failoverTick() {
         guard failover != nil else { return }
+        // Ticks come every 100 ms: a longer gap is a pause (SIGSTOP, a starved process).
+        let now = ContinuousClock.now
+        if let last = lastFailoverTick, now - last > failover!.quiet { failover!.resumed() }
+        lastFailoverTick = now
         // A replica that does not hear the broker (its receiving connection down) or has not
         // read all it was sent cannot know the lease is free: it claims nothing.
         perform(failover!.tick(now: .now, caughtUp: client.state == .connected && intake.queue.statistics.depth == 0))

@@ -76,6 +76,8 @@ public actor LivePipeline {
     /// may take over (see ``join()``). Known at the restore, before the broker's queue for
     /// the session can add any.
     var startedEmpty = true
+    /// When ``failoverTick()`` last ran (a long gap is a pause).
+    var lastFailoverTick: ContinuousClock.Instant?
     /// Opens once the replica may serve: subscribed, and its state copied when it started
     /// with none (see ``join()``).
     let joined = StartupGate()
