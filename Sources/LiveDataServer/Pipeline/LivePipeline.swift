@@ -152,7 +152,9 @@ public actor LivePipeline {
         } else {
             ownerTopic = nil
         }
-        publisher = Publisher(client: self.output, qos: MQTTQoS(rawValue: Int32(config.output.qos)) ?? .atLeastOnce, topics: topics)
+        publisher = Publisher(
+            client: self.output, qos: MQTTQoS(rawValue: Int32(config.output.qos)) ?? .atLeastOnce, topics: topics,
+            windowLimit: config.output.window)
         coalescer = config.output.minInterval > .zero ? PublishCoalescer(interval: config.output.minInterval) : nil
         core = LiveCore(
             ruleSet: config.ruleSet, subscriptions: config.subscriptions, summaryInterval: config.output.summaryInterval,
