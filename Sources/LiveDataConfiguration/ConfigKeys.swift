@@ -22,7 +22,7 @@ public enum ConfigKeys {
         ("style", StyleField.allCases.map(\.rawValue)),
         ("style.badge", ["text", "textColor", "backgroundColor"]),
         ("rules[]", ["name", "domain", "when", "where", "style", "legend", "layer", "priority"]),
-        ("output", ["prefix", "retain", "qos", "summaryInterval", "minInterval", "window"]),
+        ("output", ["prefix", "retain", "qos", "summaryInterval", "minInterval"]),
         ("store", ["path", "snapshotInterval", "journalSync"]),
         ("http", ["listen", "token"]),
         ("log", ["level"]),

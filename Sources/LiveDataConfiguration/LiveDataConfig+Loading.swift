@@ -532,7 +532,6 @@ extension LiveDataConfig {
             case "qos": output.qos = reader.int(value, "output.qos", range: 0...2) ?? output.qos
             case "minInterval":
                 output.minInterval = reader.duration(value, "output.minInterval", range: .zero...(.seconds(3600))) ?? output.minInterval
-            case "window": output.window = reader.int(value, "output.window", range: 1...65_535) ?? output.window
             default: output.summaryInterval = reader.duration(value, "output.summaryInterval") ?? output.summaryInterval
             }
         }

@@ -135,12 +135,6 @@ public struct OutputSettings: Sendable, Equatable {
     /// wait, each replacing the one before, and the last goes out when the interval ends:
     /// the final state is never lost. The floor view still gets every change.
     public var minInterval: Duration = .zero
-    /// `window` (default 128): at most this many QoS 1 publications await the broker's
-    /// acknowledgement (the broker's Receive Maximum, or mosquitto's
-    /// `max_inflight_messages`, may allow fewer). libmosquitto walks the whole list of them on
-    /// every acknowledgement, so a window larger than the round trip needs costs CPU for
-    /// nothing; raise it for a broker far away (window ÷ round trip = publications a second).
-    public var window = 128
 
     public init() {}
 }

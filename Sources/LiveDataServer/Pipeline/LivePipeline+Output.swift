@@ -62,7 +62,7 @@ extension LivePipeline {
             case .empty, .disconnected: return
             case .more: continue
             case .windowFull:
-                let size = publisher.window
+                let size = publisher.client.session.sendWindow
                 window.arm(window: size)
                 // Acknowledgements that came between the drain and the arming woke nobody.
                 if publisher.client.inFlight > size / 2 { return }

@@ -152,9 +152,7 @@ public actor LivePipeline {
         } else {
             ownerTopic = nil
         }
-        publisher = Publisher(
-            client: self.output, qos: MQTTQoS(rawValue: Int32(config.output.qos)) ?? .atLeastOnce, topics: topics,
-            windowLimit: config.output.window)
+        publisher = Publisher(client: self.output, qos: MQTTQoS(rawValue: Int32(config.output.qos)) ?? .atLeastOnce, topics: topics)
         coalescer = config.output.minInterval > .zero ? PublishCoalescer(interval: config.output.minInterval) : nil
         core = LiveCore(
             ruleSet: config.ruleSet, subscriptions: config.subscriptions, summaryInterval: config.output.summaryInterval,

@@ -92,9 +92,8 @@ struct Publisher {
     /// that the pipeline gets back to its updates.
     static let unwindowedBatch = 4096
 
-    init(client: MQTTClient, qos: MQTTQoS, topics: OutputFormat, windowLimit: Int = 128) {
+    init(client: MQTTClient, qos: MQTTQoS, topics: OutputFormat) {
         self.client = client
-        self.windowLimit = windowLimit
         self.qos = qos
         self.topics = topics
     }
@@ -110,16 +109,6 @@ struct Publisher {
         /// The QoS 0 batch bound: call again.
         case more
     }
-
-    /// How many publications may await the broker's acknowledgement: the broker's window
-    /// (``MQTTSession/sendWindow``, its Receive Maximum), at most ``windowLimit``
-    /// (`output.window`). libmosquitto walks its whole list of messages in flight on every
-    /// acknowledgement (to release queued ones into the window), so a thousand in flight
-    /// cost a thousand steps a publication; on loopback or a LAN a round trip to the broker
-    /// is well under a millisecond, and 128 in flight carry over a hundred thousand
-    /// publications a second.
-    var window: Int { min(client.session.sendWindow, windowLimit) }
-    let windowLimit: Int
 
     /// Derived changes and other publications waiting for the window.
     var waiting: Int { pending.count + refused.count }
@@ -161,7 +150,7 @@ struct Publisher {
         roomAtOnce = 0
         guard client.state == .connected else { return pending.isEmpty ? .empty : .disconnected }
         let windowed = qos != .atMostOnce
-        var room = windowed ? window - client.inFlight : Self.unwindowedBatch
+        var room = windowed ? client.session.sendWindow - client.inFlight : Self.unwindowedBatch
         guard room > 0 else { return pending.isEmpty ? .empty : .windowFull }
         return client.withBatchedSends { () -> Drained in
             while room > 0 {
