@@ -39,6 +39,31 @@ struct LiveTopicTests {
     }
 
     @Test(
+        "a topic cut in one pass has the components the checked way gives, bad ones the same errors",
+        arguments: [
+            "ds1/hq/B/F3/R7/room-7/occupancy", "bench/hq/b0/f0/r0/loc-0/occupancy", "é/ü/😀/f/r/l/d",
+            "a-very-long-dataset-name/venue/building/floor/room/location-with-a-long-id/temperature",
+            "a/b/c", "a/b/c/d/e/f/g/h", "/b/c/d/e/f/g", "a/b/c/d//f/g", "a/b/c/d/e/f/", "a/b/+/d/e/f/g", "a/b/c/d/e/f/#",
+            "a/b/c/d/e/f/g\u{0}", "", "//////",
+        ])
+    func onePass(topic: String) {
+        let parts = topic.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+        let checked = Result { () throws(TopicError) -> LiveTopic in
+            try TopicName.validate(topic)
+            guard parts.count == 7 else { throw .wrongLevelCount(topic: topic, count: parts.count) }
+            return try LiveTopic(
+                dataset: parts[0], venue: parts[1], building: parts[2], floor: parts[3], room: parts[4], location: parts[5],
+                domain: parts[6])
+        }
+        let parsed = Result { () throws(TopicError) -> LiveTopic in try LiveTopic(parsing: topic) }
+        switch (parsed, checked) {
+        case (.success(let parsed), .success(let checked)): #expect(parsed == checked)
+        case (.failure, .failure): break
+        default: Issue.record("\(topic): parsed \(parsed), checked \(checked)")
+        }
+    }
+
+    @Test(
         "components cannot contain separators or wildcards",
         arguments: [
             ("B/1", "building \"B/1\": a component cannot contain '/' (it separates levels)"),

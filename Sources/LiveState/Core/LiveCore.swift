@@ -220,7 +220,17 @@ public final class LiveCore {
                 return reject(.badPayload, "\"id\" cannot name a location: \(error)")
             }
         }
-        return outcome(store.apply(LiveUpdate(topic: liveTopic, payload: payload, receivedAt: receivedAt), now: receivedAt), topic: topic)
+        let update = LiveUpdate(topic: liveTopic, payload: payload, receivedAt: receivedAt)
+        // The topic's own location: its address is the bytes before the last slash, one
+        // copy rather than the components joined again.
+        if named == nil, let slash = split?.slash,
+            let address = topic.utf8.withContiguousStorageIfAvailable({
+                LocationAddress(topicBytes: UnsafeRawBufferPointer($0), lastSlash: slash)
+            })
+        {
+            return outcome(store.apply(update, at: address, now: receivedAt), topic: topic)
+        }
+        return outcome(store.apply(update, now: receivedAt), topic: topic)
     }
 
     /// Checks a topic against the subscriptions: `nil` when one accepts it, else why not.

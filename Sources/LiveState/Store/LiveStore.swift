@@ -134,7 +134,11 @@ public final class LiveStore {
     /// locations and it is not older than the location's value of that domain; otherwise
     /// it is refused (``Outcome/placementConflict``, see ``lastPlacementConflict``) or ignored as out of order.
     public func apply(_ update: LiveUpdate, now: LiveTimestamp) -> Outcome {
-        let address = LocationAddress(update.topic)
+        apply(update, at: LocationAddress(update.topic), now: now)
+    }
+
+    /// ``apply(_:now:)`` with the update's address already made (`LocationAddress(update.topic)`).
+    func apply(_ update: LiveUpdate, at address: LocationAddress, now: LiveTimestamp) -> Outcome {
         guard let (state, samePlacement) = location(address) else { return .tooManyLocations }
         let domain = update.topic.domain
         let index = state.index(of: domain)

@@ -19,6 +19,13 @@ public struct LocationAddress: Hashable, Sendable, CustomStringConvertible {
             location: topic.location)
     }
 
+    /// The address of a valid seven-level topic whose bytes are `topic` and whose last `/`
+    /// is at byte `slash`: the bytes before it are the path ``init(_:)`` would join from the
+    /// topic's components, taken in one copy.
+    package init(topicBytes topic: UnsafeRawBufferPointer, lastSlash slash: Int) {
+        path = String(decoding: UnsafeRawBufferPointer(rebasing: topic[..<slash]), as: UTF8.self)
+    }
+
     /// The address with this path, if it has six components (five `/`). The components
     /// are not checked further: use it for paths that were valid topics' (stored ones).
     public init?(path: String) {
