@@ -36,6 +36,32 @@ struct JSONStreamTests {
         #expect(parsed["max"] as? Int64 == Int64.max)
     }
 
+    @Test("keys and strings written whole or piece by piece (escapes, long text) take the same separators")
+    func plainAndEscaped() throws {
+        let long = String(repeating: "x", count: 300)
+        var stream = JSONStream()
+        stream.beginObject()
+        stream.add("plain", "value")
+        stream.add("esc\"aped", "tab\there")
+        _ = "bytes".utf8.withContiguousStorageIfAvailable { stream.key(bytes: UnsafeRawBufferPointer($0)) }
+        _ = "in place".utf8.withContiguousStorageIfAvailable { stream.string(bytes: UnsafeRawBufferPointer($0)) }
+        stream.add("long", long)
+        stream.add("", "")
+        stream.key("list")
+        stream.beginArray()
+        stream.string("a")
+        stream.string("b\\c")
+        stream.string("d")
+        stream.endArray()
+        stream.endObject()
+        #expect(
+            stream.text
+                == #"{"plain": "value", "esc\"aped": "tab\there", "bytes": "in place", "long": "\#(long)", "": "", "list": ["a", "b\\c", "d"]}"#)
+        let parsed = try #require(JSONSerialization.jsonObject(with: Data(stream.bytes)) as? [String: Any])
+        #expect(parsed["long"] as? String == long)
+        #expect(parsed["esc\"aped"] as? String == "tab\there")
+    }
+
     @Test("reset keeps nothing of the last document")
     func reset() {
         var stream = JSONStream()

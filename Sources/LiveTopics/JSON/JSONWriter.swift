@@ -46,6 +46,7 @@ public struct JSONStream: Sendable {
 
     /// A member's key (and the separator before it): its value comes next.
     public mutating func key(_ key: String) {
+        if key.utf8.withContiguousStorageIfAvailable({ appendPlain(UnsafeRawBufferPointer($0), isKey: true) }) == true { return }
         separate()
         appendQuoted(key)
         valueFollows()
@@ -53,6 +54,7 @@ public struct JSONStream: Sendable {
 
     /// A member's key given as bytes.
     public mutating func key(bytes key: UnsafeRawBufferPointer) {
+        if appendPlain(key, isKey: true) { return }
         separate()
         appendQuoted(key)
         valueFollows()
@@ -61,12 +63,14 @@ public struct JSONStream: Sendable {
     // MARK: Values (a member's after its key, or an array's element)
 
     public mutating func string(_ value: String) {
+        if value.utf8.withContiguousStorageIfAvailable({ appendPlain(UnsafeRawBufferPointer($0), isKey: false) }) == true { return }
         separate()
         appendQuoted(value)
         first = false
     }
 
     public mutating func string(bytes value: UnsafeRawBufferPointer) {
+        if appendPlain(value, isKey: false) { return }
         separate()
         appendQuoted(value)
         first = false
@@ -151,6 +155,44 @@ public struct JSONStream: Sendable {
             bytes.append(UInt8(ascii: ","))
             bytes.append(UInt8(ascii: " "))
         }
+    }
+
+    /// The longest text ``appendPlain(_:isKey:)`` writes in one piece (from the stack).
+    private static let plainLimit = 256
+
+    /// A key or string value that needs no escaping (the usual case), with the separator
+    /// before it and, for a key, the `: ` after it, as one append: each append to an array
+    /// checks its uniqueness and capacity again, and a published change has a few dozen
+    /// keys and strings, each of four or five appends piece by piece. `false` (nothing
+    /// written) when the text needs escaping or is long: the caller writes it piecewise.
+    private mutating func appendPlain(_ value: UnsafeRawBufferPointer, isKey: Bool) -> Bool {
+        let count = value.count
+        guard count <= Self.plainLimit else { return false }
+        for byte in value where byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 { return false }
+        let separated = !first
+        let total = count + 2 + (separated ? 2 : 0) + (isKey ? 2 : 0)
+        withUnsafeTemporaryAllocation(byteCount: Self.plainLimit + 6, alignment: 1) { buffer in
+            let base = buffer.baseAddress!
+            var at = 0
+            if separated {
+                base.storeBytes(of: UInt8(ascii: ","), toByteOffset: 0, as: UInt8.self)
+                base.storeBytes(of: UInt8(ascii: " "), toByteOffset: 1, as: UInt8.self)
+                at = 2
+            }
+            base.storeBytes(of: UInt8(ascii: "\""), toByteOffset: at, as: UInt8.self)
+            at += 1
+            if count > 0 { (base + at).copyMemory(from: value.baseAddress!, byteCount: count) }
+            at += count
+            base.storeBytes(of: UInt8(ascii: "\""), toByteOffset: at, as: UInt8.self)
+            if isKey {
+                base.storeBytes(of: UInt8(ascii: ":"), toByteOffset: at + 1, as: UInt8.self)
+                base.storeBytes(of: UInt8(ascii: " "), toByteOffset: at + 2, as: UInt8.self)
+            }
+            bytes.append(contentsOf: UnsafeRawBufferPointer(start: base, count: total))
+        }
+        // After a key its value takes no separator; after a value the next member does.
+        first = isKey
+        return true
     }
 
     private mutating func appendQuoted(_ value: String) {

@@ -150,7 +150,7 @@ public struct LocationAddress: Hashable, Sendable, CustomStringConvertible {
             var start = 0
             var position = 0
             for index in 0...path.count where index == path.count || path[index] == UInt8(ascii: "/") {
-                stream.key(Self.componentNames[position])
+                stream.key(Self.componentName(position))
                 stream.string(bytes: UnsafeRawBufferPointer(rebasing: path[start..<index]))
                 start = index + 1
                 position += 1
@@ -159,8 +159,18 @@ public struct LocationAddress: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    /// The components' names, in topic order.
-    private static let componentNames = LiveTopic.Component.allCases.filter { $0.position != nil }.map(\.rawValue)
+    /// The name of component `position`: literals, which a key reads without a reference
+    /// count or a look-up of a global array.
+    private static func componentName(_ position: Int) -> String {
+        switch position {
+        case 0: "dataset"
+        case 1: "venue"
+        case 2: "building"
+        case 3: "floor"
+        case 4: "room"
+        default: "location"
+        }
+    }
 }
 
 extension LiveTopic.Component {
