@@ -114,8 +114,9 @@ public final class Intake: Sendable {
                 if failed { clearFault(after: "the intake journal is writable again") }
             }
             // A closed queue (the daemon is stopping) takes nothing: leave them unacknowledged.
-            let taken = queue.push(contentsOf: messages)
-            messages.removeAll(keepingCapacity: messages.capacity <= keptCapacity)
+            let taken = queue.push(moving: &messages)
+            if messages.capacity > keptCapacity { messages = [] }
+            messages.removeAll(keepingCapacity: true)
             return taken ? .taken : .refused
         }
     }

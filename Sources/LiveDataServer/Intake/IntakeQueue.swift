@@ -122,6 +122,45 @@ final class IntakeQueue: Sendable {
         return true
     }
 
+    /// Hands a read pass's messages over, in order, as ``push(contentsOf:)`` does, leaving
+    /// `messages` empty. While nothing waits and the whole pass fits (the pipeline keeps
+    /// up), the array itself goes over, its storage swapped for the queue's empty one:
+    /// nothing is copied, retained or released per message.
+    /// - Returns: `false` when the queue is closed (`messages` are then left as they were
+    ///   when nothing was handed over, else emptied of what was).
+    @discardableResult
+    func push(moving messages: inout [IntakeMessage]) -> Bool {
+        guard !messages.isEmpty else { return true }
+        var size = 0
+        for index in messages.indices { size += messages[index].topic.utf8.count + messages[index].payload.count }
+        enum Step { case closed, copy, moved(CheckedContinuation<[IntakeMessage], Never>?, [IntakeMessage]) }
+        let step = state.withLock { state -> Step in
+            if state.closed { return .closed }
+            // One message always fits, however large (as in `push(contentsOf:)`).
+            guard state.pending.isEmpty, messages.count == 1 || (messages.count <= capacity && size <= byteCapacity)
+            else { return .copy }
+            swap(&state.pending, &messages)
+            state.bytes = size
+            depthNow.store(state.pending.count, ordering: .relaxed)
+            if state.pending.count > depthPeak.load(ordering: .relaxed) {
+                depthPeak.store(state.pending.count, ordering: .relaxed)
+            }
+            guard let consumer = state.consumer else { return .moved(nil, []) }
+            state.consumer = nil
+            return .moved(consumer, take(&state))
+        }
+        switch step {
+        case .closed: return false
+        case .moved(let consumer, let batch):
+            consumer?.resume(returning: batch)
+            return true
+        case .copy:
+            let taken = push(contentsOf: messages)
+            messages.removeAll(keepingCapacity: true)
+            return taken
+        }
+    }
+
     /// Hands one message over; see ``push(contentsOf:)``.
     @discardableResult
     func push(_ message: IntakeMessage) -> Bool { push(contentsOf: [message]) }

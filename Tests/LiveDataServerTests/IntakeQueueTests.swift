@@ -1,0 +1,69 @@
+import Dispatch
+import LiveTopics
+import Testing
+
+@testable import LiveDataServer
+
+/// The hand-off from the network thread to the pipeline, without a broker.
+@Suite("Intake queue")
+struct IntakeQueueTests {
+    static func messages(_ range: Range<Int>) -> [IntakeMessage] {
+        range.map { IntakeMessage(topic: "ds1/hq/B/F1/R1/loc-\($0)/occupancy", payload: Array("{\"n\": \($0)}".utf8)) }
+    }
+
+    @Test("a pass moved into an empty queue comes out whole, in order; what follows while it waits goes behind it")
+    func moving() async throws {
+        let queue = IntakeQueue(capacity: 100, byteCapacity: 1 << 20)
+        var pass = Self.messages(0..<10)
+        #expect(queue.push(moving: &pass))
+        #expect(pass.isEmpty)
+        var next = Self.messages(10..<15)
+        #expect(queue.push(moving: &next))
+        #expect(next.isEmpty)
+        #expect(queue.statistics.depth == 15)
+        let batch = try #require(await queue.next())
+        #expect(batch.map(\.topic) == Self.messages(0..<15).map(\.topic))
+        #expect(batch.map(\.payload) == Self.messages(0..<15).map(\.payload))
+        #expect(queue.statistics.depth == 0)
+        #expect(queue.statistics.peak == 15)
+        queue.recycle(batch)
+        // Storage given back is reused, and an empty pass hands over nothing.
+        var empty: [IntakeMessage] = []
+        #expect(queue.push(moving: &empty))
+        var last = Self.messages(15..<16)
+        #expect(queue.push(moving: &last))
+        #expect(try #require(await queue.next()).map(\.topic) == Self.messages(15..<16).map(\.topic))
+    }
+
+    @Test("a pass larger than the queue's bounds goes in as it fits, as push(contentsOf:) does it")
+    func overBounds() async throws {
+        let queue = IntakeQueue(capacity: 4, byteCapacity: 1 << 20)
+        let consumer = Task {
+            var topics: [String] = []
+            while topics.count < 10, let batch = await queue.next() {
+                #expect(batch.count <= 4)
+                topics += batch.map(\.topic)
+            }
+            return topics
+        }
+        // The network thread's side (a thread of its own): waits for room while the queue is full.
+        let (taken, emptied) = await withCheckedContinuation { continuation in
+            DispatchQueue.global().async {
+                var pass = Self.messages(0..<10)
+                let taken = queue.push(moving: &pass)
+                continuation.resume(returning: (taken, pass.isEmpty))
+            }
+        }
+        #expect(taken && emptied)
+        #expect(await consumer.value == Self.messages(0..<10).map(\.topic))
+    }
+
+    @Test("a closed queue takes nothing")
+    func closed() {
+        let queue = IntakeQueue(capacity: 100, byteCapacity: 1 << 20)
+        queue.close()
+        var pass = Self.messages(0..<3)
+        #expect(!queue.push(moving: &pass))
+        #expect(pass.count == 3)
+    }
+}
