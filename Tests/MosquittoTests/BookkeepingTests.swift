@@ -22,6 +22,44 @@ struct BookkeepingTests {
         #expect(acks.isEmpty)
     }
 
+    @Test("publications: early and late acks as PendingAcks gives them, ids in and out of the table's slots")
+    func pendingPublishes() {
+        var acks = PendingPublishes<String, Int32>()
+        #expect(acks.acknowledged(mid: 7, ack: 0) == nil)
+        #expect(acks.sent(mid: 7, waiter: "early") == 0)
+        #expect(acks.sent(mid: 3, waiter: "a") == nil)
+        #expect(acks.sent(mid: 4, waiter: "b") == nil)
+        #expect(acks.acknowledged(mid: 4, ack: 0) == "b")
+        #expect(acks.acknowledged(mid: 3, ack: 0x87) == "a")
+        #expect(acks.isEmpty)
+        // Two ids of one slot: the second waits beside the table, and so does every id
+        // until it is acknowledged.
+        let slots = Int32(PendingPublishes<String, Int32>.slotCount)
+        #expect(acks.sent(mid: 5, waiter: "first") == nil)
+        #expect(acks.sent(mid: 5 + slots, waiter: "same slot") == nil)
+        #expect(acks.sent(mid: 6, waiter: "next") == nil)
+        #expect(acks.acknowledged(mid: 8, ack: 0x10) == nil)
+        #expect(acks.acknowledged(mid: 5, ack: 0) == "first")
+        #expect(acks.acknowledged(mid: 6, ack: 0) == "next")
+        #expect(acks.acknowledged(mid: 5 + slots, ack: 0) == "same slot")
+        #expect(acks.sent(mid: 8, waiter: "late") == 0x10)
+        #expect(acks.isEmpty)
+        // The whole window's ids, acknowledged in order, wrapping past 65,535 (0 is never an id).
+        var mid: Int32 = 65_000
+        var waiting: [Int32] = []
+        for _ in 0..<1000 {
+            #expect(acks.sent(mid: mid, waiter: "\(mid)") == nil)
+            waiting.append(mid)
+            mid = mid == 65_535 ? 1 : mid + 1
+        }
+        for id in waiting { #expect(acks.acknowledged(mid: id, ack: 0) == "\(id)") }
+        #expect(acks.isEmpty)
+        #expect(acks.sent(mid: 9, waiter: "in the table") == nil)
+        #expect(acks.sent(mid: 9 + slots, waiter: "beside it") == nil)
+        #expect(Set(acks.removeAll()) == ["in the table", "beside it"])
+        #expect(acks.isEmpty)
+    }
+
     @Test("subscriptions wait for the connection, then go out; every reconnection re-sends them")
     func resubscription() {
         var book = SubscriptionBook<String>()

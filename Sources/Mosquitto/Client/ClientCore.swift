@@ -46,7 +46,7 @@ final class ClientCore: Sendable {
         var firstConnect: Waiter?
         var stopWaiters: [CheckedContinuation<Void, Never>] = []
         var subscriptions = SubscriptionBook<SubscribeWaiter>()
-        var publishes = PendingAcks<PublishWaiter, Int32>()
+        var publishes = PendingPublishes<PublishWaiter, Int32>()
         var held: [HeldPublish] = []
         var unsubscribes = PendingAcks<UnsubscribeWaiter, Bool>()
         /// Why the broker refused the current attempt's CONNECT, if it did.
@@ -338,10 +338,14 @@ final class ClientCore: Sendable {
         let counted = qos != .atMostOnce
         // Counted before the call: its acknowledgement can arrive before the call returns.
         if counted { inFlight.add(1, ordering: .relaxed) }
+        // `withCString`, not the implicit conversion, which copies the topic into a new
+        // array for every call: a native string is already NUL-terminated in place.
         let code = sendGate.withLock { open -> Int32? in
             guard open else { return nil }
-            return payload.withUnsafeBytes { bytes in
-                mosquitto_publish_v5(mosq, &mid, topic, Int32(bytes.count), bytes.baseAddress, qos.rawValue, retain, nil)
+            return topic.withCString { topic in
+                payload.withUnsafeBytes { bytes in
+                    mosquitto_publish_v5(mosq, &mid, topic, Int32(bytes.count), bytes.baseAddress, qos.rawValue, retain, nil)
+                }
             }
         }
         if counted && code != MOSQ_ERR_SUCCESS.raw { inFlight.subtract(1, ordering: .relaxed) }
