@@ -110,6 +110,17 @@ let package = Package(
             ],
             path: "Probes/PipelineProbe"
         ),
+        // Not a benchmark: the end-to-end fill's work on the pipeline thread (a new location
+        // and its published style per update), as a plain program, for callgrind.
+        .executableTarget(
+            name: "FillProbe",
+            dependencies: [
+                .product(name: "LiveTopics", package: "livedata"),
+                .product(name: "DisplayRules", package: "livedata"),
+                .product(name: "LiveState", package: "livedata"),
+            ],
+            path: "Probes/FillProbe"
+        ),
         // Not a benchmark: what a changed style costs once found (StyleBenchmarks' work),
         // as a plain program, for callgrind and alternating runs.
         .executableTarget(
