@@ -56,6 +56,39 @@ struct ClientIntegrationTests {
         await publisher.disconnect()
     }
 
+    @Test("past its write deadline a client writes nothing more: what it was handed is not sent, the connection is cut, the will goes out, and it does not reconnect")
+    func writeDeadline() async throws {
+        let broker = try await MosquittoBroker.start()
+        defer { Task { await broker.stop() } }
+        let watcher = try MQTTClient(configuration: .test(port: broker.port), logger: logger)
+        let seen = await Inbox.collecting(watcher.messages)
+        try await watcher.connect()
+        try await watcher.subscribe("deadline/#")
+        var configuration = MQTTConfiguration.test(port: broker.port)
+        configuration.clientID = "deadline-holder"
+        configuration.reconnects = false
+        configuration.will = MQTTWill(topic: "deadline/will", payload: Array("gone".utf8), qos: .atLeastOnce, retain: false)
+        let deadline = MQTTWriteDeadline()
+        configuration.writeDeadline = deadline
+        let holder = try MQTTClient(configuration: configuration, logger: logger)
+        try await holder.connect()
+        try await holder.publish("deadline/before", text: "in time", qos: .atLeastOnce)
+        deadline.renew(until: .now + .milliseconds(200))
+        deadline.renew(until: .now + .milliseconds(100))
+        #expect(!deadline.hasPassed, "a renewal never brings the deadline nearer")
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(deadline.hasPassed)
+        try? holder.send("deadline/after", payload: Array("late".utf8), qos: .atLeastOnce, retain: false)
+        #expect(await seen.wait(timeout: .seconds(10)) { $0.contains { $0.topic == "deadline/will" } }, "the connection was cut: the will")
+        try await Task.sleep(for: .milliseconds(500))
+        let topics = await seen.items.map(\.topic)
+        #expect(topics.contains("deadline/before"))
+        #expect(!topics.contains("deadline/after"), "written past the deadline: \(topics)")
+        #expect(holder.state != .connected, "not reconnected")
+        await holder.disconnect()
+        await watcher.disconnect()
+    }
+
     @Test("QoS 1 is granted and delivered as QoS 1; QoS 2 publishes complete")
     func qualityOfService() async throws {
         let broker = try await MosquittoBroker.start()

@@ -85,6 +85,10 @@ extension LivePipeline {
         configuration.receiveMaximum = 20
         let release = Lease(instance: config.instanceName, epoch: epoch, released: true)
         configuration.will = MQTTWill(topic: ownerTopic, payload: release.payload, qos: .atLeastOnce, retain: true)
+        // What the pipeline handed over before a pause is not written after it: the network
+        // thread writes only while the lease is valid (see `FailoverState.validity`).
+        let deadline = MQTTWriteDeadline()
+        configuration.writeDeadline = deadline
         let holder: MQTTClient
         do {
             holder = try MQTTClient(configuration: configuration, logger: logger, onAcknowledged: { [window] in window.acknowledged($0) })
@@ -132,6 +136,7 @@ extension LivePipeline {
             try await holder.publish(
                 ownerTopic, payload: Lease(instance: config.instanceName, epoch: epoch).payload, qos: .atLeastOnce, retain: true)
             failover?.acknowledged(epoch: epoch, sentAt: sentAt)
+            if let validity = failover?.validity { holder.configuration.writeDeadline?.renew(until: sentAt + validity) }
         } catch {
             logger.warning("the lease of epoch \(epoch) was not acknowledged: \(error)")
         }

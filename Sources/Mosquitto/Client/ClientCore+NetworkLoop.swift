@@ -156,6 +156,12 @@ extension ClientCore {
                 let code = readPass(buffered: buffered)
                 if code != MOSQ_ERR_SUCCESS.raw { return (code, errno) }
             }
+            // Past the write deadline nothing more goes out, not even a ping: the connection
+            // is cut (the broker publishes the will).
+            if let writeDeadline = configuration.writeDeadline, writeDeadline.hasPassed {
+                cutConnection()
+                return (MOSQ_ERR_CONN_LOST.raw, 0)
+            }
             if wantsWrite() {
                 busySince = passStart
                 let code = buffered ? bufferedWritePass(socket) : writePass()

@@ -1,3 +1,5 @@
+import Synchronization
+
 /// How to reach and talk to one broker.
 public struct MQTTConfiguration: Sendable {
     /// Broker host name or address. Default `127.0.0.1`.
@@ -30,6 +32,11 @@ public struct MQTTConfiguration: Sendable {
     /// connection. For a connection whose right to publish ends with it (a failover lease).
     /// Default on.
     public var reconnects = true
+    /// When set, the client writes nothing once the deadline has passed: its network thread
+    /// looks before every write, and past it cuts the connection instead (the broker then
+    /// publishes the will). For a connection whose right to publish ends at a time (a
+    /// failover lease): what a paused process had queued is not written when it resumes.
+    public var writeDeadline: MQTTWriteDeadline?
     /// MQTT 5: the largest packet we accept, sent on CONNECT so that the broker drops
     /// larger messages instead of sending them. `nil`: no limit.
     public var maximumPacketSize: UInt32?
@@ -171,5 +178,36 @@ public struct MQTTBackoff: Sendable, Equatable {
         self.initial = initial
         self.maximum = maximum
         self.jitter = jitter
+    }
+}
+
+/// A time after which a client may write nothing more (``MQTTConfiguration/writeDeadline``):
+/// none until ``renew(until:)`` first sets it; later renewals only move it on.
+public final class MQTTWriteDeadline: Sendable {
+    private let origin = ContinuousClock.now
+    /// Nanoseconds after `origin`; `Int64.max` while none is set.
+    private let until = Atomic<Int64>(Int64.max)
+
+    public init() {}
+
+    /// Writes may go on until `instant` (or later, if a renewal already allows that).
+    public func renew(until instant: ContinuousClock.Instant) {
+        let value = Self.nanoseconds(instant - origin)
+        var current = until.load(ordering: .acquiring)
+        while current == Int64.max || value > current {
+            let (exchanged, found) = until.compareExchange(expected: current, desired: value, ordering: .acquiringAndReleasing)
+            if exchanged { return }
+            current = found
+        }
+    }
+
+    /// Whether the deadline is set and has passed.
+    public var hasPassed: Bool {
+        let limit = until.load(ordering: .acquiring)
+        return limit != Int64.max && Self.nanoseconds(.now - origin) >= limit
+    }
+
+    private static func nanoseconds(_ duration: Duration) -> Int64 {
+        duration.components.seconds &* 1_000_000_000 &+ duration.components.attoseconds / 1_000_000_000
     }
 }
