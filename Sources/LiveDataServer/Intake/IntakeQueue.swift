@@ -103,13 +103,8 @@ final class IntakeQueue: Sendable {
                     state.producerWaiting = true
                     return .wait
                 }
-                depthNow.store(state.pending.count, ordering: .relaxed)
-                if state.pending.count > depthPeak.load(ordering: .relaxed) {
-                    depthPeak.store(state.pending.count, ordering: .relaxed)
-                }
-                guard let consumer = state.consumer else { return .moved(nil, []) }
-                state.consumer = nil
-                return .moved(consumer, take(&state))
+                let (consumer, batch) = handedOver(&state)
+                return .moved(consumer, batch)
             }
             switch step {
             case .closed: return false
@@ -120,6 +115,18 @@ final class IntakeQueue: Sendable {
             }
         }
         return true
+    }
+
+    /// After messages were added (under the lock): records the depth, and takes the batch
+    /// for a consumer that waits, if one does.
+    private func handedOver(_ state: inout State) -> (CheckedContinuation<[IntakeMessage], Never>?, [IntakeMessage]) {
+        depthNow.store(state.pending.count, ordering: .relaxed)
+        if state.pending.count > depthPeak.load(ordering: .relaxed) {
+            depthPeak.store(state.pending.count, ordering: .relaxed)
+        }
+        guard let consumer = state.consumer else { return (nil, []) }
+        state.consumer = nil
+        return (consumer, take(&state))
     }
 
     /// Hands a read pass's messages over, in order, as ``push(contentsOf:)`` does, leaving
@@ -141,13 +148,8 @@ final class IntakeQueue: Sendable {
             else { return .copy }
             swap(&state.pending, &messages)
             state.bytes = size
-            depthNow.store(state.pending.count, ordering: .relaxed)
-            if state.pending.count > depthPeak.load(ordering: .relaxed) {
-                depthPeak.store(state.pending.count, ordering: .relaxed)
-            }
-            guard let consumer = state.consumer else { return .moved(nil, []) }
-            state.consumer = nil
-            return .moved(consumer, take(&state))
+            let (consumer, batch) = handedOver(&state)
+            return .moved(consumer, batch)
         }
         switch step {
         case .closed: return false

@@ -111,7 +111,7 @@ extension LivePipeline {
             holderEnded(holder, epoch: epoch)
             return
         }
-        let watch = Task {
+        Task {
             var connected = false
             for await event in holder.events {
                 guard case .state(let state) = event else { continue }
@@ -124,7 +124,6 @@ extension LivePipeline {
             self.holderEnded(holder, epoch: epoch)
         }
         await publishLease(on: holder, epoch: epoch)
-        _ = watch
     }
 
     /// Publishes the lease (a claim or a renewal) and, once the broker has it, extends how

@@ -309,7 +309,8 @@ public actor LivePipeline {
         for change in core.expire(now: now) { queue(change, arrived: nil) }
         let summaries = core.takeDueSummaries(now: now)
         // A standby keeps its summaries and publishes none.
-        for summary in summaries where publishes {
+        let publishing = publishes
+        for summary in summaries where publishing {
             let publication = topics.publication(summary, updatedAt: now)
             if events.hasViewers { events.publish("summary", place: summary.key, json: publication.payload) }
             publisher.send(summary: publication)

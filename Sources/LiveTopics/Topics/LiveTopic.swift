@@ -30,13 +30,7 @@ public struct LiveTopic: Hashable, Sendable, CustomStringConvertible {
         ] {
             try Self.validateComponent(value, as: component)
         }
-        self.dataset = dataset
-        self.venue = venue
-        self.building = building
-        self.floor = floor
-        self.room = room
-        self.location = location
-        self.domain = domain
+        self.init(levels: dataset, venue, building, floor, room, location, domain)
     }
 
     /// Parses a topic name into its seven components.
