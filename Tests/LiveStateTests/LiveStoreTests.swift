@@ -282,6 +282,37 @@ struct LiveStoreTests {
                 == ##"{"location": "room-7", "topic": {"dataset": "ds1", "venue": "hq", "building": "B", "floor": "F3", "room": "R7", "location": "room-7"}, "style": {"visible": true, "label": "3/8", "polygonFillColor": "#D64545", "layer": "occupancy"}, "changed": ["visible", "label", "polygonFillColor", "layer"], "rules": ["occupied"], "live": {"occupancy": {"nrOfPeople": "3", "capacity": "8", "timestamp": "2025-11-21T10:13:20.000Z"}}, "version": 1, "updatedAt": "2025-11-21T10:13:20.005Z"}"##)
         #expect(OutputFormat(prefix: "p").publication(change).topic == "p/style/ds1/hq/B/F3/R7/room-7")
     }
+
+    @Test("a style's parts kept with its key write the same bytes as deriving them; new rules render them anew")
+    func keptStyleParts() throws {
+        let store = LiveStore(ruleEngine: try Self.engine(staleAfter: nil))
+        var changes: [DerivedChange] = []
+        // A first style, a change to another style and back, another location with the same style.
+        for (people, location) in [("3", "room-7"), ("0", "room-7"), ("3", "room-7"), ("3", "room-8")] {
+            changes.append(try #require(changeOf(store.apply(try update(["nrOfPeople": people, "capacity": "8"], location: location), now: at(5)))))
+        }
+        for change in changes {
+            #expect(change.shared.pooled)
+            // The same change with a key that keeps nothing: derived as it is written.
+            let unkept = DerivedChange(
+                address: change.address, key: SharedStyleKey(change.key), before: change.before, ruleEngine: change.ruleEngine,
+                values: change.values, version: change.version, updatedAt: change.updatedAt)
+            #expect(change.json == unkept.json)
+        }
+        // A key asked under other rules renders its parts under those (a reload makes a new engine).
+        var ruleSet = try Self.engine(staleAfter: nil).ruleSet
+        ruleSet.main = try StyleTemplate(Style([.visible: .flag(false), .polygonFillColor: .color(Color("#000000")!)]), domain: nil)
+        let reloaded = RuleEngine(ruleSet)
+        let key = changes[3].shared
+        let before = try #require(key.rendered(under: changes[3].ruleEngine, at: changes[3].address))
+        let after = try #require(key.rendered(under: reloaded, at: changes[3].address))
+        #expect(String(decoding: before.styleJSON, as: UTF8.self).contains(#""visible": true"#))
+        #expect(String(decoding: after.styleJSON, as: UTF8.self).contains(#""visible": false"#))
+        // New rules: every location's change shows the new style.
+        let renewed = store.replaceRuleEngine(reloaded, now: at(6))
+        let room = try #require(renewed.first { $0.address.location == "room-8" })
+        #expect(room.json.contains(#""visible": false"#))
+    }
 }
 
 @Suite("Persistence")

@@ -62,6 +62,71 @@ struct JSONStreamTests {
         #expect(parsed["esc\"aped"] as? String == "tab\there")
     }
 
+    @Test("the word-at-a-time escape test agrees with a byte-by-byte one, at every length and position")
+    func escapeTest() {
+        func reference(_ bytes: [UInt8]) -> Bool { bytes.contains { $0 == 0x22 || $0 == 0x5C || $0 < 0x20 } }
+        var random = SystemRandomNumberGenerator()
+        // Plain ASCII, UTF-8 (bytes of 0x80 and more), and each special byte at each place.
+        let alphabets: [[UInt8]] = [Array(0x20...0x7E).filter { $0 != 0x22 && $0 != 0x5C }, Array(0x20...0xFF).filter { $0 != 0x22 && $0 != 0x5C }]
+        for alphabet in alphabets {
+            for length in 0...40 {
+                let plain = (0..<length).map { _ in alphabet.randomElement(using: &random)! }
+                #expect(plain.withUnsafeBytes { JSONStream.needsEscaping($0) } == false)
+                for position in 0..<length {
+                    for special: UInt8 in [0x00, 0x01, 0x0A, 0x1F, 0x22, 0x5C] {
+                        var bytes = plain
+                        bytes[position] = special
+                        #expect(bytes.withUnsafeBytes { JSONStream.needsEscaping($0) } == reference(bytes))
+                    }
+                }
+            }
+        }
+        for _ in 0..<2000 {
+            let bytes = (0..<Int.random(in: 0...33, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
+            #expect(bytes.withUnsafeBytes { JSONStream.needsEscaping($0) } == reference(bytes), "\(bytes)")
+        }
+    }
+
+    @Test("a copy is a stream of its own; the buffer grows past its first capacity")
+    func copiesAndGrowth() {
+        var stream = JSONStream(capacity: 16)
+        stream.beginObject()
+        stream.add("a", 1)
+        var copy = stream
+        copy.add("b", "two")
+        stream.add("c", true)
+        stream.endObject()
+        copy.endObject()
+        #expect(stream.text == #"{"a": 1, "c": true}"#)
+        #expect(copy.text == #"{"a": 1, "b": "two"}"#)
+        var long = JSONStream(capacity: 16)
+        long.beginArray()
+        for index in 0..<1000 { long.integer(Int64(index)) }
+        long.endArray()
+        #expect(long.text == "[" + (0..<1000).map(String.init).joined(separator: ", ") + "]")
+        #expect(long.count == long.bytes.count)
+        long.withUnsafeBytes { #expect(Array($0) == long.bytes) }
+    }
+
+    @Test("raw values written in place take their separators")
+    func rawInPlace() {
+        var stream = JSONStream(capacity: 16)
+        stream.beginArray()
+        stream.raw(maximum: 10) { at in
+            at[0] = UInt8(ascii: "7")
+            return 1
+        }
+        stream.raw(maximum: LiveTimestamp.maximumLength) { at in LiveTimestamp(millisecondsSince1970: 0).write(into: at) }
+        stream.string("z" as StaticString)
+        stream.endArray()
+        #expect(stream.text == #"[7, 1970-01-01T00:00:00.000Z, "z"]"#)
+        for value: Int64 in [0, 9, 10, -1, -10, 99, 100, 1_234_567_890, Int64.max, Int64.min, Int64.min + 1] {
+            var digits = JSONStream()
+            digits.integer(value)
+            #expect(digits.text == String(value))
+        }
+    }
+
     @Test("reset keeps nothing of the last document")
     func reset() {
         var stream = JSONStream()

@@ -1,4 +1,5 @@
 import LiveTopics
+import Synchronization
 
 /// The style a location gets from the rules, and which rules gave it.
 public struct DerivedStyle: Hashable, Sendable {
@@ -32,6 +33,21 @@ public final class RuleEngine: Sendable {
     /// The label and badge text templates of every layer.
     private let labels: LayeredTemplates
     private let badgeTexts: LayeredTemplates
+    /// This engine's number, never another's in this process: what a style rendered under
+    /// it and kept is checked against (a reload makes a new engine).
+    public let generation = RuleEngine.generations.add(1, ordering: .relaxed).newValue
+    private static let generations = Atomic<Int>(0)
+
+    /// What a location's style depends on besides its key: its type in the catalog (the
+    /// type's number, or -1 for none), or `nil` when it has a style template of its own.
+    /// Equal keys at locations of equal variants mean equal styles, so what is derived from
+    /// a key can be kept with it per variant.
+    public func styleVariant(at address: LocationAddress) -> Int32? {
+        guard hasCatalog || hasLocationTemplates else { return -1 }
+        if hasLocationTemplates && ruleSet.locations[address.location] != nil { return nil }
+        guard hasCatalog, let type = ruleSet.catalog[address.location]?.type else { return -1 }
+        return typeIndexes[type] ?? -1
+    }
 
     public init(_ ruleSet: RuleSet) {
         self.ruleSet = ruleSet

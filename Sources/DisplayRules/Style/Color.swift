@@ -37,14 +37,15 @@ public struct Color: Hashable, Sendable, CustomStringConvertible {
 
     /// Writes `"#RRGGBB"` (quoted) as a JSON string.
     public func write(to stream: inout JSONStream) {
-        stream.rawBytes { bytes in
-            bytes.append(UInt8(ascii: "\""))
-            bytes.append(UInt8(ascii: "#"))
-            for shift in stride(from: 20, through: 0, by: -4) {
-                let nibble = UInt8((rgb >> UInt32(shift)) & 15)
-                bytes.append(nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "A") + nibble - 10)
+        stream.raw(maximum: 9) { at in
+            at[0] = UInt8(ascii: "\"")
+            at[1] = UInt8(ascii: "#")
+            for index in 0..<6 {
+                let nibble = UInt8((rgb >> UInt32(20 - 4 * index)) & 15)
+                at[2 + index] = nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "A") + nibble - 10
             }
-            bytes.append(UInt8(ascii: "\""))
+            at[8] = UInt8(ascii: "\"")
+            return 9
         }
     }
 }

@@ -235,16 +235,16 @@ extension Style {
                 let key = entry.field.rawValue
                 let slot = entry.slot
                 switch slot.storage {
-                case .flag: stream.add(key, flags & entry.bit != 0)
-                case .number: stream.add(key, Double(bitPattern: words[slot.word]))
-                case .integer: stream.add(key, Int(truncatingIfNeeded: Int64(bitPattern: words[slot.word])))
+                case .flag: stream.add(text: key, flags & entry.bit != 0)
+                case .number: stream.add(text: key, Double(bitPattern: words[slot.word]))
+                case .integer: stream.add(text: key, Int(truncatingIfNeeded: Int64(bitPattern: words[slot.word])))
                 case .color:
-                    stream.key(key)
+                    stream.key(text: key)
                     Color(rgb: UInt32(truncatingIfNeeded: words[slot.word])).write(to: &stream)
-                case .text: stream.add(key, texts[slot.text] ?? "")
+                case .text: stream.add(text: key, texts[slot.text] ?? "")
                 case .badge:
                     let badge = BadgeColors.badge(text: texts[slot.text], colors: words[slot.word])
-                    stream.key(key)
+                    stream.key(text: key)
                     stream.beginObject()
                     if let text = badge.text { stream.add("text", text) }
                     if let color = badge.textColor {

@@ -28,7 +28,7 @@ enum PeerState {
                 stream.add("timestamp", value.timestamp.description)
                 stream.key("properties")
                 stream.beginObject()
-                for property in value.properties { stream.add(property.name, property.value) }
+                for property in value.properties { stream.add(text: property.name, property.value) }
                 stream.endObject()
                 stream.endObject()
                 out.append(contentsOf: stream.bytes)

@@ -1,4 +1,5 @@
 import LiveState
+import LiveTopics
 import Mosquitto
 
 /// Hands publications to the MQTT client, from the pipeline's one place, no faster than the
@@ -25,6 +26,9 @@ struct Publisher {
     let qos: MQTTQoS
     /// The formats, with the failover epoch the payloads carry (see ``OutputFormat/epoch``).
     var topics: OutputFormat
+    /// Where a derived change's JSON is written on its way to the client: one buffer for
+    /// all of them.
+    private var scratch = JSONStream(capacity: 1024)
     /// Derived changes handed to the client.
     private(set) var changes = 0
     /// Summaries put in line.
@@ -174,17 +178,29 @@ struct Publisher {
     /// Gives one publication to the client; one it cannot take for want of a connection
     /// goes back first in line, one it refuses is tried again later or dropped.
     private mutating func handOver(_ key: PendingOutput.Key, _ entry: PendingOutput.Entry) -> HandOver {
-        let publication: Publication
-        switch entry.item {
-        case .change(let change):
-            publication = Publication(topic: topics.style(change.address), payload: topics.payload(change), retain: topics.retain)
-        case .publication(let ready): publication = ready
-        }
-        let topic = publication.topic
+        let topic: String
+        let retain: Bool
         do throws(MQTTError) {
-            try client.send(topic, payload: publication.payload, qos: qos, retain: publication.retain, origin: entry.since)
-            if case .change = entry.item { changes += 1 }
-            if publication.retain && publication.payload.isEmpty { rememberClear(topic) }
+            switch entry.item {
+            case .change(let change):
+                // Written into the one reused buffer and lent to the client, which copies it.
+                topic = topics.style(change.address)
+                retain = topics.retain
+                scratch.reset()
+                change.write(to: &scratch, epoch: topics.epoch)
+                let sent = scratch.withUnsafeBytes { bytes in
+                    Result { () throws(MQTTError) in
+                        try client.send(topic, bytes: bytes, qos: qos, retain: retain, origin: entry.since)
+                    }
+                }
+                try sent.get()
+                changes += 1
+            case .publication(let ready):
+                topic = ready.topic
+                retain = ready.retain
+                try client.send(topic, payload: ready.payload, qos: qos, retain: retain, origin: entry.since)
+                if retain && ready.payload.isEmpty { rememberClear(topic) }
+            }
             if recent.count < Self.recentLimit && overflowedAt == nil {
                 recent.append(topic)
             } else if overflowedAt == nil {

@@ -13,21 +13,24 @@ public struct OutputFormat: Sendable {
     /// styles and summaries carry it as `"epoch"`; nil without failover (and none is written).
     public var epoch: UInt64?
 
+    /// `{prefix}/style/`, made once: a style topic is then one concatenation.
+    private let stylePrefix: String
+
     public init(prefix: String, retain: Bool = true, instance: String? = nil) {
         self.prefix = prefix
         self.retain = retain
         self.instance = instance
+        stylePrefix = prefix + "/style/"
     }
 
     /// `{prefix}/owner/{partition}`: the retained lease of a failover partition's active replica.
     public func owner(_ partition: String) -> String { "\(prefix)/owner/\(partition)" }
 
     /// `{prefix}/style/{dataset}/{venue}/{building}/{floor}/{room}/{location}`
-    public func style(_ address: LocationAddress) -> String { prefix + "/style/" + address.path }
+    public func style(_ address: LocationAddress) -> String { stylePrefix + address.path }
 
     /// The address whose style topic this is, if it is one.
     public func address(ofStyleTopic topic: String) -> LocationAddress? {
-        let stylePrefix = prefix + "/style/"
         guard topic.hasPrefix(stylePrefix) else { return nil }
         return LocationAddress(path: String(topic.dropFirst(stylePrefix.count)))
     }

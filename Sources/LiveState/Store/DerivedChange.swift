@@ -105,11 +105,31 @@ public struct DerivedChange: Sendable, Equatable {
 
     /// Writes ``json`` into `stream`'s bytes: what is published, built without a `String`;
     /// with `"epoch"` when given (a failover partition's replicas: see `OutputFormat.epoch`).
+    ///
+    /// The style, its rules and a first style's `changed` come as kept bytes when the key
+    /// keeps them (``SharedStyleKey/rendered(under:at:)``); otherwise they are derived here.
     public func write(to stream: inout JSONStream, epoch: UInt64? = nil) {
-        let style = self.style
+        guard let rendered = shared.rendered(under: ruleEngine, at: address) else {
+            let style = self.style
+            let derived = ruleEngine.derivedStyle(style, key.selection)
+            let changed = changedFields(style)
+            return writeLocationJSON(
+                to: &stream, address, style: { derived.style.write(to: &$0) }, rules: { writeRuleNames(derived.rules, to: &$0) },
+                changed: { writeFieldNames(changed, to: &$0) }, values: values, epoch: epoch, version: version,
+                updatedAt: updatedAt)
+        }
         writeLocationJSON(
-            to: &stream, address, ruleEngine.derivedStyle(style, key.selection), changed: changedFields(style), values: values,
-            epoch: epoch, version: version, updatedAt: updatedAt)
+            to: &stream, address, style: { $0.raw(json: rendered.styleJSON) },
+            rules: { $0.raw(json: rendered.rulesJSON) },
+            changed: { stream in
+                switch before {
+                case .none, .moved: stream.raw(json: rendered.allFieldsJSON)
+                case .key(let older):
+                    let old = older.rendered(under: ruleEngine, at: address)?.style ?? ruleEngine.style(older.key, at: address)
+                    writeFieldNames(rendered.style.changedFieldSet(from: old), to: &stream)
+                case .style(let foreign): writeFieldNames(rendered.style.changedFieldSet(from: foreign.derived.style), to: &stream)
+                }
+            }, values: values, epoch: epoch, version: version, updatedAt: updatedAt)
     }
 }
 
@@ -118,6 +138,19 @@ public struct DerivedChange: Sendable, Equatable {
 func writeLocationJSON(
     to stream: inout JSONStream, _ address: LocationAddress, _ derived: DerivedStyle?, changed: StyleFieldSet?,
     values: [DomainValue], epoch: UInt64? = nil, version: UInt64, updatedAt: LiveTimestamp?
+) {
+    let style = derived?.style ?? Style()
+    writeLocationJSON(
+        to: &stream, address, style: { style.write(to: &$0) }, rules: { writeRuleNames(derived?.rules ?? [], to: &$0) },
+        changed: changed.map { changed in { writeFieldNames(changed, to: &$0) } }, values: values, epoch: epoch,
+        version: version, updatedAt: updatedAt)
+}
+
+/// The layout itself, the style's parts written by the caller's closures.
+private func writeLocationJSON(
+    to stream: inout JSONStream, _ address: LocationAddress, style: (inout JSONStream) -> Void,
+    rules: (inout JSONStream) -> Void, changed: ((inout JSONStream) -> Void)?, values: [DomainValue], epoch: UInt64?,
+    version: UInt64, updatedAt: LiveTimestamp?
 ) {
     stream.beginObject()
     address.withPathBytes { path in
@@ -128,26 +161,22 @@ func writeLocationJSON(
     stream.key("topic")
     address.write(to: &stream)
     stream.key("style")
-    (derived?.style ?? Style()).write(to: &stream)
+    style(&stream)
     writePosition(to: &stream, values)
     if let changed {
         stream.key("changed")
-        stream.beginArray()
-        for field in changed { stream.string(field.rawValue) }
-        stream.endArray()
+        changed(&stream)
     }
     stream.key("rules")
-    stream.beginArray()
-    for rule in derived?.rules ?? [] { stream.string(rule) }
-    stream.endArray()
+    rules(&stream)
     stream.key("live")
     stream.beginObject()
     for value in values where !value.stale {
-        stream.key(value.domain)
+        stream.key(text: value.domain)
         stream.beginObject()
-        for property in value.properties { stream.add(property.name, property.value) }
+        for property in value.properties { stream.add(text: property.name, property.value) }
         stream.key("timestamp")
-        stream.rawBytes { value.timestamp.writeQuoted(to: &$0) }
+        value.timestamp.writeQuoted(to: &stream)
         stream.endObject()
     }
     stream.endObject()
@@ -159,9 +188,16 @@ func writeLocationJSON(
     stream.integer(Int64(clamping: version))
     if let updatedAt {
         stream.key("updatedAt")
-        stream.rawBytes { updatedAt.writeQuoted(to: &$0) }
+        updatedAt.writeQuoted(to: &stream)
     }
     stream.endObject()
+}
+
+/// `["occupied"]`: rule names, in application order.
+private func writeRuleNames(_ rules: [String], to stream: inout JSONStream) {
+    stream.beginArray()
+    for rule in rules { stream.string(rule) }
+    stream.endArray()
 }
 
 /// `"position": {"latitude": …, "longitude": …, "floorIndex": …}` from the fresh value of
@@ -174,20 +210,23 @@ func writePosition(to stream: inout JSONStream, _ values: [DomainValue]) {
     for property in BuiltInDomain.placement.properties {
         switch property.type {
         case .integer:
-            if let number = value.properties.int(property) { stream.add(property.name, number) }
+            if let number = value.properties.int(property) { stream.add(text: property.name, number) }
         case .number, .boolean:
-            if let number = value.properties.double(property), number.isFinite { stream.add(property.name, number) }
+            if let number = value.properties.double(property), number.isFinite { stream.add(text: property.name, number) }
         }
     }
     stream.endObject()
 }
 
 extension LiveTimestamp {
-    /// Appends the ISO-8601 form in quotes, a JSON string.
-    func writeQuoted(to bytes: inout [UInt8]) {
-        bytes.append(UInt8(ascii: "\""))
-        write(to: &bytes)
-        bytes.append(UInt8(ascii: "\""))
+    /// Writes the ISO-8601 form in quotes, a JSON string.
+    func writeQuoted(to stream: inout JSONStream) {
+        stream.raw(maximum: Self.maximumLength + 2) { at in
+            at[0] = UInt8(ascii: "\"")
+            let count = write(into: at + 1)
+            at[count + 1] = UInt8(ascii: "\"")
+            return count + 2
+        }
     }
 }
 

@@ -1,12 +1,97 @@
 import DisplayRules
+import LiveTopics
+import Synchronization
 
 /// A published style's key, one object for every location that shows that style.
 final class SharedStyleKey: Sendable {
     let key: StyleKey
+    /// The pool holds it. A key past the pool's limit is one location's (a label that
+    /// differs everywhere): nothing rendered is kept for it, so that it costs no more.
+    let pooled: Bool
+    /// What a published change of this style writes that depends on the key alone, once
+    /// rendered, per variant (see ``RenderedStyle``); at most ``variantLimit``.
+    private let kept = Mutex<[RenderedStyle]>([])
+    static let variantLimit = 8
 
-    init(_ key: StyleKey) {
+    init(_ key: StyleKey, pooled: Bool = false) {
         self.key = key
+        self.pooled = pooled
     }
+
+    /// The style's published parts under `engine` at `address`, rendered the first time
+    /// they are asked for there; `nil` when they cannot be kept: the key is not pooled, the
+    /// location has a style of its own, or the parts kept have reached their budget.
+    func rendered(under engine: RuleEngine, at address: LocationAddress) -> RenderedStyle? {
+        guard pooled, let variant = engine.styleVariant(at: address) else { return nil }
+        let generation = engine.generation
+        return kept.withLock { kept -> RenderedStyle? in
+            if let rendered = kept.first(where: { $0.generation == generation && $0.variant == variant }) { return rendered }
+            // Parts of earlier rules are of no more use.
+            kept.removeAll { $0.generation != generation }
+            guard kept.count < Self.variantLimit, let made = RenderedStyle(key, engine: engine, variant: variant, at: address) else {
+                return nil
+            }
+            kept.append(made)
+            return made
+        }
+    }
+}
+
+/// The parts of a published change that a style key decides: the style, its JSON, the
+/// names of its rules, and the `changed` list of a location's first style (every set
+/// field). Rendered once per pooled key (and catalog type) and kept with it, so that a change writes them as
+/// bytes: layering the style, listing its rules and writing its fields was half the work
+/// of publishing a change.
+///
+/// The bytes kept by all keys together are bounded (``budget``): past it, a change renders
+/// its style as it goes.
+final class RenderedStyle: Sendable {
+    let generation: Int
+    /// ``RuleEngine/styleVariant(at:)`` of the locations it serves.
+    let variant: Int32
+    let style: Style
+    let styleJSON: [UInt8]
+    let rulesJSON: [UInt8]
+    /// `changed` when nothing was published before: the style's set fields.
+    let allFieldsJSON: [UInt8]
+
+    /// The bytes all kept parts may take.
+    static let budget = 8 << 20
+    private static let keptBytes = Atomic<Int>(0)
+
+    init?(_ key: StyleKey, engine: RuleEngine, variant: Int32, at address: LocationAddress) {
+        let derived = engine.derivedStyle(key, at: address)
+        var stream = JSONStream(capacity: 256)
+        derived.style.write(to: &stream)
+        styleJSON = stream.bytes
+        stream.reset()
+        stream.beginArray()
+        for rule in derived.rules { stream.string(rule) }
+        stream.endArray()
+        rulesJSON = stream.bytes
+        stream.reset()
+        writeFieldNames(derived.style.setFields, to: &stream)
+        allFieldsJSON = stream.bytes
+        let size = styleJSON.count + rulesJSON.count + allFieldsJSON.count + 256
+        guard Self.keptBytes.add(size, ordering: .relaxed).newValue <= Self.budget else {
+            Self.keptBytes.subtract(size, ordering: .relaxed)
+            return nil
+        }
+        generation = engine.generation
+        self.variant = variant
+        style = derived.style
+    }
+
+    deinit {
+        Self.keptBytes.subtract(styleJSON.count + rulesJSON.count + allFieldsJSON.count + 256, ordering: .relaxed)
+    }
+}
+
+/// `["polygonFillColor", "label"]`: fields by name, in field order.
+func writeFieldNames(_ fields: StyleFieldSet, to stream: inout JSONStream) {
+    stream.beginArray()
+    for field in fields { stream.string(field.rawValue) }
+    stream.endArray()
 }
 
 /// The style keys the locations hold, one object per distinct key: a location holds a
@@ -37,8 +122,9 @@ struct StyleKeyPool {
     private mutating func pooled(_ key: StyleKey) -> SharedStyleKey {
         if let existing = pool[key] { return existing }
         if pool.count >= sweepAt { sweep() }
-        let made = SharedStyleKey(key)
-        if pool.count < Self.limit { pool[key] = made }
+        let pooled = pool.count < Self.limit
+        let made = SharedStyleKey(key, pooled: pooled)
+        if pooled { pool[key] = made }
         return made
     }
 

@@ -4,253 +4,374 @@
 /// Output formats (DESIGN.md) fix the key order, which a dictionary-based encoder would not
 /// keep. Nesting needs no stack: after an object or array closes, the container around it
 /// has at least that member, so the next one takes a separator.
-public struct JSONStream: Sendable {
-    public private(set) var bytes: [UInt8]
+///
+/// Every published change is a few dozen keys and values written here, so each write is
+/// one capacity check and stores through a pointer: no `Array.append` (which checks
+/// uniqueness and capacity again for every piece), no temporary buffer. Keys given as
+/// literals (`StaticString`) are read in place; all text is checked for what needs escaping a word
+/// at a time and copied whole when nothing does (the usual case).
+/// A copy of a stream is a stream of its own: the buffer is shared until one of them writes.
+public struct JSONStream {
+    /// Owns the buffer's memory; shared by copies of a stream until one of them writes.
+    private final class Owner {
+        let base: UnsafeMutablePointer<UInt8>
+
+        init(capacity: Int) {
+            base = .allocate(capacity: capacity)
+        }
+
+        deinit { base.deallocate() }
+    }
+
+    private var owner: Owner
+    private var base: UnsafeMutablePointer<UInt8>
+    private var capacity: Int
+    /// Bytes written.
+    public private(set) var count = 0
     /// Whether the next member or element is the first of its container.
     private var first = true
 
     public init(capacity: Int = 256) {
-        bytes = []
-        bytes.reserveCapacity(capacity)
+        let capacity = max(capacity, 16)
+        owner = Owner(capacity: capacity)
+        base = owner.base
+        self.capacity = capacity
+    }
+
+    /// The document's bytes (a copy).
+    public var bytes: [UInt8] { Array(UnsafeBufferPointer(start: base, count: count)) }
+
+    /// The bytes as text.
+    public var text: String { String(decoding: UnsafeBufferPointer(start: base, count: count), as: UTF8.self) }
+
+    /// Lends the bytes written so far, without a copy.
+    public func withUnsafeBytes<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
+        try body(UnsafeRawBufferPointer(start: base, count: count))
     }
 
     /// Empties the buffer and keeps its storage, for the next document.
     public mutating func reset() {
-        bytes.removeAll(keepingCapacity: true)
+        count = 0
         first = true
     }
 
     // MARK: Containers
 
-    public mutating func beginObject() {
-        separate()
-        bytes.append(UInt8(ascii: "{"))
-        first = true
+    public mutating func beginObject() { open(UInt8(ascii: "{")) }
+
+    public mutating func endObject() { close(UInt8(ascii: "}")) }
+
+    public mutating func beginArray() { open(UInt8(ascii: "[")) }
+
+    public mutating func endArray() { close(UInt8(ascii: "]")) }
+
+    /// A member's key (and the separator before it), given as a literal: its bytes are
+    /// read in place. Its value comes next.
+    public mutating func key(_ key: StaticString) {
+        precondition(key.hasPointerRepresentation)
+        appendQuoted(UnsafeRawBufferPointer(start: key.utf8Start, count: key.utf8CodeUnitCount), isKey: true)
     }
 
-    public mutating func endObject() {
-        bytes.append(UInt8(ascii: "}"))
-        first = false
+    /// A member's key given at run time (escaped where it must be).
+    public mutating func key(text key: String) {
+        if let done = key.utf8.withContiguousStorageIfAvailable({ appendQuoted(UnsafeRawBufferPointer($0), isKey: true) }) {
+            return done
+        }
+        var key = key
+        key.withUTF8 { appendQuoted(UnsafeRawBufferPointer($0), isKey: true) }
     }
 
-    public mutating func beginArray() {
-        separate()
-        bytes.append(UInt8(ascii: "["))
-        first = true
-    }
-
-    public mutating func endArray() {
-        bytes.append(UInt8(ascii: "]"))
-        first = false
-    }
-
-    /// A member's key (and the separator before it): its value comes next.
-    public mutating func key(_ key: String) {
-        if key.utf8.withContiguousStorageIfAvailable({ appendPlain(UnsafeRawBufferPointer($0), isKey: true) }) == true { return }
-        separate()
-        appendQuoted(key)
-        valueFollows()
-    }
-
-    /// A member's key given as bytes.
-    public mutating func key(bytes key: UnsafeRawBufferPointer) {
-        if appendPlain(key, isKey: true) { return }
-        separate()
-        appendQuoted(key)
-        valueFollows()
-    }
+    /// A member's key given as bytes (escaped where it must be).
+    public mutating func key(bytes key: UnsafeRawBufferPointer) { appendQuoted(key, isKey: true) }
 
     // MARK: Values (a member's after its key, or an array's element)
 
     public mutating func string(_ value: String) {
-        if value.utf8.withContiguousStorageIfAvailable({ appendPlain(UnsafeRawBufferPointer($0), isKey: false) }) == true { return }
-        separate()
-        appendQuoted(value)
-        first = false
+        if let done = value.utf8.withContiguousStorageIfAvailable({ appendQuoted(UnsafeRawBufferPointer($0), isKey: false) }) {
+            return done
+        }
+        var value = value
+        value.withUTF8 { appendQuoted(UnsafeRawBufferPointer($0), isKey: false) }
     }
 
-    public mutating func string(bytes value: UnsafeRawBufferPointer) {
-        if appendPlain(value, isKey: false) { return }
-        separate()
-        appendQuoted(value)
-        first = false
+    /// A string value given as a literal.
+    public mutating func string(_ value: StaticString) {
+        precondition(value.hasPointerRepresentation)
+        appendQuoted(UnsafeRawBufferPointer(start: value.utf8Start, count: value.utf8CodeUnitCount), isKey: false)
     }
+
+    public mutating func string(bytes value: UnsafeRawBufferPointer) { appendQuoted(value, isKey: false) }
 
     public mutating func integer(_ value: Int64) {
-        separate()
-        appendDigits(value)
+        let at = room(22)
+        let written = Self.digits(value, at: at)
+        count += written
         first = false
     }
 
     /// A number as people read it: whole numbers without a fraction (`16`, `0.5`).
     public mutating func number(_ value: Double) {
         if value == value.rounded(), abs(value) < 1e15 { return integer(Int64(value)) }
-        separate()
-        bytes.append(contentsOf: String(value).utf8)
-        first = false
+        raw(String(value))
     }
 
     public mutating func boolean(_ value: Bool) {
-        separate()
-        bytes.append(contentsOf: value ? "true".utf8 : "false".utf8)
-        first = false
+        if value { fragment("true") } else { fragment("false") }
     }
 
     /// A value that is already JSON text.
     public mutating func raw(_ json: String) {
-        separate()
-        bytes.append(contentsOf: json.utf8)
+        if let done = json.utf8.withContiguousStorageIfAvailable({ raw(bytes: UnsafeRawBufferPointer($0)) }) { return done }
+        var json = json
+        json.withUTF8 { raw(bytes: UnsafeRawBufferPointer($0)) }
+    }
+
+    /// A value that is already JSON, as bytes (a fragment kept from an earlier document).
+    public mutating func raw(bytes json: UnsafeRawBufferPointer) {
+        let at = room(json.count)
+        if let source = json.baseAddress, json.count > 0 { at.update(from: source.assumingMemoryBound(to: UInt8.self), count: json.count) }
+        count += json.count
         first = false
     }
 
-    /// A value written by `body` as plain bytes into the buffer (a timestamp, a color): the
-    /// caller writes valid JSON.
-    public mutating func rawBytes(_ body: (inout [UInt8]) -> Void) {
-        separate()
-        body(&bytes)
+    /// A value that is already JSON, kept as bytes.
+    public mutating func raw(json: [UInt8]) { json.withUnsafeBytes { raw(bytes: $0) } }
+
+    /// A value of at most `maximum` bytes written by `body` straight into the buffer (a
+    /// timestamp, a color); `body` returns how many it wrote. The caller writes valid JSON.
+    public mutating func raw(maximum: Int, _ body: (UnsafeMutablePointer<UInt8>) -> Int) {
+        let at = room(maximum)
+        let written = body(at)
+        precondition(written <= maximum)
+        count += written
         first = false
+    }
+
+    /// A value written by `body` as plain bytes (the caller writes valid JSON).
+    public mutating func rawBytes(_ body: (inout [UInt8]) -> Void) {
+        var bytes: [UInt8] = []
+        body(&bytes)
+        bytes.withUnsafeBytes { raw(bytes: $0) }
     }
 
     // MARK: Members: a key and its value
 
-    public mutating func add(_ key: String, _ value: String) {
+    public mutating func add(_ key: StaticString, _ value: String) {
         self.key(key)
         string(value)
     }
 
-    public mutating func add(_ key: String, _ value: Int) {
+    public mutating func add(_ key: StaticString, _ value: Int) {
         self.key(key)
         integer(Int64(value))
     }
 
-    public mutating func add(_ key: String, _ value: Double) {
+    public mutating func add(_ key: StaticString, _ value: Double) {
         self.key(key)
         number(value)
     }
 
-    public mutating func add(_ key: String, _ value: Bool) {
+    public mutating func add(_ key: StaticString, _ value: Bool) {
         self.key(key)
         boolean(value)
     }
 
-    public mutating func add(_ key: String, json value: String) {
+    public mutating func add(_ key: StaticString, json value: String) {
         self.key(key)
         raw(value)
     }
 
-    /// The bytes as text.
-    public var text: String { String(decoding: bytes, as: UTF8.self) }
+    /// A member whose key is given at run time.
+    public mutating func add(text key: String, _ value: String) {
+        self.key(text: key)
+        string(value)
+    }
+
+    public mutating func add(text key: String, _ value: Int) {
+        self.key(text: key)
+        integer(Int64(value))
+    }
+
+    public mutating func add(text key: String, _ value: Double) {
+        self.key(text: key)
+        number(value)
+    }
+
+    public mutating func add(text key: String, _ value: Bool) {
+        self.key(text: key)
+        boolean(value)
+    }
+
+    public mutating func add(text key: String, json value: String) {
+        self.key(text: key)
+        raw(value)
+    }
 
     // MARK: Bytes
 
-    /// After a key: `: `, and the value takes no separator.
-    private mutating func valueFollows() {
-        bytes.append(UInt8(ascii: ":"))
-        bytes.append(UInt8(ascii: " "))
+    /// Room for `needed` more bytes past a separator, when the container has a member
+    /// before this one: where to write them. The separator is written already.
+    private mutating func room(_ needed: Int) -> UnsafeMutablePointer<UInt8> {
+        ensure(needed + 2)
+        if !first {
+            base[count] = UInt8(ascii: ",")
+            base[count + 1] = UInt8(ascii: " ")
+            count += 2
+        }
+        return base + count
+    }
+
+    /// Room for `needed` more bytes in a buffer of this stream's own.
+    private mutating func ensure(_ needed: Int) {
+        if !isKnownUniquelyReferenced(&owner) || count + needed > capacity { grow(count + needed) }
+    }
+
+    /// A buffer of this stream's own with room for `needed` bytes in all.
+    private mutating func grow(_ needed: Int) {
+        let capacity = max(needed, self.capacity * 2)
+        let owner = Owner(capacity: capacity)
+        owner.base.initialize(from: base, count: count)
+        self.owner = owner
+        base = owner.base
+        self.capacity = capacity
+    }
+
+    private mutating func open(_ bracket: UInt8) {
+        room(1).pointee = bracket
+        count += 1
         first = true
     }
 
-    private mutating func separate() {
-        if !first {
-            bytes.append(UInt8(ascii: ","))
-            bytes.append(UInt8(ascii: " "))
-        }
+    private mutating func close(_ bracket: UInt8) {
+        // A closing bracket never takes a separator.
+        ensure(1)
+        base[count] = bracket
+        count += 1
+        first = false
     }
 
-    /// The longest text ``appendPlain(_:isKey:)`` writes in one piece (from the stack).
-    private static let plainLimit = 256
+    /// A literal value (`true`, `false`).
+    private mutating func fragment(_ text: StaticString) {
+        let at = room(text.utf8CodeUnitCount)
+        at.update(from: text.utf8Start, count: text.utf8CodeUnitCount)
+        count += text.utf8CodeUnitCount
+        first = false
+    }
 
-    /// A key or string value that needs no escaping (the usual case), with the separator
-    /// before it and, for a key, the `: ` after it, as one append: each append to an array
-    /// checks its uniqueness and capacity again, and a published change has a few dozen
-    /// keys and strings, each of four or five appends piece by piece. `false` (nothing
-    /// written) when the text needs escaping or is long: the caller writes it piecewise.
-    private mutating func appendPlain(_ value: UnsafeRawBufferPointer, isKey: Bool) -> Bool {
-        let count = value.count
-        guard count <= Self.plainLimit else { return false }
-        for byte in value where byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 { return false }
-        let separated = !first
-        let total = count + 2 + (separated ? 2 : 0) + (isKey ? 2 : 0)
-        withUnsafeTemporaryAllocation(byteCount: Self.plainLimit + 6, alignment: 1) { buffer in
-            let base = buffer.baseAddress!
-            var at = 0
-            if separated {
-                base.storeBytes(of: UInt8(ascii: ","), toByteOffset: 0, as: UInt8.self)
-                base.storeBytes(of: UInt8(ascii: " "), toByteOffset: 1, as: UInt8.self)
-                at = 2
-            }
-            base.storeBytes(of: UInt8(ascii: "\""), toByteOffset: at, as: UInt8.self)
-            at += 1
-            if count > 0 { (base + at).copyMemory(from: value.baseAddress!, byteCount: count) }
-            at += count
-            base.storeBytes(of: UInt8(ascii: "\""), toByteOffset: at, as: UInt8.self)
-            if isKey {
-                base.storeBytes(of: UInt8(ascii: ":"), toByteOffset: at + 1, as: UInt8.self)
-                base.storeBytes(of: UInt8(ascii: " "), toByteOffset: at + 2, as: UInt8.self)
-            }
-            bytes.append(contentsOf: UnsafeRawBufferPointer(start: base, count: total))
+    /// A key (with `: ` after it) or a string value, in quotes, escaped where it must be.
+    private mutating func appendQuoted(_ value: UnsafeRawBufferPointer, isKey: Bool) {
+        let length = value.count
+        guard !Self.needsEscaping(value) else { return appendEscaped(value, isKey: isKey) }
+        let at = room(length + 4)
+        at[0] = UInt8(ascii: "\"")
+        if length > 0 { (at + 1).update(from: value.baseAddress!.assumingMemoryBound(to: UInt8.self), count: length) }
+        at[length + 1] = UInt8(ascii: "\"")
+        if isKey {
+            at[length + 2] = UInt8(ascii: ":")
+            at[length + 3] = UInt8(ascii: " ")
+            count += length + 4
+        } else {
+            count += length + 2
         }
         // After a key its value takes no separator; after a value the next member does.
         first = isKey
-        return true
     }
 
-    private mutating func appendQuoted(_ value: String) {
-        if value.utf8.withContiguousStorageIfAvailable({ appendQuoted(UnsafeRawBufferPointer($0)) }) != nil { return }
-        var value = value
-        value.withUTF8 { appendQuoted(UnsafeRawBufferPointer($0)) }
+    /// Whether any byte is a quote, a backslash or a control character: eight bytes a step
+    /// (a word has a byte below 0x20, or equal to `"` or `\`, when the classic "has a zero
+    /// byte" test finds one in it or in it XORed with that byte repeated; a byte of 0x80 or
+    /// more can only make the test say yes, and the escaping path looks again byte by byte).
+    static func needsEscaping(_ value: UnsafeRawBufferPointer) -> Bool {
+        let count = value.count
+        guard count > 0, let base = value.baseAddress else { return false }
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        var index = 0
+        while index + 8 <= count {
+            let word = UInt64(littleEndian: base.loadUnaligned(fromByteOffset: index, as: UInt64.self))
+            let control = (word &- ones &* 0x20) & ~word
+            let quote = word ^ (ones &* 0x22)
+            let backslash = word ^ (ones &* 0x5C)
+            let found = control | ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash)
+            if found & highs != 0 { return true }
+            index += 8
+        }
+        while index < count {
+            let byte = base.load(fromByteOffset: index, as: UInt8.self)
+            if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 { return true }
+            index += 1
+        }
+        return false
     }
 
-    private mutating func appendQuoted(_ value: UnsafeRawBufferPointer) {
-        bytes.append(UInt8(ascii: "\""))
-        var plainStart = 0
-        for index in 0..<value.count {
-            let byte = value[index]
-            guard byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 else { continue }
-            bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: value[plainStart..<index]))
-            bytes.append(UInt8(ascii: "\\"))
+    /// The slow path of ``appendQuoted(_:isKey:)``: byte by byte, with escapes.
+    private mutating func appendEscaped(_ value: UnsafeRawBufferPointer, isKey: Bool) {
+        // At most six bytes for each (`\u00XX`), the quotes and `: `.
+        var at = room(value.count * 6 + 4)
+        at.pointee = UInt8(ascii: "\"")
+        at += 1
+        for byte in value {
             switch byte {
-            case UInt8(ascii: "\""), UInt8(ascii: "\\"): bytes.append(byte)
-            case 0x0A: bytes.append(UInt8(ascii: "n"))
-            case 0x0D: bytes.append(UInt8(ascii: "r"))
-            case 0x09: bytes.append(UInt8(ascii: "t"))
-            default:
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"):
+                at[0] = UInt8(ascii: "\\")
+                at[1] = byte
+                at += 2
+            case 0x0A, 0x0D, 0x09:
+                at[0] = UInt8(ascii: "\\")
+                at[1] = byte == 0x0A ? UInt8(ascii: "n") : byte == 0x0D ? UInt8(ascii: "r") : UInt8(ascii: "t")
+                at += 2
+            case 0..<0x20:
                 func hex(_ nibble: UInt8) -> UInt8 { nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10 }
-                bytes.append(UInt8(ascii: "u"))
-                bytes.append(UInt8(ascii: "0"))
-                bytes.append(UInt8(ascii: "0"))
-                bytes.append(hex(byte >> 4))
-                bytes.append(hex(byte & 15))
+                at[0] = UInt8(ascii: "\\")
+                at[1] = UInt8(ascii: "u")
+                at[2] = UInt8(ascii: "0")
+                at[3] = UInt8(ascii: "0")
+                at[4] = hex(byte >> 4)
+                at[5] = hex(byte & 15)
+                at += 6
+            default:
+                at.pointee = byte
+                at += 1
             }
-            plainStart = index + 1
         }
-        bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: value[plainStart..<value.count]))
-        bytes.append(UInt8(ascii: "\""))
+        at.pointee = UInt8(ascii: "\"")
+        at += 1
+        if isKey {
+            at[0] = UInt8(ascii: ":")
+            at[1] = UInt8(ascii: " ")
+            at += 2
+        }
+        count = at - base
+        first = isKey
     }
 
-    private mutating func appendDigits(_ value: Int64) {
-        if value < 0 { bytes.append(UInt8(ascii: "-")) }
+    /// Writes `value`'s decimal digits at `at` (at most 20 and a sign); returns how many.
+    static func digits(_ value: Int64, at: UnsafeMutablePointer<UInt8>) -> Int {
         var magnitude = value.magnitude
-        if magnitude < 10 {
-            bytes.append(UInt8(ascii: "0") + UInt8(magnitude))
-            return
+        var length = 1
+        var scale: UInt64 = 10
+        while length < 20 && magnitude >= scale {
+            length += 1
+            scale = scale &* 10
         }
-        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes, enough for 20 digits
-        var count = 0
-        withUnsafeMutableBytes(of: &digits) { buffer in
-            while magnitude > 0 {
-                count += 1
-                buffer[24 - count] = UInt8(ascii: "0") + UInt8(magnitude % 10)
-                magnitude /= 10
-            }
-            bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: buffer[(24 - count)...]))
+        var written = 0
+        if value < 0 {
+            at.pointee = UInt8(ascii: "-")
+            written = 1
         }
+        var index = written + length - 1
+        repeat {
+            at[index] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: magnitude % 10)
+            magnitude /= 10
+            index -= 1
+        } while magnitude > 0
+        return written + length
     }
 }
 
 /// Builds one JSON object as text, keys in the order they are added: ``JSONStream`` for
 /// what is not on the hot path.
-public struct JSONObjectWriter: Sendable {
+public struct JSONObjectWriter {
     private var stream = JSONStream(capacity: 64)
 
     public init() {
@@ -258,19 +379,19 @@ public struct JSONObjectWriter: Sendable {
     }
 
     /// Adds a string member.
-    public mutating func add(_ key: String, _ value: String) { stream.add(key, value) }
+    public mutating func add(_ key: String, _ value: String) { stream.add(text: key, value) }
 
     /// Adds an integer member.
-    public mutating func add(_ key: String, _ value: Int) { stream.add(key, value) }
+    public mutating func add(_ key: String, _ value: Int) { stream.add(text: key, value) }
 
     /// Adds a number member (whole numbers without a fraction).
-    public mutating func add(_ key: String, _ value: Double) { stream.add(key, value) }
+    public mutating func add(_ key: String, _ value: Double) { stream.add(text: key, value) }
 
     /// Adds a boolean member.
-    public mutating func add(_ key: String, _ value: Bool) { stream.add(key, value) }
+    public mutating func add(_ key: String, _ value: Bool) { stream.add(text: key, value) }
 
     /// Adds a member whose value is already JSON text (a nested object or array).
-    public mutating func add(_ key: String, json value: String) { stream.add(key, json: value) }
+    public mutating func add(_ key: String, json value: String) { stream.add(text: key, json: value) }
 
     /// The finished object.
     public var json: String {

@@ -147,13 +147,20 @@ public struct LocationAddress: Hashable, Sendable, CustomStringConvertible {
     public func write(to stream: inout JSONStream) {
         withPathBytes { path in
             stream.beginObject()
+            guard let base = path.baseAddress else { return stream.endObject() }
+            let count = path.count
             var start = 0
             var position = 0
-            for index in 0...path.count where index == path.count || path[index] == UInt8(ascii: "/") {
-                stream.key(Self.componentName(position))
-                stream.string(bytes: UnsafeRawBufferPointer(rebasing: path[start..<index]))
-                start = index + 1
-                position += 1
+            var index = 0
+            while true {
+                if index == count || base.load(fromByteOffset: index, as: UInt8.self) == UInt8(ascii: "/") {
+                    stream.key(Self.componentName(position))
+                    stream.string(bytes: UnsafeRawBufferPointer(start: base + start, count: index - start))
+                    if index == count { break }
+                    start = index + 1
+                    position += 1
+                }
+                index += 1
             }
             stream.endObject()
         }
@@ -161,7 +168,7 @@ public struct LocationAddress: Hashable, Sendable, CustomStringConvertible {
 
     /// The name of component `position`: literals, which a key reads without a reference
     /// count or a look-up of a global array.
-    private static func componentName(_ position: Int) -> String {
+    private static func componentName(_ position: Int) -> StaticString {
         switch position {
         case 0: "dataset"
         case 1: "venue"

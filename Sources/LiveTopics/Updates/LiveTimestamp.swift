@@ -47,6 +47,19 @@ public struct LiveTimestamp: Hashable, Comparable, Sendable, CustomStringConvert
     /// Appends the ISO-8601 UTC form with milliseconds as UTF-8 (the published JSON is built
     /// from bytes).
     public func write(to bytes: inout [UInt8]) {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Self.maximumLength) { buffer in
+            let count = write(into: buffer.baseAddress!)
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[..<count]))
+        }
+    }
+
+    /// The most bytes ``write(into:)`` writes: a sign, a year of up to 19 digits, and the
+    /// fixed 20 bytes after it.
+    public static let maximumLength = 40
+
+    /// Writes the ISO-8601 UTC form with milliseconds at `at` (at most ``maximumLength``
+    /// bytes); returns how many it wrote.
+    public func write(into at: UnsafeMutablePointer<UInt8>) -> Int {
         let millis = millisecondsSince1970
         var days = millis / 86_400_000
         var rest = millis % 86_400_000
@@ -56,33 +69,36 @@ public struct LiveTimestamp: Hashable, Comparable, Sendable, CustomStringConvert
         }
         let (year, month, day) = civil(fromDays: days)
         // The year takes four digits or more, and a sign before the year 0; the rest is
-        // fixed: `-MM-DDTHH:MM:SS.mmmZ`, 20 bytes written at once (this runs for every
-        // timestamp of every published change).
-        if year < 0 { bytes.append(UInt8(ascii: "-")) }
-        pad(&bytes, abs(year), 4)
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { text in
-            func put(_ value: Int64, _ width: Int, at end: Int) {
-                var value = value
-                for index in stride(from: end - 1, through: end - width, by: -1) {
-                    text[index] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: value % 10)
-                    value /= 10
-                }
-            }
-            text[0] = UInt8(ascii: "-")
-            put(month, 2, at: 3)
-            text[3] = UInt8(ascii: "-")
-            put(day, 2, at: 6)
-            text[6] = UInt8(ascii: "T")
-            put(rest / 3_600_000, 2, at: 9)
-            text[9] = UInt8(ascii: ":")
-            put(rest / 60_000 % 60, 2, at: 12)
-            text[12] = UInt8(ascii: ":")
-            put(rest / 1000 % 60, 2, at: 15)
-            text[15] = UInt8(ascii: ".")
-            put(rest % 1000, 3, at: 19)
-            text[19] = UInt8(ascii: "Z")
-            bytes.append(contentsOf: text)
+        // fixed: `-MM-DDTHH:MM:SS.mmmZ`, 20 bytes (this runs for every timestamp of every
+        // published change).
+        var count = 0
+        if year < 0 {
+            at[0] = UInt8(ascii: "-")
+            count = 1
         }
+        count += pad(at + count, abs(year), 4)
+        let text = at + count
+        func put(_ value: Int64, _ width: Int, at end: Int) {
+            var value = value
+            for index in stride(from: end - 1, through: end - width, by: -1) {
+                text[index] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: value % 10)
+                value /= 10
+            }
+        }
+        text[0] = UInt8(ascii: "-")
+        put(month, 2, at: 3)
+        text[3] = UInt8(ascii: "-")
+        put(day, 2, at: 6)
+        text[6] = UInt8(ascii: "T")
+        put(rest / 3_600_000, 2, at: 9)
+        text[9] = UInt8(ascii: ":")
+        put(rest / 60_000 % 60, 2, at: 12)
+        text[12] = UInt8(ascii: ":")
+        put(rest / 1000 % 60, 2, at: 15)
+        text[15] = UInt8(ascii: ".")
+        put(rest % 1000, 3, at: 19)
+        text[19] = UInt8(ascii: "Z")
+        return count + 20
     }
 
     /// Parses from raw UTF-8 bytes; used by the payload decoder without building a String.
@@ -194,19 +210,22 @@ private func daysInMonth(_ year: Int64, _ month: Int64) -> Int64 {
 }
 
 /// `value` in decimal, at least `width` digits (zeros in front).
-private func pad(_ bytes: inout [UInt8], _ value: Int64, _ width: Int) {
+/// Writes `value` (not negative) in decimal with at least `width` digits, zeros first, at
+/// `at`; returns how many bytes.
+private func pad(_ at: UnsafeMutablePointer<UInt8>, _ value: Int64, _ width: Int) -> Int {
     var digits = 1
-    var power: Int64 = 10
-    while power <= value {
+    var rest = value
+    while rest >= 10 {
+        rest /= 10
         digits += 1
-        power *= 10
     }
-    for _ in digits..<max(width, digits) { bytes.append(UInt8(ascii: "0")) }
-    var divisor = power / 10
-    while divisor > 0 {
-        bytes.append(UInt8(ascii: "0") + UInt8(value / divisor % 10))
-        divisor /= 10
+    let length = max(width, digits)
+    var value = value
+    for index in stride(from: length - 1, through: 0, by: -1) {
+        at[index] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: value % 10)
+        value /= 10
     }
+    return length
 }
 
 extension Duration {

@@ -334,6 +334,19 @@ final class ClientCore: Sendable {
     func publish(
         _ topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool, waiter: Waiter?, origin: ContinuousClock.Instant? = nil
     ) throws(MQTTError) {
+        // `withUnsafeBytes` rethrows untyped errors: the typed one is carried out.
+        let result = payload.withUnsafeBytes { bytes in
+            Result { () throws(MQTTError) in try publish(topic, payload: bytes, qos: qos, retain: retain, waiter: waiter, origin: origin) }
+        }
+        try result.get()
+    }
+
+    /// ``publish(_:payload:qos:retain:waiter:origin:)`` of bytes the caller lends (libmosquitto
+    /// copies them before this returns).
+    func publish(
+        _ topic: String, payload: UnsafeRawBufferPointer, qos: MQTTQoS, retain: Bool, waiter: Waiter?,
+        origin: ContinuousClock.Instant? = nil
+    ) throws(MQTTError) {
         var mid: Int32 = 0
         let counted = qos != .atMostOnce
         // Counted before the call: its acknowledgement can arrive before the call returns.
@@ -343,9 +356,7 @@ final class ClientCore: Sendable {
         let code = sendGate.withLock { open -> Int32? in
             guard open else { return nil }
             return topic.withCString { topic in
-                payload.withUnsafeBytes { bytes in
-                    mosquitto_publish_v5(mosq, &mid, topic, Int32(bytes.count), bytes.baseAddress, qos.rawValue, retain, nil)
-                }
+                mosquitto_publish_v5(mosq, &mid, topic, Int32(payload.count), payload.baseAddress, qos.rawValue, retain, nil)
             }
         }
         if counted && code != MOSQ_ERR_SUCCESS.raw { inFlight.subtract(1, ordering: .relaxed) }
@@ -353,7 +364,7 @@ final class ClientCore: Sendable {
             guard let waiter else { throw .disconnected }
             let stopped = state.withLock { state -> Bool in
                 if state.stopRequested { return true }
-                state.held.append(HeldPublish(topic: topic, payload: payload, qos: qos, retain: retain, waiter: waiter))
+                state.held.append(HeldPublish(topic: topic, payload: Array(payload), qos: qos, retain: retain, waiter: waiter))
                 return false
             }
             if stopped { waiter.resume(throwing: MQTTError.disconnected) }

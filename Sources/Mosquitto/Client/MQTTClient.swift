@@ -178,6 +178,15 @@ public final class MQTTClient: Sendable {
         try core.publish(topic, payload: payload, qos: qos, retain: retain, waiter: nil, origin: origin)
     }
 
+    /// ``send(_:payload:qos:retain:origin:)`` of bytes the caller lends: libmosquitto copies
+    /// them before this returns, so a caller can build each payload in one reused buffer.
+    public func send(
+        _ topic: String, bytes payload: UnsafeRawBufferPointer, qos: MQTTQoS = .atLeastOnce, retain: Bool = false,
+        origin: ContinuousClock.Instant? = nil
+    ) throws(MQTTError) {
+        try core.publish(topic, payload: payload, qos: qos, retain: retain, waiter: nil, origin: origin)
+    }
+
     /// Runs `body`, whose ``send(_:payload:qos:retain:)`` calls wake the network thread once,
     /// when it ends, rather than at the first of them: the batch then leaves in one write
     /// pass. Other threads' sends meanwhile wait for the end too.
