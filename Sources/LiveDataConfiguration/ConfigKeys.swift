@@ -14,7 +14,7 @@ public enum ConfigKeys {
         ("", ["instance", "partition", "broker", "subscriptions", "domains", "catalog", "geometry", "styles", "rules", "output", "store", "http", "log", "limits"]),
         ("partition", ["name", "owns", "bridge", "failover", "peers"]),
         ("partition.owns[]", ["dataset", "venue", "building"]),
-        ("broker", ["host", "port", "clientId", "protocol", "username", "passwordFile", "keepalive", "qos", "cleanStart", "bufferedSocket", "outputConnection", "tls"]),
+        ("broker", ["host", "port", "clientId", "protocol", "username", "passwordFile", "keepalive", "qos", "cleanStart", "bufferedSocket", "outputConnection", "outputConnections", "tls"]),
         ("broker.tls", ["caFile", "certFile", "keyFile"]),
         ("subscriptions[]", LiveTopic.Component.allCases.map(\.rawValue) + ["filter"]),
         ("domains.*", ["staleAfter", "moves"]),

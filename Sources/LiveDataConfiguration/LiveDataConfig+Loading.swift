@@ -237,6 +237,8 @@ extension LiveDataConfig {
                 broker.bufferedSocket = reader.bool(value, "broker.bufferedSocket") ?? broker.bufferedSocket
             case "outputConnection":
                 broker.outputConnection = reader.bool(value, "broker.outputConnection") ?? broker.outputConnection
+            case "outputConnections":
+                broker.outputConnections = reader.int(value, "broker.outputConnections", range: 1...16) ?? broker.outputConnections
             case "tls":
                 var tls = TLSSettings()
                 for (tlsKey, _, tlsValue) in reader.mapping(value, "broker.tls", allowed: ConfigKeys.keys(of: "broker.tls")) {

@@ -101,6 +101,15 @@ public struct BrokerSettings: Sendable, Equatable {
     /// two packets per update (the update's acknowledgement and its style) against the
     /// publisher's one: the styles would fall behind whenever the broker is busy.
     public var outputConnection = true
+    /// `outputConnections`, default 4 (1 to 16): how many connections the output publishes
+    /// over (client ids `{clientId}-output`, `{clientId}-output-2`…), a location's styles
+    /// always on the same one. The broker reads one packet from each connection in turn,
+    /// so the output gets that many turns for the publisher's one and catches up after a
+    /// pause instead of lagging for as long as the stream lasts; each connection has its own
+    /// window (`max_inflight_messages` is per client), and libmosquitto, which walks its
+    /// list of unacknowledged publications on every publish and acknowledgement, walks a
+    /// shorter one. With `outputConnection: false` the output shares the one connection.
+    public var outputConnections = 4
     /// `tls: {caFile, certFile, keyFile}`, default none (plain TCP).
     public var tls: TLSSettings?
 

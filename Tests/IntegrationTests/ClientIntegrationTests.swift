@@ -319,6 +319,59 @@ struct ClientIntegrationTests {
         await watcher.disconnect()
     }
 
+    @Test("a client of several connections: each has its id and window, one state for all, and they reconnect together")
+    func severalConnections() async throws {
+        let broker = try await MosquittoBroker.start()
+        let watcher = try await connectedClient(broker)
+        let inbox = await Inbox.collecting(watcher.messages)
+        try await watcher.subscribe("group/#")
+        try await watcher.subscribe("status/#")
+        var configuration = MQTTConfiguration.test(port: broker.port)
+        configuration.clientID = "group-test"
+        configuration.connections = 3
+        configuration.will = MQTTWill(topic: "status/group", payload: Array("offline".utf8), qos: .atLeastOnce, retain: false)
+        let acknowledged = Atomic<Int>(0)
+        let client = try MQTTClient(configuration: configuration, logger: logger, onAcknowledged: { _ in acknowledged.add(1, ordering: .relaxed) })
+        let events = await Inbox.collecting(client.events)
+        try await client.connect()
+        #expect(client.connectionCount == 3)
+        #expect(client.state == .connected)
+        #expect(client.cores.map { $0.configuration.clientID(ofConnection: $0.index) } == ["group-test", "group-test-2", "group-test-3"])
+        // One state for the three: connected once, after all three.
+        #expect(await events.items.filter { $0 == .state(.connected) }.count == 1)
+        for connection in 0..<3 {
+            for number in 0..<5 {
+                try Array("\(connection)-\(number)".utf8).withUnsafeBytes { bytes in
+                    try client.send("group/\(connection)", bytes: bytes, qos: .atLeastOnce, connection: connection)
+                }
+            }
+        }
+        let received = await inbox.wait(forCount: 15)
+        // Each connection's publications in their order.
+        for connection in 0..<3 {
+            #expect(received.filter { $0.topic == "group/\(connection)" }.map(\.payloadString) == (0..<5).map { "\(connection)-\($0)" })
+        }
+        try await eventually("the 15 acknowledgements") { acknowledged.load(ordering: .relaxed) == 15 }
+        for connection in 0..<3 {
+            #expect(client.handedOver(connection: connection) == (5, 5))
+            #expect(client.inFlight(connection: connection) == 0)
+        }
+        #expect(client.session.sendWindow >= 20)
+        // One connection of the three cut: its will goes out, and all three come back together.
+        client.cores[1].cutConnection()
+        #expect(await inbox.wait { $0.contains { $0.topic == "status/group" && $0.payloadString == "offline" } })
+        #expect(await events.wait { events in
+            guard let lost = events.firstIndex(where: { if case .error(.connectionLost) = $0 { true } else { false } }) else { return false }
+            return events[lost...].contains(.state(.connecting)) && events.last == .state(.connected)
+        })
+        #expect(await events.items.filter { $0 == .state(.connected) }.count == 2)
+        try Array("after".utf8).withUnsafeBytes { try client.send("group/2", bytes: $0, qos: .atLeastOnce, connection: 2) }
+        #expect(await inbox.wait { $0.contains { $0.payloadString == "after" } })
+        await client.disconnect()
+        #expect(await events.wait { $0.last == .state(.closed) })
+        await watcher.disconnect()
+    }
+
     @Test("messages are read in passes: the read-end handler follows each pass's messages, and a refused pass comes again whole")
     func readPasses() async throws {
         let broker = try await MosquittoBroker.start()

@@ -52,7 +52,8 @@ struct DaemonServicesTests {
         try await testGracefulShutdown { trigger in
             let group = ServiceGroup(services: daemon.services, logger: logger)
             async let running: Void = group.run()
-            try await eventually("the pipeline to be ready") { await daemon.pipeline.isReady }
+            // Generous: the whole suite starting at once on two cores makes a first convergence take seconds.
+            try await eventually("the pipeline to be ready", timeout: .seconds(30)) { await daemon.pipeline.isReady }
             try await sensor.publish(
                 "ds1/hq/B/F3/R7/room-7/occupancy", text: #"{"properties": {"nrOfPeople": "2"}}"#, qos: .atLeastOnce)
             #expect(await inbox.wait { $0.contains { $0.topic == "livedata/style/ds1/hq/B/F3/R7/room-7" } })
@@ -89,7 +90,7 @@ struct DaemonServicesTests {
         try await testGracefulShutdown { trigger in
             let group = ServiceGroup(services: daemon.services, logger: logger)
             async let running: Void = group.run()
-            try await eventually("the pipeline to be ready, for the filters the broker took") { await daemon.pipeline.isReady }
+            try await eventually("the pipeline to be ready, for the filters the broker took", timeout: .seconds(30)) { await daemon.pipeline.isReady }
             #expect(await daemon.pipeline.refusedSubscriptions == ["ds2/#"])
             let metrics = String(decoding: daemon.metrics.exposition(await daemon.pipeline.statistics, brokerConnected: true, ready: true), as: UTF8.self)
             #expect(metrics.contains("livedata_subscriptions_refused 1"))

@@ -98,7 +98,7 @@ struct ConfigLoadingTests {
         arguments: [
             (
                 "broker:\n  hots: x\n",
-                #"test.yaml:2:3: unknown key "hots" in broker (did you mean "host"? expected one of: host, port, clientId, protocol, username, passwordFile, keepalive, qos, cleanStart, bufferedSocket, outputConnection, tls)"#
+                #"test.yaml:2:3: unknown key "hots" in broker (did you mean "host"? expected one of: host, port, clientId, protocol, username, passwordFile, keepalive, qos, cleanStart, bufferedSocket, outputConnection, outputConnections, tls)"#
             ),
             ("colour: red\n", #"test.yaml:1:1: unknown key "colour" in the config file (expected one of: instance, partition, broker, subscriptions, domains, catalog, geometry, styles, rules, output, store, http, log, limits)"#),
             (
@@ -119,6 +119,7 @@ struct ConfigLoadingTests {
                 #"test.yaml:2:27: domains.occupancy.staleAfter must be at most 3650d (ten years), found "99999999999999999999s""#
             ),
             ("broker: {bufferedSocket: maybe}\n", #"test.yaml:1:26: broker.bufferedSocket must be true or false, found "maybe""#),
+            ("broker: {outputConnections: 0}\n", "test.yaml:1:29: broker.outputConnections must be between 1 and 16, found 0"),
             ("output: {minInterval: 2h}\n", #"test.yaml:1:23: output.minInterval must be between 0ms and 3600s, found 7200s"#),
             ("output: {summaryInterval: 1e30}\n", #"test.yaml:1:27: output.summaryInterval must be at most 3650d (ten years), found "1e30""#),
             ("domains:\n  occupancy: {staleAfter: -5s}\n", #"test.yaml:2:27: domains.occupancy.staleAfter must be a duration such as 500ms, 30s, 15m or 2h, found "-5s""#),

@@ -28,14 +28,16 @@ extension BrokerSettings {
         return configuration
     }
 
-    /// The client settings of the daemon's output connection (``BrokerSettings/outputConnection``):
-    /// those of `input` under the client id `{clientId}-output`, with the same will (a lost
-    /// output connection shows as `offline` too, until it is back). It subscribes to
-    /// nothing, so it takes a small Receive Maximum.
+    /// The client settings of the daemon's output connections (``BrokerSettings/outputConnection``,
+    /// ``BrokerSettings/outputConnections``): those of `input` under the client ids
+    /// `{clientId}-output`, `{clientId}-output-2`…, with the same will (a lost output
+    /// connection shows as `offline` too, until it is back). They subscribe to nothing, so
+    /// they take a small Receive Maximum.
     public func outputMQTTConfiguration(input: MQTTConfiguration) -> MQTTConfiguration {
         var configuration = input
         configuration.clientID = "\(clientId)-output"
         configuration.receiveMaximum = 20
+        configuration.connections = outputConnections
         return configuration
     }
 }

@@ -55,6 +55,8 @@ extension LivePipeline {
             return
         }
         publisher.send(topics.statusPublication(online: true))
+        // A marker that waited for the connections' acknowledgements starts over.
+        markers.barrier = nil
         // The legends go out once the convergence (or the marker's check) has read the
         // retained ones: only those that differ (see ``settleLegends(_:)``).
         publisher.holdLegends()

@@ -14,19 +14,39 @@ extension LivePipeline {
     func publishMarkerIfDue() {
         // A failover replica's lease connection ends with its epoch: the one that takes over
         // converges in full, so markers would vouch for nothing.
-        guard failover == nil, hasConverged, output.state == .connected, markers.isDue(now: .now, handedOver: publisher.handedOver) else { return }
-        drainOutput()
-        sendMarker()
+        guard failover == nil, hasConverged, output.state == .connected else { return }
+        if markers.barrier == nil {
+            guard markers.isDue(now: .now, handedOver: publisher.handedOver) else { return }
+            drainOutput()
+            guard output.connectionCount > 1 else {
+                sendMarker()
+                return
+            }
+            markers.barrier = SyncMarkers.Barrier(
+                position: publisher.handedOver, targets: (1..<output.connectionCount).map { output.handedOver(connection: $0).sent },
+                locations: markedLocations)
+        }
+        if let barrier = markers.barrier,
+            barrier.targets.indices.allSatisfy({ output.handedOver(connection: $0 + 1).acknowledged >= barrier.targets[$0] })
+        {
+            markers.barrier = nil
+            sendMarker(position: barrier.position, locations: barrier.locations)
+        }
     }
 
-    /// Publishes the next marker after everything handed over so far; ``markerDone(_:position:acknowledged:)``
+    /// Locations with a style handed over: every waiting publication may be a location's
+    /// first style, and those are not counted.
+    private var markedLocations: Int { core.store.count - publisher.waiting }
+
+    /// Publishes the next marker after everything handed over so far (or, with `position`,
+    /// after the first `position` publications, which the broker has already stored but for
+    /// those on the marker's own connection); ``markerDone(_:position:acknowledged:)``
     /// follows its acknowledgement.
     /// - Returns: its payload.
     @discardableResult
-    func sendMarker() -> String {
-        // Every waiting publication may be a location's first style: those are not counted.
-        let payload = markers.next(locations: core.store.count - publisher.waiting, scope: markerScope)
-        let position = publisher.handedOver
+    func sendMarker(position: Int? = nil, locations: Int? = nil) -> String {
+        let payload = markers.next(locations: locations ?? markedLocations, scope: markerScope)
+        let position = position ?? publisher.handedOver
         let client = output
         let topic = checkpointTopic
         Task {
@@ -62,6 +82,8 @@ extension LivePipeline {
             try? await Task.sleep(for: .milliseconds(10))
         }
         let puts = publisher.puts
+        // Nothing is in flight on any connection: the marker covers everything handed over.
+        markers.barrier = nil
         let payload = sendMarker()
         // Bounded: a stop does not wait long for an acknowledgement that may not come.
         let acknowledgedBy = ContinuousClock.now + .seconds(2)

@@ -62,10 +62,9 @@ extension LivePipeline {
             case .empty, .disconnected: return
             case .more: continue
             case .windowFull:
-                let size = publisher.client.session.sendWindow
-                window.arm(window: size)
+                window.arm(window: publisher.client.session.sendWindow)
                 // Acknowledgements that came between the drain and the arming woke nobody.
-                if publisher.client.inFlight > size / 2 { return }
+                if !publisher.halfOpen { return }
             }
         }
     }

@@ -55,7 +55,7 @@ extension LivePipeline {
     public var statistics: Statistics {
         Statistics(
             core: core.counters, store: core.store.counters, published: publisher.changes,
-            coalesced: (coalescer?.coalesced ?? 0) + publisher.pending.coalesced,
+            coalesced: (coalescer?.coalesced ?? 0) + publisher.coalesced,
             summariesPublished: publisher.summaries, locations: core.store.count,
             refusedSubscriptions: refusedFilters.count, intake: intake.statistics, replayed: replayed,
             snapshotFailures: snapshots.failures, publishesRefused: refusedPublishes.count, publishesDropped: publisher.dropped,
@@ -63,7 +63,7 @@ extension LivePipeline {
             convergenceFailures: runs.failures, convergencesSkipped: runs.skipped,
             convergenceRead: runs.read + (runs.reader?.count ?? 0), convergenceProgress: runs.reader?.count ?? 0,
             processed: processed, events: events.statistics,
-            bufferedConnections: connections.filter { $0.socketBuffered == true }.count, legendConflicts: legendConflicts,
+            bufferedConnections: connections.reduce(0) { $0 + $1.bufferedConnections }, legendConflicts: legendConflicts,
             convergenceShortReads: runs.shortReads, handOvers: handOvers,
             bridgeRecoveries: bridgeRecoveries, sessionsLost: sessionsLost, replica: replicaRole)
     }

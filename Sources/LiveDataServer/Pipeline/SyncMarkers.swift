@@ -32,6 +32,23 @@ struct SyncMarkers {
     private var sequence = 0
     /// A marker is published and not yet acknowledged (or refused).
     private(set) var inFlight = false
+    /// A marker waits for the output's other connections (see ``Barrier``).
+    var barrier: Barrier?
+
+    /// A marker of an output of several connections: the broker handles each connection's
+    /// messages in order, but not one connection's against another's. So the marker, which
+    /// goes on the first, is handed over only once the broker has acknowledged everything
+    /// handed over on the others before it (their counts at `targets`): whatever holds the
+    /// marker, a save the broker restored included, holds every publication before
+    /// `position`.
+    struct Barrier {
+        /// Publications handed over, on all connections, when the marker fell due.
+        var position: Int
+        /// Publications handed over on connections 2, 3… then.
+        var targets: [Int]
+        /// Locations with a style handed over then (see ``next(locations:scope:)``).
+        var locations: Int
+    }
     private var lastSent = ContinuousClock.now
     /// The last marker the broker acknowledged, as published.
     private(set) var acknowledged: String?
@@ -48,7 +65,7 @@ struct SyncMarkers {
     /// Whether a marker should go out now: something was handed over since the last one,
     /// at most once an ``interval``, one at a time, and none while a marker is checked.
     func isDue(now: ContinuousClock.Instant, handedOver: Int) -> Bool {
-        check == nil && !inFlight && now - lastSent >= Self.interval && handedOver > markedPosition
+        check == nil && !inFlight && barrier == nil && now - lastSent >= Self.interval && handedOver > markedPosition
     }
 
     /// The next marker's payload; it is in flight until ``done(_:position:acknowledged:)``.

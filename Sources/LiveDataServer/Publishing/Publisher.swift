@@ -14,6 +14,13 @@ import Mosquitto
 /// derived change goes to the client at once, not through the line (a table insertion and
 /// removal per change, keyed by its address's text, for nothing).
 ///
+/// A client of several connections (``MQTTConfiguration/connections``) has a line and a
+/// window per connection: a location's styles (and the clearing of its topic) always go on
+/// the connection its address hashes to, so that they keep their order; summaries, legends
+/// and the status on the first. Each connection gets its own turn at the broker, and
+/// libmosquitto walks a list as long as one connection's window on every publish and
+/// acknowledgement, not the whole output's.
+///
 /// Also counts what went out, and remembers whose legend is published. One publication the
 /// library refuses (too large for the broker's Maximum Packet Size, an invalid topic) is
 /// tried ``maximumAttempts`` times in all, then dropped and counted: it would be refused
@@ -22,7 +29,9 @@ struct Publisher {
     /// The connection publications go out on: the daemon's output connection, or, for the
     /// active replica of a failover partition, the connection that holds its lease (what
     /// it had in flight then dies with the lease, never sent on a later connection).
-    var client: MQTTClient
+    var client: MQTTClient {
+        didSet { if client !== oldValue { regroup() } }
+    }
     let qos: MQTTQoS
     /// The formats, with the failover epoch the payloads carry (see ``OutputFormat/epoch``).
     var topics: OutputFormat
@@ -37,16 +46,19 @@ struct Publisher {
     /// (re)connection or reload; `nil` from a (re)connection until the convergence has read
     /// the retained legends (see ``holdLegends()``): none goes out meanwhile.
     private var legends: Set<String>?
-    private(set) var pending = PendingOutput()
+    /// What waits, one line per connection of the client.
+    private var lines: [PendingOutput]
     /// Everything ever put in line or sent at once.
-    var puts: Int { pending.puts + sentAtOnce + discardedPuts }
+    var puts: Int { lines.reduce(0) { $0 + $1.puts } + sentAtOnce + discardedPuts }
+    /// Entries replaced by a newer one of their topic before they left.
+    var coalesced: Int { lines.reduce(0) { $0 + $1.coalesced } }
     /// ``PendingOutput/puts`` of lines discarded by ``discardWaiting()``.
     private var discardedPuts = 0
     /// Derived changes handed to the client as they came, past the line.
     private var sentAtOnce = 0
-    /// How many more may go at once: the window's room at the end of the last ``drain()``,
-    /// less what went since (acknowledgements only make more room meanwhile).
-    private var roomAtOnce = 0
+    /// How many more may go at once, per connection: the window's room at the end of the
+    /// last ``drain()``, less what went since (acknowledgements only make more room meanwhile).
+    private var roomAtOnce: [Int]
     /// The topics handed to the client since the last sync marker the broker acknowledged
     /// (see ``LivePipeline``'s markers): what a broker that resumed the session may still
     /// lack, if it lost what it acknowledged last. `recent[0]` is the publication numbered
@@ -100,6 +112,36 @@ struct Publisher {
         self.client = client
         self.qos = qos
         self.topics = topics
+        lines = Array(repeating: PendingOutput(), count: client.connectionCount)
+        roomAtOnce = Array(repeating: 0, count: client.connectionCount)
+    }
+
+    /// The connection a publication waiting under `key` goes on: a location's by its
+    /// identity, its dataset and id (FNV-1a of both: the same in every run), so that a
+    /// location that moves clears its old topic and publishes at the new one on one
+    /// connection, in that order (a style topic names its location's identity, so each
+    /// topic is always on one connection too); anything else on the first.
+    func connection(for key: PendingOutput.Key) -> Int {
+        guard lines.count > 1, case .style(let address) = key else { return 0 }
+        let hash = address.withPathBytes { path -> UInt64 in
+            var hash: UInt64 = 0xCBF2_9CE4_8422_2325
+            let firstSlash = path.firstIndex(of: UInt8(ascii: "/")) ?? path.count
+            let lastSlash = path.lastIndex(of: UInt8(ascii: "/")) ?? -1
+            for byte in path[..<firstSlash] { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01B3 }
+            for byte in path[(lastSlash + 1)...] { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01B3 }
+            return hash
+        }
+        return Int(hash % UInt64(lines.count))
+    }
+
+    /// Lines for another client's connections, with what waited in them.
+    private mutating func regroup() {
+        let old = lines
+        lines = Array(repeating: PendingOutput(), count: client.connectionCount)
+        roomAtOnce = Array(repeating: 0, count: client.connectionCount)
+        for var line in old {
+            while let (key, entry) = line.take() { lines[connection(for: key)].append(key, entry) }
+        }
     }
 
     /// Why ``drain()`` stopped.
@@ -115,31 +157,34 @@ struct Publisher {
     }
 
     /// Derived changes and other publications waiting for the window.
-    var waiting: Int { pending.count + refused.count }
+    var waiting: Int { lines.reduce(0) { $0 + $1.count } + refused.count }
 
     /// Puts a derived change in line; `since` is when the update behind it arrived.
     mutating func send(change: DerivedChange, since: ContinuousClock.Instant? = nil) {
-        guard roomAtOnce > 0, pending.isEmpty else { return pending.put(change, since: since) }
-        roomAtOnce -= 1
+        let key = PendingOutput.Key.style(change.address)
+        let connection = connection(for: key)
+        guard roomAtOnce[connection] > 0, lines[connection].isEmpty else { return lines[connection].put(change, since: since) }
+        roomAtOnce[connection] -= 1
         sentAtOnce += 1
-        if handOver(.style(change.address), PendingOutput.Entry(item: .change(change), since: since)) == .disconnected {
-            roomAtOnce = 0
+        if handOver(key, PendingOutput.Entry(item: .change(change), since: since), on: connection) == .disconnected {
+            roomAtOnce[connection] = 0
         }
     }
 
     /// A derived change already built (it waited for `output.minInterval`).
     mutating func send(changePublication publication: Publication) {
-        pending.put(publication, under: topics.pendingKey(of: publication))
+        send(publication)
         changes += 1
     }
 
     mutating func send(summary: Publication) {
-        pending.put(summary)
+        lines[0].put(summary)
         summaries += 1
     }
 
     mutating func send(_ publication: Publication) {
-        pending.put(publication, under: topics.pendingKey(of: publication))
+        let key = topics.pendingKey(of: publication)
+        lines[connection(for: key)].put(publication, under: key)
     }
 
     mutating func send(_ item: PendingOutput.Item, since: ContinuousClock.Instant? = nil) {
@@ -149,35 +194,46 @@ struct Publisher {
         }
     }
 
-    /// Hands the client what waits, oldest first, while the window has room.
+    /// Hands the client what waits, oldest first on each connection, while its window has room.
     mutating func drain() -> Drained {
-        roomAtOnce = 0
-        guard client.state == .connected else { return pending.isEmpty ? .empty : .disconnected }
+        for connection in roomAtOnce.indices { roomAtOnce[connection] = 0 }
+        guard client.state == .connected else { return waiting - refused.count == 0 ? .empty : .disconnected }
         let windowed = qos != .atMostOnce
-        var room = windowed ? client.session.sendWindow - client.inFlight : Self.unwindowedBatch
-        guard room > 0 else { return pending.isEmpty ? .empty : .windowFull }
+        let window = client.session.sendWindow
         return client.withBatchedSends { () -> Drained in
-            while room > 0 {
-                guard let (key, entry) = pending.take() else {
-                    roomAtOnce = room
-                    return .empty
+            var left = false
+            for connection in lines.indices {
+                var room = windowed ? window - client.inFlight(connection: connection) : Self.unwindowedBatch
+                while room > 0, let (key, entry) = lines[connection].take() {
+                    switch handOver(key, entry, on: connection) {
+                    case .sent: room -= 1
+                    case .disconnected: return .disconnected
+                    case .refused: break
+                    }
                 }
-                switch handOver(key, entry) {
-                case .sent: room -= 1
-                case .disconnected: return .disconnected
-                case .refused: break
+                if lines[connection].isEmpty {
+                    roomAtOnce[connection] = max(room, 0)
+                } else {
+                    left = true
                 }
             }
-            if pending.isEmpty { return .empty }
+            if !left { return .empty }
             return windowed ? .windowFull : .more
         }
+    }
+
+    /// A connection with publications waiting has half its window or more free (the
+    /// acknowledgements that made it so woke nobody: the drain was not armed yet).
+    var halfOpen: Bool {
+        let half = client.session.sendWindow / 2
+        return lines.indices.contains { !lines[$0].isEmpty && client.inFlight(connection: $0) <= half }
     }
 
     private enum HandOver { case sent, disconnected, refused }
 
     /// Gives one publication to the client; one it cannot take for want of a connection
     /// goes back first in line, one it refuses is tried again later or dropped.
-    private mutating func handOver(_ key: PendingOutput.Key, _ entry: PendingOutput.Entry) -> HandOver {
+    private mutating func handOver(_ key: PendingOutput.Key, _ entry: PendingOutput.Entry, on connection: Int) -> HandOver {
         let topic: String
         let retain: Bool
         do throws(MQTTError) {
@@ -190,7 +246,7 @@ struct Publisher {
                 change.write(to: &scratch, epoch: topics.epoch)
                 let sent = scratch.withUnsafeBytes { bytes in
                     Result { () throws(MQTTError) in
-                        try client.send(topic, bytes: bytes, qos: qos, retain: retain, origin: entry.since)
+                        try client.send(topic, bytes: bytes, qos: qos, retain: retain, origin: entry.since, connection: connection)
                     }
                 }
                 try sent.get()
@@ -198,7 +254,12 @@ struct Publisher {
             case .publication(let ready):
                 topic = ready.topic
                 retain = ready.retain
-                try client.send(topic, payload: ready.payload, qos: qos, retain: retain, origin: entry.since)
+                let sent = ready.payload.withUnsafeBytes { bytes in
+                    Result { () throws(MQTTError) in
+                        try client.send(topic, bytes: bytes, qos: qos, retain: retain, origin: entry.since, connection: connection)
+                    }
+                }
+                try sent.get()
                 if retain && ready.payload.isEmpty { rememberClear(topic) }
             }
             if recent.count < Self.recentLimit && overflowedAt == nil {
@@ -209,7 +270,7 @@ struct Publisher {
             handedOver += 1
             return .sent
         } catch .disconnected {
-            pending.putBack(key, entry)
+            lines[connection].putBack(key, entry)
             return .disconnected
         } catch {
             var entry = entry
@@ -241,10 +302,10 @@ struct Publisher {
     /// over converges from its own state); returns how many.
     mutating func discardWaiting() -> Int {
         let count = waiting
-        discardedPuts += pending.puts
-        pending = PendingOutput()
+        discardedPuts += lines.reduce(0) { $0 + $1.puts }
+        lines = Array(repeating: PendingOutput(), count: lines.count)
         refused.removeAll()
-        roomAtOnce = 0
+        for connection in roomAtOnce.indices { roomAtOnce[connection] = 0 }
         return count
     }
 
@@ -254,7 +315,7 @@ struct Publisher {
         let again = refused
         refused.removeAll()
         for (key, entry) in again {
-            pending.putBack(key, entry)
+            lines[connection(for: key)].putBack(key, entry)
         }
     }
 }

@@ -115,6 +115,14 @@ public struct PendingOutput {
         }
     }
 
+    /// Puts an entry at the end of the line as it is (moved from another line), unless one
+    /// of its key waits already.
+    public mutating func append(_ key: Key, _ entry: Entry) {
+        guard entries[key] == nil else { return }
+        entries[key] = entry
+        order.append(key)
+    }
+
     /// Drops the line's taken part once it is large, so that the array stays within twice
     /// what waits, and an emptied table's storage.
     private mutating func compact() {

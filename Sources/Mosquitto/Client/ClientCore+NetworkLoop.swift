@@ -7,181 +7,86 @@ import Logging
 import Glibc
 #endif
 
+/// One connection's part of the network loop (``NetworkLoop``): its attempts, its passes.
 extension ClientCore {
-    /// The network thread: connect, pump the socket, and on failure wait and connect again,
-    /// until asked to stop. Connecting goes through the blocking `mosquitto_connect_bind_v5`
-    /// every time, because `mosquitto_reconnect` would drop the CONNECT properties (the
-    /// session expiry that keeps a persistent session alive).
-    func runNetworkLoop() {
-        var backoff = ReconnectBackoff(configuration.reconnect)
-        var random = SystemRandomNumberGenerator()
+    /// Starts an attempt: the state says connecting. `false` when a stop was asked for.
+    func beginAttempt() -> Bool {
+        state.withLock { state -> Bool in
+            if state.stopRequested { return false }
+            state.attemptConnected = false
+            state.refusal = nil
+            state.libraryError = nil
+            setConnection(&state, .connecting)
+            return true
+        }
+    }
+
+    /// Opens the connection and sends the CONNECT (the CONNACK is read by a pass).
+    /// - Returns: why it failed, or `nil`.
+    func connect() -> String? {
+        // Nothing may be queued between the socket's opening and the CONNECT.
+        sendGate.withLock { $0 = false }
+        connectionCut.store(false, ordering: .relaxed)
+        setLibraryLog(on: true)
+        logger.debug("connecting to the MQTT broker")
         let keepalive = Int32(clamping: max(configuration.keepalive.components.seconds, 5))
-        while true {
-            let proceed = state.withLock { state -> Bool in
-                if state.stopRequested { return false }
-                state.attemptConnected = false
-                state.refusal = nil
-                state.libraryError = nil
-                setConnection(&state, .connecting)
-                return true
-            }
-            guard proceed else { break }
-            // Nothing may be queued between the socket's opening and the CONNECT.
-            sendGate.withLock { $0 = false }
-            connectionCut.store(false, ordering: .relaxed)
-            setLibraryLog(on: true)
-            logger.debug("connecting to the MQTT broker")
-            let code = mosquitto_connect_bind_v5(
-                mosq, configuration.host, Int32(configuration.port), keepalive, nil, handle.connectProperties)
-            let failure: String
-            if code != MOSQ_ERR_SUCCESS.raw {
-                let savedErrno = errno
-                failure = state.withLock { $0.libraryError } ?? describeResult(code, errno: savedErrno)
-            } else {
-                // libmosquitto drops the buffers when it closes the socket.
-                let socket = mosquitto_socket(mosq)
-                let buffered = handle.buffered && socket >= 0 && livedata_io_attach(socket) == 0
-                let mode = buffered ? 2 : 1
-                if socketMode.exchange(mode, ordering: .relaxed) != mode {
-                    logger.info(
-                        buffered ? "socket calls buffered" : "libmosquitto's own socket calls",
-                        metadata: ["mqtt.bufferedSocket": "\(buffered)"])
-                }
-                let (loopCode, loopErrno) = pump(buffered: buffered)
-                sendGate.withLock { $0 = false }
-                if stopFlag.load(ordering: .acquiring) { break }
-                let (connected, refusal, libraryError) = state.withLock {
-                    ($0.attemptConnected, $0.refusal, $0.libraryError)
-                }
-                let cause = refusal ?? libraryError ?? describeLoopEnd(loopCode, errno: loopErrno)
-                if connected {
-                    // It worked for a while: try again soon.
-                    backoff.reset()
-                    let error = MQTTError.connectionLost(address: configuration.address, cause: cause)
-                    guard configuration.reconnects else {
-                        logger.warning("\(error); not reconnecting (this connection is used once)")
-                        eventContinuation.yield(.error(error))
-                        break
-                    }
-                    logger.warning("\(error); reconnecting")
-                    state.withLock { state in
-                        eventContinuation.yield(.error(error))
-                        setConnection(&state, .connecting)
-                    }
-                    sleep(backoff.next(using: &random))
-                    continue
-                }
-                failure = cause
-            }
-            let error = MQTTError.connectFailed(address: configuration.address, cause: failure)
-            let firstConnect = state.withLock { state -> Waiter? in
-                guard state.failFast && !state.hasConnected else {
-                    eventContinuation.yield(.error(error))
-                    return nil
-                }
-                state.stopRequested = true
-                defer { state.firstConnect = nil }
-                return state.firstConnect
-            }
-            if let firstConnect {
-                firstConnect.resume(throwing: error)
-                break
-            }
-            let delay = backoff.next(using: &random)
-            logger.warning("\(error); retrying in \(delay.formattedSeconds)")
-            sleep(delay)
+        let code = mosquitto_connect_bind_v5(mosq, configuration.host, Int32(configuration.port), keepalive, nil, handle.connectProperties)
+        guard code == MOSQ_ERR_SUCCESS.raw else {
+            let savedErrno = errno
+            return state.withLock { $0.libraryError } ?? describeResult(code, errno: savedErrno)
         }
-        finish()
+        // libmosquitto drops the buffers when it closes the socket.
+        let socket = mosquitto_socket(mosq)
+        let buffered = handle.buffered && socket >= 0 && livedata_io_attach(socket) == 0
+        let mode = buffered ? 2 : 1
+        if socketMode.exchange(mode, ordering: .relaxed) != mode {
+            logger.info(
+                buffered ? "socket calls buffered" : "libmosquitto's own socket calls",
+                metadata: ["mqtt.bufferedSocket": "\(buffered)"])
+        }
+        return nil
     }
 
-    /// Runs the socket until the connection ends; after a stop request, for at most two
-    /// more seconds so that the DISCONNECT gets out.
-    ///
-    /// The loop is libmosquitto's own parts (`mosquitto_loop_read`, `_write`, `_misc`) in
-    /// passes, rather than `mosquitto_loop`, which selects for every packet and writes each
-    /// one as a TCP segment of its own. A pass:
-    /// 1. waits in `poll` for the socket, or for the wake-up descriptor that other threads
-    ///    signal when they queue a packet while the loop sleeps;
-    /// 2. reads every packet that has arrived (bounded), handing each to the message
-    ///    handler, then calls the read-end handler once (see ``ReadEndHandler``);
-    /// 3. writes everything queued (acknowledgements of step 2, publishes of other
-    ///    threads) with the socket corked, so that the pass leaves in as few segments as
-    ///    fit: one write phase per pass instead of one segment per packet;
-    /// 4. lets libmosquitto send a PINGREQ or notice a silent broker.
-    ///
-    /// No acknowledgement is written before step 3, so the read-end handler still runs
-    /// before the broker hears of any message of its pass.
-    ///
-    /// With `buffered` sockets (see ``MQTTSocketBuffering``) step 2 reads the socket into a
-    /// buffer in one call, libmosquitto taking its packets from there, and step 3 collects
-    /// what libmosquitto writes and sends it in one call: a pass then costs a few system
-    /// calls, whatever the number of packets in it.
-    ///
-    /// While passes find work, the next one starts no sooner than `passInterval` after the
-    /// last one started: under a steady stream a pass then carries all that came meanwhile,
-    /// rather than one message per pass and a TCP segment per acknowledgement.
-    private func pump(buffered: Bool) -> (Int32, Int32) {
-        var deadline: ContinuousClock.Instant?
-        var busySince: ContinuousClock.Instant?
-        let interval = configuration.passInterval
-        while true {
-            if let busySince, interval > .zero {
-                let wait = busySince + interval - .now
-                if wait > .zero { pause(wait) }
-            }
-            let socket = mosquitto_socket(mosq)
-            guard socket >= 0 else { return (MOSQ_ERR_NO_CONN.raw, 0) }
-            // Armed before looking for queued packets: a thread that queues one after the
-            // look sees the loop armed and wakes it (see `wakeNetworkLoop()`).
-            _ = loopArmed.exchange(true, ordering: .sequentiallyConsistent)
-            // Queued in libmosquitto, or collected and not yet taken by a full socket.
-            func wantsWrite() -> Bool { mosquitto_want_write(mosq) || (buffered && livedata_io_pending_output(socket) > 0) }
-            // Bytes already in the buffer are invisible to poll: do not wait for them.
-            let buffersInput = buffered && livedata_io_buffered_input(socket) > 0
-            var descriptors = [
-                pollfd(fd: socket, events: Int16(POLLIN) | (wantsWrite() ? Int16(POLLOUT) : 0), revents: 0),
-                pollfd(fd: wakeDescriptor, events: Int16(POLLIN), revents: 0),
-            ]
-            let ready = poll(&descriptors, 2, buffersInput ? 0 : Self.pollTimeoutMilliseconds)
-            loopArmed.store(false, ordering: .relaxed)
-            if ready < 0 && errno != EINTR { return (MOSQ_ERR_ERRNO.raw, errno) }
-            let passStart = ContinuousClock.now
-            busySince = nil
-            if descriptors[1].revents != 0 {
-                var count: UInt64 = 0
-                _ = read(wakeDescriptor, &count, MemoryLayout<UInt64>.size)
-            }
-            if descriptors[0].revents & Int16(POLLIN | POLLERR | POLLHUP) != 0 || buffersInput {
-                busySince = passStart
-                let code = readPass(buffered: buffered)
-                if code != MOSQ_ERR_SUCCESS.raw { return (code, errno) }
-            }
-            // Past the write deadline nothing more goes out, not even a ping: the connection
-            // is cut (the broker publishes the will).
-            if let writeDeadline = configuration.writeDeadline, writeDeadline.hasPassed {
-                cutConnection()
-                return (MOSQ_ERR_CONN_LOST.raw, 0)
-            }
-            if wantsWrite() {
-                busySince = passStart
-                let code = buffered ? bufferedWritePass(socket) : writePass()
-                if code != MOSQ_ERR_SUCCESS.raw { return (code, errno) }
-            }
-            let code = mosquitto_loop_misc(mosq)
-            if code != MOSQ_ERR_SUCCESS.raw { return (code, errno) }
-            if stopFlag.load(ordering: .acquiring) {
-                let now = ContinuousClock.now
-                if let deadline {
-                    if now > deadline { return (code, 0) }
-                } else {
-                    deadline = now + .seconds(2)
-                }
-            }
+    /// Closes a connection that is still open (another of its loop's ended): cut, as a
+    /// network failure would, and closed by libmosquitto.
+    func drop() {
+        sendGate.withLock { $0 = false }
+        guard mosquitto_socket(mosq) >= 0 else { return }
+        cutConnection()
+        // The cut socket reads as ended: libmosquitto closes it (after what was buffered).
+        for _ in 0..<Self.readCallsPerPass where mosquitto_socket(mosq) >= 0 {
+            if mosquitto_loop_read(mosq, 1) != MOSQ_ERR_SUCCESS.raw { break }
         }
     }
 
-    /// Long enough to cost nothing when idle, short enough for keepalive (at least 5 s).
-    static let pollTimeoutMilliseconds: Int32 = 1000
+    /// Why the connection ended, for the log: the broker's refusal, libmosquitto's last
+    /// error line, or its code.
+    func endCause(_ code: Int32, errno: Int32) -> String {
+        let (refusal, libraryError) = state.withLock { ($0.refusal, $0.libraryError) }
+        if let reason = refusal ?? libraryError { return reason }
+        if code == MOSQ_ERR_CONN_LOST.raw || code == MOSQ_ERR_NO_CONN.raw || code == MOSQ_ERR_SUCCESS.raw {
+            return "the broker closed the connection"
+        }
+        return describeResult(code, errno: errno)
+    }
+
+    /// Whether the connection's current attempt reached the broker's acceptance.
+    var attemptConnected: Bool { state.withLock { $0.attemptConnected } }
+
+    /// Whether the socket's calls go through the buffers on this connection.
+    var buffered: Bool { socketMode.load(ordering: .relaxed) == 2 }
+
+    /// Bytes wait in the read buffer: poll would not wake for them.
+    func buffersInput(_ socket: Int32) -> Bool { buffered && livedata_io_buffered_input(socket) > 0 }
+
+    /// Queued in libmosquitto, or collected and not yet taken by a full socket.
+    func wantsWrite(_ socket: Int32) -> Bool {
+        mosquitto_want_write(mosq) || (buffered && livedata_io_pending_output(socket) > 0)
+    }
+
+    /// The write phase of a pass (see ``NetworkLoop``).
+    func writePass(_ socket: Int32) -> Int32 { buffered ? bufferedWritePass(socket) : plainWritePass() }
+
     /// At most this many `mosquitto_loop_read` calls in one pass (each reads one packet,
     /// or, while errno stays clear, as many as there are messages in flight), so that
     /// acknowledgements and publishes go out at least that often under a flood.
@@ -194,7 +99,8 @@ extension ClientCore {
     /// is empty. Queueing an acknowledgement leaves EAGAIN too when its write to the full
     /// wake-up pair fails (buffered sockets leave that write out), so on EAGAIN the pass
     /// asks the buffer and the socket whether anything is left.
-    private func readPass(buffered: Bool) -> Int32 {
+    func readPass() -> Int32 {
+        let buffered = self.buffered
         defer { finishReadPass() }
         for _ in 0..<Self.readCallsPerPass {
             errno = 0
@@ -230,7 +136,7 @@ extension ClientCore {
     }
 
     /// Writes everything queued, corked: the packets leave together when the cork comes off.
-    private func writePass() -> Int32 {
+    private func plainWritePass() -> Int32 {
         let socket = mosquitto_socket(mosq)
         var on: Int32 = 1
         let corked = socket >= 0 && setsockopt(socket, Int32(IPPROTO_TCP), TCP_CORK, &on, socklen_t(MemoryLayout<Int32>.size)) == 0
@@ -274,39 +180,6 @@ extension ClientCore {
         return code
     }
 
-    /// Called by a thread that has just queued a packet: wakes the loop if it sleeps in
-    /// `poll` (a running loop writes the packet in its next pass anyway). Inside
-    /// ``MQTTClient/withBatchedSends(_:)`` the wake-up waits for the batch's end.
-    func wakeNetworkLoop() {
-        guard batchDepth.load(ordering: .relaxed) == 0 else { return }
-        if loopArmed.exchange(false, ordering: .sequentiallyConsistent) { signalWake() }
-    }
-
-    /// Wakes the loop whatever it is doing.
-    func signalWake() {
-        var one: UInt64 = 1
-        _ = write(wakeDescriptor, &one, MemoryLayout<UInt64>.size)
-    }
-
-    private func describeLoopEnd(_ code: Int32, errno: Int32) -> String {
-        if code == MOSQ_ERR_CONN_LOST.raw || code == MOSQ_ERR_NO_CONN.raw {
-            return "the broker closed the connection"
-        }
-        return describeResult(code, errno: errno)
-    }
-
-    /// Sleeps a pass interval's rest (a millisecond or so: not cut short by a stop).
-    private func pause(_ delay: Duration) {
-        var time = timespec(tv_sec: Int(delay.components.seconds), tv_nsec: Int(delay.components.attoseconds / 1_000_000_000))
-        _ = nanosleep(&time, nil)
-    }
-
-    /// Waits for `delay`, or less when a stop is requested.
-    private func sleep(_ delay: Duration) {
-        if stopFlag.load(ordering: .acquiring) { return }
-        let nanoseconds = max(0, Int(delay.components.seconds) * 1_000_000_000 + Int(delay.components.attoseconds / 1_000_000_000))
-        _ = wakeup.wait(timeout: .now() + .nanoseconds(nanoseconds))
-    }
 }
 
 extension ClientCore {

@@ -71,23 +71,22 @@ final class ClientCore: Sendable {
     let state = Mutex(State())
     /// QoS 1 and 2 publications handed to libmosquitto and not yet acknowledged.
     let inFlight = Atomic<Int>(0)
+    /// QoS 1 and 2 publications handed to libmosquitto, and those acknowledged, ever.
+    let sentCount = Atomic<Int>(0)
+    let acknowledgedCount = Atomic<Int>(0)
     /// Open from the broker's CONNACK until the network thread starts another connection.
     /// Every call that makes libmosquitto queue a packet (publish, subscribe, unsubscribe)
     /// is made holding it open: libmosquitto opens the socket before it queues the CONNECT,
     /// and a packet queued in between would reach the broker ahead of the CONNECT, which
     /// the broker answers by closing the connection ("protocol error").
     let sendGate = Mutex(false)
-    /// Read by the network loop on every turn; cheaper than the state lock.
-    let stopFlag = Atomic<Bool>(false)
-    /// Signalled to cut a backoff sleep short when stopping.
-    let wakeup = DispatchSemaphore(value: 0)
-    /// An eventfd the network loop polls beside the socket: written to wake it when a
-    /// packet is queued while it sleeps.
-    let wakeDescriptor: Int32
-    /// Set while the network loop is about to sleep or sleeps in `poll`.
-    let loopArmed = Atomic<Bool>(false)
-    /// Open ``MQTTClient/withBatchedSends(_:)`` scopes: their sends wake the loop once, at the end.
-    let batchDepth = Atomic<Int>(0)
+    /// Shared with the network loop (and the other connections of the loop, if any).
+    let signals: NetworkSignals
+    /// The connections published on together, when this is one of several (see
+    /// ``MQTTConfiguration/connections``): they report their state as one. `nil` alone.
+    let group: ConnectionGroup?
+    /// This connection's place among them.
+    let index: Int
     /// The network thread cut the connection under a refused message (see ``cutConnection()``).
     let connectionCut = Atomic<Bool>(false)
     /// The current (or last) connection's socket calls go through the buffers
@@ -97,21 +96,20 @@ final class ClientCore: Sendable {
     init(
         handle: Handle, configuration: MQTTConfiguration, logger: Logger,
         events: AsyncStream<MQTTEvent>.Continuation, messages: AsyncStream<MQTTMessage>.Continuation,
-        handler: MessageHandler? = nil, readEnd: ReadEndHandler? = nil, acknowledged: AcknowledgementHandler? = nil
+        handler: MessageHandler? = nil, readEnd: ReadEndHandler? = nil, acknowledged: AcknowledgementHandler? = nil,
+        signals: NetworkSignals, group: ConnectionGroup? = nil, index: Int = 0
     ) {
         self.handler = handler
         self.readEnd = readEnd
         self.acknowledged = acknowledged
-        wakeDescriptor = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
+        self.signals = signals
+        self.group = group
+        self.index = index
         self.handle = handle
         self.configuration = configuration
         self.logger = logger
         self.eventContinuation = events
         self.messageContinuation = messages
-    }
-
-    deinit {
-        if wakeDescriptor >= 0 { close(wakeDescriptor) }
     }
 
     var mosq: OpaquePointer { handle.mosq }
@@ -156,40 +154,30 @@ final class ClientCore: Sendable {
 
     // MARK: - Lifecycle
 
-    /// Starts the network thread.
-    func launch() {
-        let thread = Thread { [self] in self.runNetworkLoop() }
-        thread.name = "mqtt \(configuration.address)"
-        thread.start()
-    }
-
-    /// Stops the client and calls `waiter` once the network thread has ended.
-    func stop(waiter: CheckedContinuation<Void, Never>) {
+    /// Calls `waiter` once the network thread has ended (at once if it has); `false` when
+    /// it has not (the caller asks it to stop).
+    func waitForEnd(_ waiter: CheckedContinuation<Void, Never>) -> Bool {
         let finishedAlready = state.withLock { state -> Bool in
             if state.finished { return true }
             state.stopWaiters.append(waiter)
             return false
         }
-        if finishedAlready {
-            waiter.resume()
-            return
-        }
-        requestStop()
+        if finishedAlready { waiter.resume() }
+        return !finishedAlready
     }
 
-    /// Asks the network thread to disconnect and end; does not wait.
-    func requestStop() {
+    /// Marks the connection as stopping and sends the DISCONNECT if it is connected; the
+    /// caller then stops the network loop (``NetworkSignals/stop()``).
+    /// - Returns: whether the network loop was launched.
+    func requestStop() -> Bool {
         let (launched, connected) = state.withLock { state -> (Bool, Bool) in
             state.stopRequested = true
             let connected = state.connection == .connected
             if connected { setConnection(&state, .disconnecting) }
             return (state.started, connected)
         }
-        stopFlag.store(true, ordering: .releasing)
         if connected { sendGate.withLock { open in if open { _ = mosquitto_disconnect_v5(mosq, 0, nil) } } }
-        wakeup.signal()
-        signalWake()
-        if !launched { finish() }
+        return launched
     }
 
     /// Ends the client: fails whatever still waits and finishes the streams.
@@ -223,7 +211,7 @@ final class ClientCore: Sendable {
     func setConnection(_ state: inout State, _ connection: MQTTConnectionState) {
         guard state.connection != connection else { return }
         state.connection = connection
-        eventContinuation.yield(.state(connection))
+        if let group { group.changed(index, to: connection) } else { eventContinuation.yield(.state(connection)) }
         logger.debug("MQTT connection \(connection.rawValue)")
     }
 
@@ -262,7 +250,7 @@ final class ClientCore: Sendable {
         if code == MOSQ_ERR_NO_CONN.raw {
             return  // The connection dropped meanwhile; it goes out again on reconnection.
         }
-        wakeNetworkLoop()
+        signals.wakeNetworkLoop()
         if code != MOSQ_ERR_SUCCESS.raw {
             let error = MQTTError.library(
                 function: "mosquitto_subscribe_v5", code: code, reason: describeResult(code, errno: errno))
@@ -305,7 +293,7 @@ final class ClientCore: Sendable {
         }
         var mid: Int32 = 0
         let code = sendGate.withLock { open in open ? mosquitto_unsubscribe_v5(mosq, &mid, filter, nil) : MOSQ_ERR_NO_CONN.raw }
-        if code == MOSQ_ERR_SUCCESS.raw { wakeNetworkLoop() }
+        if code == MOSQ_ERR_SUCCESS.raw { signals.wakeNetworkLoop() }
         guard code == MOSQ_ERR_SUCCESS.raw else {
             if code == MOSQ_ERR_NO_CONN.raw {
                 eventContinuation.yield(.unsubscribed(filter: filter))
@@ -350,7 +338,10 @@ final class ClientCore: Sendable {
         var mid: Int32 = 0
         let counted = qos != .atMostOnce
         // Counted before the call: its acknowledgement can arrive before the call returns.
-        if counted { inFlight.add(1, ordering: .relaxed) }
+        if counted {
+            inFlight.add(1, ordering: .relaxed)
+            sentCount.add(1, ordering: .relaxed)
+        }
         // `withCString`, not the implicit conversion, which copies the topic into a new
         // array for every call: a native string is already NUL-terminated in place.
         let code = sendGate.withLock { open -> Int32? in
@@ -359,7 +350,10 @@ final class ClientCore: Sendable {
                 mosquitto_publish_v5(mosq, &mid, topic, Int32(payload.count), payload.baseAddress, qos.rawValue, retain, nil)
             }
         }
-        if counted && code != MOSQ_ERR_SUCCESS.raw { inFlight.subtract(1, ordering: .relaxed) }
+        if counted && code != MOSQ_ERR_SUCCESS.raw {
+            inFlight.subtract(1, ordering: .relaxed)
+            sentCount.subtract(1, ordering: .relaxed)
+        }
         guard let code else {
             guard let waiter else { throw .disconnected }
             let stopped = state.withLock { state -> Bool in
@@ -377,7 +371,7 @@ final class ClientCore: Sendable {
             waiter.resume(throwing: error)
             return
         }
-        wakeNetworkLoop()
+        signals.wakeNetworkLoop()
         let pending = PublishWaiter(topic: topic, continuation: waiter, inFlight: counted, origin: origin)
         if let reason = state.withLock({ $0.publishes.sent(mid: mid, waiter: pending) }) {
             complete(pending, reason: reason)
@@ -386,6 +380,7 @@ final class ClientCore: Sendable {
 
     func complete(_ publish: PublishWaiter, reason: Int32) {
         if publish.inFlight {
+            acknowledgedCount.add(1, ordering: .relaxed)
             let left = inFlight.subtract(1, ordering: .relaxed).newValue
             acknowledged?(MQTTAcknowledgement(origin: publish.origin, inFlight: max(left, 0), refused: reason >= 0x80))
         }

@@ -23,7 +23,13 @@ public final class MQTTClient: Sendable {
     public let events: AsyncStream<MQTTEvent>
     /// Received messages, in order. Nothing is dropped: read it.
     public let messages: AsyncStream<MQTTMessage>
-    let core: ClientCore
+    /// The connections (one, or ``MQTTConfiguration/connections``): the first receives,
+    /// subscribes and carries what names no connection.
+    let cores: [ClientCore]
+    var core: ClientCore { cores[0] }
+    let loop: NetworkLoop
+    /// With several connections: their state together.
+    let group: ConnectionGroup?
 
     /// Creates a client; nothing is sent until ``connect()`` or ``start()``.
     /// - Parameters:
@@ -54,25 +60,51 @@ public final class MQTTClient: Sendable {
         var logger = logger
         logger[metadataKey: "mqtt.broker"] = "\(configuration.address)"
         let v5 = configuration.protocolVersion == .v5
-        let handle = try Handle(
-            clientID: configuration.clientID, cleanStart: configuration.cleanStart,
-            sessionExpirySeconds: !configuration.cleanStart && v5
-                ? UInt32(clamping: configuration.sessionExpiry.components.seconds) : nil,
-            maximumPacketSize: v5 ? configuration.maximumPacketSize : nil,
-            buffered: configuration.buffersSocket)
-        core = ClientCore(
-            handle: handle, configuration: configuration, logger: logger, events: eventContinuation,
-            messages: messageContinuation, handler: onMessage, readEnd: onReadEnd, acknowledged: onAcknowledged)
+        let count = max(1, configuration.connections)
+        let signals = NetworkSignals()
+        group = count > 1 ? ConnectionGroup(count: count, events: eventContinuation) : nil
+        var cores: [ClientCore] = []
+        for index in 0..<count {
+            let handle = try Handle(
+                clientID: configuration.clientID(ofConnection: index), cleanStart: configuration.cleanStart,
+                sessionExpirySeconds: !configuration.cleanStart && v5
+                    ? UInt32(clamping: configuration.sessionExpiry.components.seconds) : nil,
+                maximumPacketSize: v5 ? configuration.maximumPacketSize : nil,
+                buffered: configuration.buffersSocket)
+            var memberLogger = logger
+            if index > 0 { memberLogger[metadataKey: "mqtt.connection"] = "\(index + 1)" }
+            let (_, noMessages) = AsyncStream.makeStream(of: MQTTMessage.self)
+            // Only the first receives; the others carry publications and their acknowledgements.
+            let member = ClientCore(
+                handle: handle, configuration: configuration, logger: memberLogger, events: eventContinuation,
+                messages: index == 0 ? messageContinuation : noMessages, handler: index == 0 ? onMessage : nil,
+                readEnd: index == 0 ? onReadEnd : nil, acknowledged: onAcknowledged, signals: signals, group: group, index: index)
+            if index > 0 { noMessages.finish() }
+            cores.append(member)
+        }
+        self.cores = cores
+        loop = NetworkLoop(members: cores, signals: signals)
         if onMessage != nil { messageContinuation.finish() }
-        try core.configure()
+        for member in cores { try member.configure() }
     }
 
     deinit {
-        core.requestStop()
+        stopAll()
     }
 
-    /// The current connection state.
-    public var state: MQTTConnectionState { core.state.withLock { $0.connection } }
+    /// Asks every connection to disconnect and the network thread to end; does not wait.
+    private func stopAll() {
+        var launched = false
+        for member in cores where member.requestStop() { launched = true }
+        loop.signals.stop()
+        if !launched { for member in cores { member.finish() } }
+    }
+
+    /// The current connection state (of all the connections together, when there are several).
+    public var state: MQTTConnectionState { group?.state ?? core.state.withLock { $0.connection } }
+
+    /// How many connections the client publishes over (``MQTTConfiguration/connections``).
+    public var connectionCount: Int { cores.count }
 
     /// Whether the current (or last) connection's socket calls go through the buffers
     /// (``MQTTSocketBuffering``); `nil` before the first connection.
@@ -83,18 +115,41 @@ public final class MQTTClient: Sendable {
         }
     }
 
+    /// How many of the client's connections have their socket calls going through the
+    /// buffers now (of ``connectionCount``).
+    public var bufferedConnections: Int { cores.filter(\.buffered).count }
+
     /// What the broker said when the current (or last) connection was accepted: set before
     /// the `.state(.connected)` event is reported.
-    public var session: MQTTSession { core.state.withLock { $0.session } }
+    /// With several connections: the session is present when all of them found theirs, and
+    /// the window is each one's (the smallest).
+    public var session: MQTTSession {
+        guard cores.count > 1 else { return core.state.withLock { $0.session } }
+        let each = cores.map { member in member.state.withLock { $0.session } }
+        return MQTTSession(present: each.allSatisfy(\.present), sendWindow: each.map(\.sendWindow).min() ?? 1)
+    }
 
     /// QoS 1 and 2 publications handed over and not yet acknowledged by the broker. A
     /// sender that keeps it below ``MQTTSession/sendWindow`` never makes libmosquitto queue
     /// a message behind its window (a queue it walks on every acknowledgement).
-    public var inFlight: Int { core.inFlight.load(ordering: .relaxed) }
+    public var inFlight: Int { cores.reduce(0) { $0 + $1.inFlight.load(ordering: .relaxed) } }
+
+    /// ``inFlight`` of one connection.
+    public func inFlight(connection: Int) -> Int { cores[connection].inFlight.load(ordering: .relaxed) }
+
+    /// QoS 1 and 2 publications handed over on one connection since the client was made,
+    /// and how many of them the broker acknowledged (both only grow: what libmosquitto
+    /// holds across a reconnection it sends again, and its acknowledgement still counts).
+    public func handedOver(connection: Int) -> (sent: Int, acknowledged: Int) {
+        let member = cores[connection]
+        return (member.sentCount.load(ordering: .relaxed), member.acknowledgedCount.load(ordering: .relaxed))
+    }
 
     /// Messages handed over with ``send(_:payload:qos:retain:)`` that the broker refused
     /// (not sent again), and the last refusal.
-    public var refusedPublishes: (count: Int, last: MQTTError?) { core.refusedPublishes.withLock { $0 } }
+    public var refusedPublishes: (count: Int, last: MQTTError?) {
+        cores.map { member in member.refusedPublishes.withLock { $0 } }.reduce((0, nil)) { ($0.count + $1.count, $1.last ?? $0.last) }
+    }
 
     /// Connects and waits until the broker has accepted the connection.
     ///
@@ -114,7 +169,7 @@ public final class MQTTClient: Sendable {
                 continuation.resume(throwing: MQTTError.invalidConfiguration("connect() or start() was already called"))
                 return
             }
-            core.launch()
+            loop.launch()
         }
     }
 
@@ -126,7 +181,7 @@ public final class MQTTClient: Sendable {
             state.started = true
             return true
         }
-        if start { core.launch() }
+        if start { loop.launch() }
     }
 
     /// Subscribes to a filter and waits for the broker's answer. The subscription is sent
@@ -180,21 +235,25 @@ public final class MQTTClient: Sendable {
 
     /// ``send(_:payload:qos:retain:origin:)`` of bytes the caller lends: libmosquitto copies
     /// them before this returns, so a caller can build each payload in one reused buffer.
+    ///
+    /// `connection`: which of the client's connections carries it (see
+    /// ``MQTTConfiguration/connections``); publications of one topic keep their order only
+    /// on one connection.
     public func send(
         _ topic: String, bytes payload: UnsafeRawBufferPointer, qos: MQTTQoS = .atLeastOnce, retain: Bool = false,
-        origin: ContinuousClock.Instant? = nil
+        origin: ContinuousClock.Instant? = nil, connection: Int = 0
     ) throws(MQTTError) {
-        try core.publish(topic, payload: payload, qos: qos, retain: retain, waiter: nil, origin: origin)
+        try cores[connection].publish(topic, payload: payload, qos: qos, retain: retain, waiter: nil, origin: origin)
     }
 
     /// Runs `body`, whose ``send(_:payload:qos:retain:)`` calls wake the network thread once,
     /// when it ends, rather than at the first of them: the batch then leaves in one write
     /// pass. Other threads' sends meanwhile wait for the end too.
     public func withBatchedSends<Result>(_ body: () throws -> Result) rethrows -> Result {
-        core.batchDepth.add(1, ordering: .relaxed)
+        loop.signals.batchDepth.add(1, ordering: .relaxed)
         defer {
-            core.batchDepth.subtract(1, ordering: .relaxed)
-            core.wakeNetworkLoop()
+            loop.signals.batchDepth.subtract(1, ordering: .relaxed)
+            loop.signals.wakeNetworkLoop()
         }
         return try body()
     }
@@ -211,7 +270,8 @@ public final class MQTTClient: Sendable {
     /// ``MQTTError/disconnected``; ``messages`` and ``events`` finish.
     public func disconnect() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            core.stop(waiter: continuation)
+            // Every connection ends with the one thread: waiting for the first is enough.
+            if core.waitForEnd(continuation) { stopAll() }
         }
     }
 }

@@ -59,6 +59,17 @@ public struct MQTTConfiguration: Sendable {
     /// libmosquitto's import table, which is no interface of the library; a library whose
     /// imports are not as expected keeps its own calls, with a notice in the log.
     public var bufferedSocket: Bool
+    /// How many connections the client publishes over (default 1), each with a client id
+    /// of its own: ``clientID``, then `{clientID}-2`, `{clientID}-3`… A caller names the
+    /// connection of each publication (``MQTTClient/send(_:bytes:qos:retain:origin:connection:)``),
+    /// so that the publications of one topic keep their order on one connection; the
+    /// connections come up and go down together, and one network thread serves them all.
+    ///
+    /// For a client that publishes faster than one connection carries: a broker such as
+    /// mosquitto reads one packet from each connection per turn of its loop, and each
+    /// connection has a window of its own (its Receive Maximum). They subscribe to nothing
+    /// but on the first.
+    public var connections = 1
 
     public init(
         host: String = "127.0.0.1", port: Int = 1883, clientID: String? = nil,
@@ -89,6 +100,12 @@ public struct MQTTConfiguration: Sendable {
 
     /// Whether to ask for buffered socket calls: ``bufferedSocket`` on a plain TCP connection.
     var buffersSocket: Bool { bufferedSocket && tls == nil }
+
+    /// The client id of connection `index` (see ``connections``).
+    func clientID(ofConnection index: Int) -> String? {
+        guard index > 0, let clientID else { return clientID }
+        return "\(clientID)-\(index + 1)"
+    }
 
     /// `host:port`, as error messages name the broker.
     public var address: String {
