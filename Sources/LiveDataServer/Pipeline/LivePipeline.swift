@@ -254,7 +254,7 @@ public actor LivePipeline {
             var start = 0
             while start < messages.count {
                 let end = min(start + 16, messages.count)
-                core.prefetch(end - start) { messages[start + $0].topic }
+                core.prefetch(end - start) { index, hash in messages[start + index].withTopic(hash) }
                 for index in start..<end { handle(messages[index]) }
                 start = end
             }
@@ -263,7 +263,7 @@ public actor LivePipeline {
 
     /// Processes one received update.
     public func handle(_ message: IntakeMessage) {
-        message.payload.withUnsafeBytes { payload in
+        message.withPayload { payload in
             handle(
                 topic: message.topic, payload: payload, receivedAt: message.receivedAt, retain: message.retain,
                 journalEnd: message.journalEnd, arrived: message.arrived)

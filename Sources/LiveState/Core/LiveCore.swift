@@ -120,6 +120,12 @@ public final class LiveCore {
         prefetch(count) { pathHash(topicBytes($0)) }
     }
 
+    /// ``prefetch(_:topic:)`` for topics lent one at a time: `withTopic(i, body)` calls
+    /// `body` with topic `i`'s bytes.
+    public func prefetch(_ count: Int, withTopic: (Int, (UnsafeRawBufferPointer) -> UInt64?) -> UInt64?) {
+        prefetch(count) { index in withTopic(index) { pathHash($0) } }
+    }
+
     private func prefetch(_ count: Int, hash: (Int) -> UInt64?) {
         let count = min(count, 32)
         withUnsafeTemporaryAllocation(of: UInt64.self, capacity: count) { hashes in

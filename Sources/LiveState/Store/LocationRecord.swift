@@ -108,8 +108,8 @@ final class LocationState {
     /// The last published style and its rules, as `ruleEngine` (the current rules) tells them.
     func publishedStyle(_ ruleEngine: RuleEngine) -> DerivedStyle? {
         if let foreign { return foreign.derived }
-        guard let published = published?.key else { return nil }
-        return ruleEngine.derivedStyle(published, at: address)
+        guard let shared = published else { return nil }
+        return shared.rendered(under: ruleEngine, at: address)?.derived ?? ruleEngine.derivedStyle(shared.key, at: address)
     }
 
     func record(_ ruleEngine: RuleEngine) -> LocationRecord {

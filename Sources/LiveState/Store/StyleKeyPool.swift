@@ -49,7 +49,9 @@ final class RenderedStyle: Sendable {
     let generation: Int
     /// ``RuleEngine/styleVariant(at:)`` of the locations it serves.
     let variant: Int32
-    let style: Style
+    /// The style and the names of its rules.
+    let derived: DerivedStyle
+    var style: Style { derived.style }
     let styleJSON: [UInt8]
     let rulesJSON: [UInt8]
     /// `changed` when nothing was published before: the style's set fields.
@@ -79,7 +81,7 @@ final class RenderedStyle: Sendable {
         }
         generation = engine.generation
         self.variant = variant
-        style = derived.style
+        self.derived = derived
     }
 
     deinit {
