@@ -16,37 +16,36 @@ public enum RecordCodec {
     // MARK: Encoding
 
     public static func encode(_ record: LocationRecord) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(256)
+        var out = ByteWriter(capacity: 256)
         encode(record, into: &out)
-        return out
+        return out.bytes
     }
 
     /// Writes a record's bytes into `out`, replacing what it held (a writer of many records
     /// reuses one buffer).
-    public static func encode(_ record: LocationRecord, into out: inout [UInt8]) {
-        out.removeAll(keepingCapacity: true)
+    public static func encode(_ record: LocationRecord, into out: inout ByteWriter) {
+        out.reset()
         out.append(format)
         // The six components, each as a string (the path cut at its first five slashes).
         record.address.withPathBytes { path in
             var start = 0
             var slashes = 0
             for index in path.indices where slashes < 5 && path[index] == UInt8(ascii: "/") {
-                varint(UInt64(index - start), &out)
-                out.append(contentsOf: UnsafeRawBufferPointer(rebasing: path[start..<index]))
+                out.appendVarint(UInt64(index - start))
+                out.append(UnsafeRawBufferPointer(rebasing: path[start..<index]))
                 start = index + 1
                 slashes += 1
             }
-            varint(UInt64(path.count - start), &out)
-            out.append(contentsOf: UnsafeRawBufferPointer(rebasing: path[start...]))
+            out.appendVarint(UInt64(path.count - start))
+            out.append(UnsafeRawBufferPointer(rebasing: path[start...]))
         }
-        varint(record.version, &out)
-        varint(UInt64(record.values.count), &out)
+        out.appendVarint(record.version)
+        out.appendVarint(UInt64(record.values.count))
         for value in record.values {
             string(value.domain, &out)
-            varint(zigzag(value.timestamp.millisecondsSince1970), &out)
+            out.appendVarint(zigzag(value.timestamp.millisecondsSince1970))
             out.append(value.stale ? 1 : 0)
-            varint(UInt64(value.properties.count), &out)
+            out.appendVarint(UInt64(value.properties.count))
             for property in value.properties {
                 string(property.name, &out)
                 string(property.value, &out)
@@ -55,7 +54,7 @@ public enum RecordCodec {
         if let published = record.published {
             out.append(1)
             style(published.style, &out)
-            varint(UInt64(published.rules.count), &out)
+            out.appendVarint(UInt64(published.rules.count))
             for rule in published.rules { string(rule, &out) }
             optionalString(published.legendState, &out)
         } else {
@@ -65,42 +64,32 @@ public enum RecordCodec {
 
     /// The set fields' stored ids as bits, then each set field's value in stored-id order
     /// (see ``StyleField/definition``).
-    private static func style(_ style: Style, _ out: inout [UInt8]) {
-        varint(style.setFields.bits, &out)
-        for field in StyleField.inStoredOrder {
+    private static func style(_ style: Style, _ out: inout ByteWriter) {
+        out.appendVarint(style.setFields.bits)
+        for field in StyleField.inStoredOrder where style.setFields.contains(field) {
             switch style[field] {
             case nil: break
             case .flag(let value): out.append(value ? 1 : 0)
             case .number(let value): double(value, &out)
-            case .integer(let value): varint(zigzag(Int64(value)), &out)
+            case .integer(let value): out.appendVarint(zigzag(Int64(value)))
             case .text(let value): string(value, &out)
-            case .color(let value): varint(UInt64(value.rgb), &out)
+            case .color(let value): out.appendVarint(UInt64(value.rgb))
             case .badge(let badge):
                 optionalString(badge.text, &out)
-                varint(badge.textColor.map { UInt64($0.rgb) + 1 } ?? 0, &out)
-                varint(badge.backgroundColor.map { UInt64($0.rgb) + 1 } ?? 0, &out)
+                out.appendVarint(badge.textColor.map { UInt64($0.rgb) + 1 } ?? 0)
+                out.appendVarint(badge.backgroundColor.map { UInt64($0.rgb) + 1 } ?? 0)
             }
         }
     }
 
-    @inline(__always)
-    static func varint(_ value: UInt64, _ out: inout [UInt8]) {
-        var value = value
-        while value >= 0x80 {
-            out.append(UInt8(truncatingIfNeeded: value) | 0x80)
-            value >>= 7
-        }
-        out.append(UInt8(value))
-    }
-
     private static func zigzag(_ value: Int64) -> UInt64 { UInt64(bitPattern: (value << 1) ^ (value >> 63)) }
 
-    private static func string(_ value: String, _ out: inout [UInt8]) {
-        varint(UInt64(value.utf8.count), &out)
-        out.append(contentsOf: value.utf8)
+    private static func string(_ value: String, _ out: inout ByteWriter) {
+        out.appendVarint(UInt64(value.utf8.count))
+        out.append(value)
     }
 
-    private static func optionalString(_ value: String?, _ out: inout [UInt8]) {
+    private static func optionalString(_ value: String?, _ out: inout ByteWriter) {
         if let value {
             out.append(1)
             string(value, &out)
@@ -109,8 +98,8 @@ public enum RecordCodec {
         }
     }
 
-    private static func double(_ value: Double, _ out: inout [UInt8]) {
-        withUnsafeBytes(of: value.bitPattern.littleEndian) { out.append(contentsOf: $0) }
+    private static func double(_ value: Double, _ out: inout ByteWriter) {
+        withUnsafeBytes(of: value.bitPattern.littleEndian) { out.append($0) }
     }
 
     // MARK: Decoding

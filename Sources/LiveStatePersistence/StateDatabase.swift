@@ -148,8 +148,7 @@ public final class StateDatabase {
                 guard sqlite3_step(delete) == SQLITE_DONE else { throw failure("deleting row \(row)") }
             }
             // One buffer for every record's bytes, and the rows read in place, not copied.
-            var blob: [UInt8] = []
-            blob.reserveCapacity(512)
+            var blob = ByteWriter(capacity: 512)
             try rows.withUnsafeBufferPointer { rows throws(Failure) in
                 for index in rows.indices {
                     RecordCodec.encode(rows[index].record, into: &blob)
@@ -166,9 +165,18 @@ public final class StateDatabase {
 
     /// Writes one row: a record's bytes under its number (outside a transaction, its own).
     func upsert(row: Int64, record blob: [UInt8]) throws(Failure) {
+        // `withUnsafeBytes` rethrows untyped errors: the typed one is carried out.
+        try blob.withUnsafeBytes { bytes in Result { () throws(Failure) in try upsert(row: row, record: bytes) } }.get()
+    }
+
+    func upsert(row: Int64, record blob: ByteWriter) throws(Failure) {
+        try blob.withUnsafeBytes { (bytes) throws(Failure) in try upsert(row: row, record: bytes) }
+    }
+
+    private func upsert(row: Int64, record blob: UnsafeRawBufferPointer) throws(Failure) {
         sqlite3_reset(upsert)
         sqlite3_bind_int64(upsert, 1, row)
-        blob.withUnsafeBytes { _ = sqlite3_bind_blob(upsert, 2, $0.baseAddress, Int32($0.count), transient) }
+        _ = sqlite3_bind_blob(upsert, 2, blob.baseAddress, Int32(blob.count), transient)
         guard sqlite3_step(upsert) == SQLITE_DONE else { throw failure("writing row \(row)") }
     }
 

@@ -338,7 +338,9 @@ struct ClientIntegrationTests {
         #expect(client.state == .connected)
         #expect(client.cores.map { $0.configuration.clientID(ofConnection: $0.index) } == ["group-test", "group-test-2", "group-test-3"])
         // One state for the three: connected once, after all three.
+        #expect(await events.wait { $0.contains(.state(.connected)) })
         #expect(await events.items.filter { $0 == .state(.connected) }.count == 1)
+        for member in client.cores { #expect(member.state.withLock { $0.connection } == .connected) }
         for connection in 0..<3 {
             for number in 0..<5 {
                 try Array("\(connection)-\(number)".utf8).withUnsafeBytes { bytes in

@@ -62,7 +62,7 @@ extension LivePipeline {
             case .empty, .disconnected: return
             case .more: continue
             case .windowFull:
-                window.arm(window: publisher.client.session.sendWindow)
+                window.arm(window: publisher.window)
                 // Acknowledgements that came between the drain and the arming woke nobody.
                 if !publisher.halfOpen { return }
             }

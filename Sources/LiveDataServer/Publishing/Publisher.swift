@@ -199,7 +199,7 @@ struct Publisher {
         for connection in roomAtOnce.indices { roomAtOnce[connection] = 0 }
         guard client.state == .connected else { return waiting - refused.count == 0 ? .empty : .disconnected }
         let windowed = qos != .atMostOnce
-        let window = client.session.sendWindow
+        let window = self.window
         return client.withBatchedSends { () -> Drained in
             var left = false
             for connection in lines.indices {
@@ -222,10 +222,23 @@ struct Publisher {
         }
     }
 
+    /// How many publications may await acknowledgement on each connection: the broker's
+    /// window (its Receive Maximum), and with several connections a share of
+    /// ``outputInFlight``: the output as a whole has that many in flight (about what one
+    /// connection with a window of 1,000 had), and libmosquitto, which walks a connection's
+    /// list of them on every publish and acknowledgement, walks a shorter one.
+    var window: Int {
+        let broker = client.session.sendWindow
+        let connections = lines.count
+        return connections > 1 ? min(broker, max(Self.outputInFlight / connections, 16)) : broker
+    }
+
+    static let outputInFlight = 1024
+
     /// A connection with publications waiting has half its window or more free (the
     /// acknowledgements that made it so woke nobody: the drain was not armed yet).
     var halfOpen: Bool {
-        let half = client.session.sendWindow / 2
+        let half = window / 2
         return lines.indices.contains { !lines[$0].isEmpty && client.inFlight(connection: $0) <= half }
     }
 
@@ -244,12 +257,9 @@ struct Publisher {
                 retain = topics.retain
                 scratch.reset()
                 change.write(to: &scratch, epoch: topics.epoch)
-                let sent = scratch.withUnsafeBytes { bytes in
-                    Result { () throws(MQTTError) in
-                        try client.send(topic, bytes: bytes, qos: qos, retain: retain, origin: entry.since, connection: connection)
-                    }
+                try scratch.withUnsafeBytes { (bytes) throws(MQTTError) in
+                    try client.send(topic, bytes: bytes, qos: qos, retain: retain, origin: entry.since, connection: connection)
                 }
-                try sent.get()
                 changes += 1
             case .publication(let ready):
                 topic = ready.topic

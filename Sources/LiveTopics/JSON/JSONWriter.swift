@@ -6,52 +6,38 @@
 /// has at least that member, so the next one takes a separator.
 ///
 /// Every published change is a few dozen keys and values written here, so each write is
-/// one capacity check and stores through a pointer: no `Array.append` (which checks
-/// uniqueness and capacity again for every piece), no temporary buffer. Keys given as
-/// literals (`StaticString`) are read in place; all text is checked for what needs escaping a word
-/// at a time and copied whole when nothing does (the usual case).
-/// A copy of a stream is a stream of its own: the buffer is shared until one of them writes.
+/// one capacity check and stores through a pointer (a ``ByteWriter``), no temporary
+/// buffer. Keys given as literals (`StaticString`) are read in place; all text is checked
+/// for what needs escaping a word at a time and copied whole when nothing does (the usual
+/// case). A copy of a stream is a stream of its own.
 public struct JSONStream {
-    /// Owns the buffer's memory; shared by copies of a stream until one of them writes.
-    private final class Owner {
-        let base: UnsafeMutablePointer<UInt8>
-
-        init(capacity: Int) {
-            base = .allocate(capacity: capacity)
-        }
-
-        deinit { base.deallocate() }
-    }
-
-    private var owner: Owner
-    private var base: UnsafeMutablePointer<UInt8>
-    private var capacity: Int
-    /// Bytes written.
-    public private(set) var count = 0
+    private var out: ByteWriter
     /// Whether the next member or element is the first of its container.
     private var first = true
 
     public init(capacity: Int = 256) {
-        let capacity = max(capacity, 16)
-        owner = Owner(capacity: capacity)
-        base = owner.base
-        self.capacity = capacity
+        out = ByteWriter(capacity: capacity)
     }
 
+    /// Bytes written.
+    public var count: Int { out.count }
+
     /// The document's bytes (a copy).
-    public var bytes: [UInt8] { Array(UnsafeBufferPointer(start: base, count: count)) }
+    public var bytes: [UInt8] { out.bytes }
 
     /// The bytes as text.
-    public var text: String { String(decoding: UnsafeBufferPointer(start: base, count: count), as: UTF8.self) }
+    public var text: String { out.withUnsafeBytes { String(decoding: $0, as: UTF8.self) } }
 
     /// Lends the bytes written so far, without a copy.
-    public func withUnsafeBytes<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
-        try body(UnsafeRawBufferPointer(start: base, count: count))
+    public func withUnsafeBytes<Result, Failure: Error>(
+        _ body: (UnsafeRawBufferPointer) throws(Failure) -> Result
+    ) throws(Failure) -> Result {
+        try out.withUnsafeBytes(body)
     }
 
     /// Empties the buffer and keeps its storage, for the next document.
     public mutating func reset() {
-        count = 0
+        out.reset()
         first = true
     }
 
@@ -104,8 +90,7 @@ public struct JSONStream {
 
     public mutating func integer(_ value: Int64) {
         let at = room(22)
-        let written = Self.digits(value, at: at)
-        count += written
+        out.advance(Self.digits(value, at: at))
         first = false
     }
 
@@ -128,9 +113,8 @@ public struct JSONStream {
 
     /// A value that is already JSON, as bytes (a fragment kept from an earlier document).
     public mutating func raw(bytes json: UnsafeRawBufferPointer) {
-        let at = room(json.count)
-        if let source = json.baseAddress, json.count > 0 { at.update(from: source.assumingMemoryBound(to: UInt8.self), count: json.count) }
-        count += json.count
+        separate()
+        out.append(json)
         first = false
     }
 
@@ -143,7 +127,7 @@ public struct JSONStream {
         let at = room(maximum)
         let written = body(at)
         precondition(written <= maximum)
-        count += written
+        out.advance(written)
         first = false
     }
 
@@ -212,41 +196,28 @@ public struct JSONStream {
     /// Room for `needed` more bytes past a separator, when the container has a member
     /// before this one: where to write them. The separator is written already.
     private mutating func room(_ needed: Int) -> UnsafeMutablePointer<UInt8> {
-        ensure(needed + 2)
-        if !first {
-            base[count] = UInt8(ascii: ",")
-            base[count + 1] = UInt8(ascii: " ")
-            count += 2
-        }
-        return base + count
+        let at = out.room(needed + 2)
+        guard !first else { return at }
+        at[0] = UInt8(ascii: ",")
+        at[1] = UInt8(ascii: " ")
+        out.advance(2)
+        return at + 2
     }
 
-    /// Room for `needed` more bytes in a buffer of this stream's own.
-    private mutating func ensure(_ needed: Int) {
-        if !isKnownUniquelyReferenced(&owner) || count + needed > capacity { grow(count + needed) }
-    }
-
-    /// A buffer of this stream's own with room for `needed` bytes in all.
-    private mutating func grow(_ needed: Int) {
-        let capacity = max(needed, self.capacity * 2)
-        let owner = Owner(capacity: capacity)
-        owner.base.initialize(from: base, count: count)
-        self.owner = owner
-        base = owner.base
-        self.capacity = capacity
+    /// The separator, when the container has a member before this one.
+    private mutating func separate() {
+        _ = room(0)
     }
 
     private mutating func open(_ bracket: UInt8) {
         room(1).pointee = bracket
-        count += 1
+        out.advance(1)
         first = true
     }
 
     private mutating func close(_ bracket: UInt8) {
         // A closing bracket never takes a separator.
-        ensure(1)
-        base[count] = bracket
-        count += 1
+        out.append(bracket)
         first = false
     }
 
@@ -254,7 +225,7 @@ public struct JSONStream {
     private mutating func fragment(_ text: StaticString) {
         let at = room(text.utf8CodeUnitCount)
         at.update(from: text.utf8Start, count: text.utf8CodeUnitCount)
-        count += text.utf8CodeUnitCount
+        out.advance(text.utf8CodeUnitCount)
         first = false
     }
 
@@ -269,9 +240,9 @@ public struct JSONStream {
         if isKey {
             at[length + 2] = UInt8(ascii: ":")
             at[length + 3] = UInt8(ascii: " ")
-            count += length + 4
+            out.advance(length + 4)
         } else {
-            count += length + 2
+            out.advance(length + 2)
         }
         // After a key its value takes no separator; after a value the next member does.
         first = isKey
@@ -307,7 +278,8 @@ public struct JSONStream {
     /// The slow path of ``appendQuoted(_:isKey:)``: byte by byte, with escapes.
     private mutating func appendEscaped(_ value: UnsafeRawBufferPointer, isKey: Bool) {
         // At most six bytes for each (`\u00XX`), the quotes and `: `.
-        var at = room(value.count * 6 + 4)
+        let start = room(value.count * 6 + 4)
+        var at = start
         at.pointee = UInt8(ascii: "\"")
         at += 1
         for byte in value {
@@ -341,7 +313,7 @@ public struct JSONStream {
             at[1] = UInt8(ascii: " ")
             at += 2
         }
-        count = at - base
+        out.advance(at - start)
         first = isKey
     }
 

@@ -107,16 +107,19 @@ extension ClientCore {
             state.hasConnected = true
             state.session = session
             setConnection(&state, .connected)
+            // One of several connections: the first connection's waiter waits for all.
+            let firstConnect = group == nil ? state.firstConnect : nil
             defer {
-                state.firstConnect = nil
+                if group == nil { state.firstConnect = nil }
                 state.held = []
             }
-            return (state.subscriptions.connected(), state.firstConnect, state.held)
+            return (state.subscriptions.connected(), firstConnect, state.held)
         }
         logger.info(
             "connected to the MQTT broker",
             metadata: ["mqtt.sessionPresent": "\(session.present)", "mqtt.sendWindow": "\(session.sendWindow)"])
         firstConnect?.resume()
+        if let group, group.state == .connected { group.allConnected() }
         for subscription in resubscribe { send(subscription) }
         for publish in held {
             try? self.publish(publish.topic, payload: publish.payload, qos: publish.qos, retain: publish.retain, waiter: publish.waiter)

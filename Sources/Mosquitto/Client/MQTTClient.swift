@@ -84,6 +84,14 @@ public final class MQTTClient: Sendable {
         }
         self.cores = cores
         loop = NetworkLoop(members: cores, signals: signals)
+        // ``connect()`` returns once every connection is up.
+        // (Weakly: the connections hold the group.)
+        group?.onConnected { [weak first = cores[0]] in
+            first?.state.withLock { state -> ClientCore.Waiter? in
+                defer { state.firstConnect = nil }
+                return state.firstConnect
+            }?.resume()
+        }
         if onMessage != nil { messageContinuation.finish() }
         for member in cores { try member.configure() }
     }

@@ -268,11 +268,19 @@ final class ConnectionGroup: Sendable {
 
     private let states: Mutex<States>
     private let events: AsyncStream<MQTTEvent>.Continuation
+    /// Called when all have come up (the first connection's ``MQTTClient/connect()`` waits for it).
+    private let whenConnected = Mutex<(@Sendable () -> Void)?>(nil)
 
     init(count: Int, events: AsyncStream<MQTTEvent>.Continuation) {
         states = Mutex(States(each: Array(repeating: .closed, count: count)))
         self.events = events
     }
+
+    /// What to call each time all have come up.
+    func onConnected(_ body: @escaping @Sendable () -> Void) { whenConnected.withLock { $0 = body } }
+
+    /// All have come up (called by the last to come up, on the network thread).
+    func allConnected() { whenConnected.withLock { $0 }?() }
 
     /// The state of them together.
     var state: MQTTConnectionState { states.withLock { $0.reported } }
