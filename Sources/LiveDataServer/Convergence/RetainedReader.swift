@@ -54,10 +54,15 @@ final class RetainedReader: Sendable {
         self.queue = queue
         self.marker = marker
         self.filters = filters + [marker]
-        client = try MQTTClient(configuration: configuration, logger: logger) { message in
-            queue.push(IntakeMessage(message))
-            return .taken
-        }
+        // A read pass's messages in one buffer, handed over at its end (see ``ReadPass``).
+        let pass = Mutex(ReadPass(keptCapacity: 10_000))
+        client = try MQTTClient(
+            configuration: configuration, logger: logger,
+            onMessage: { message in
+                pass.withLock { $0.add(message) }
+                return .taken
+            },
+            onReadEnd: { pass.withLock { $0.isEmpty || $0.hand(to: queue) } ? .taken : .refused })
     }
 
     /// Messages read so far, the end marker included.
@@ -81,8 +86,19 @@ final class RetainedReader: Sendable {
         if let failed { throw failed }
     }
 
-    /// Connects, subscribes to every filter at once and publishes the end marker; a failure
-    /// ends the read (``next(quietTimeout:)`` returns `nil` and ``failed`` says why).
+    /// Connects, subscribes to every filter at once, unsubscribes again from all but the
+    /// end marker's, and publishes the end marker; a failure ends the read
+    /// (``next(quietTimeout:)`` returns `nil` and ``failed`` says why).
+    ///
+    /// The broker queues a filter's retained messages for the session as it handles the
+    /// SUBSCRIBE, before its SUBACK; what is queued stays queued after an UNSUBSCRIBE. So
+    /// once subscribed, the read needs its filters no more, and keeping them would bring it
+    /// every live publication under the prefix as well: the daemon's own, hundreds of
+    /// thousands of them when a convergence at a million locations publishes again what a
+    /// crash left behind, each one more message for the broker to route and the read to
+    /// skip, and enough, with the retained ones, to fill the session's queue
+    /// (`max_queued_messages`): the broker then drops the rest, the end marker among them,
+    /// and the read stalls.
     private func start() async {
         do {
             try await client.connect()
@@ -90,6 +106,12 @@ final class RetainedReader: Sendable {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for filter in filters {
                     group.addTask { _ = try await self.client.subscribe(filter, qos: .atLeastOnce) }
+                }
+                try await group.waitForAll()
+            }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for filter in filters where filter != marker {
+                    group.addTask { try await self.client.unsubscribe(filter) }
                 }
                 try await group.waitForAll()
             }
@@ -137,7 +159,8 @@ final class RetainedReader: Sendable {
         guard var batch = await withTaskCancellationHandler(operation: { await queue.next() }, onCancel: { queue.close() })
         else { return nil }
         received.add(batch.count, ordering: .relaxed)
-        if let end = batch.firstIndex(where: { $0.topic == marker && !$0.retain }) {
+        let marker = Array(self.marker.utf8)
+        if let end = batch.firstIndex(where: { !$0.retain && $0.withTopic { $0.elementsEqual(marker) } }) {
             batch.removeSubrange(end...)
             queue.close()
             // What is still queued came after the marker: not retained messages of this read.

@@ -39,31 +39,7 @@ public final class Intake: Sendable {
     private let oversize = Atomic<Int>(0)
     private let oversizeLog = Mutex(RateLimitedLog(interval: .seconds(10)))
     /// The read pass's updates, until its end (the network thread's alone).
-    private let batch = Mutex(Pass())
-
-    /// A read pass's updates: their bytes one after another, and where each one's are.
-    private struct Pass {
-        struct Entry {
-            var start: Int
-            var topicCount: Int
-            var payloadCount: Int
-            var receivedAt: LiveTimestamp
-            var retain: Bool
-            var journalEnd: UInt64
-            var arrived: ContinuousClock.Instant
-        }
-
-        var bytes: [UInt8] = []
-        var entries: [Entry] = []
-        /// The messages handed over, storage kept from pass to pass.
-        var messages: [IntakeMessage] = []
-    }
-    /// The most a read pass's storage keeps for the next pass: a pass that read a flood (a
-    /// backlog the broker sends at once after a restart) would otherwise hold its storage,
-    /// tens of megabytes, for as long as the daemon runs.
-    private let keptCapacity: Int
-    /// The most bytes a pass's buffer starts with.
-    static let keptBytes = 1 << 20
+    private let batch: Mutex<ReadPass>
 
     /// Opens the journal beside the state file (unless the store is in memory).
     /// - Throws: ``IntakeJournal/Failure`` when its folder cannot be opened.
@@ -72,7 +48,7 @@ public final class Intake: Sendable {
             config.store.isInMemory
             ? nil : try IntakeJournal(directory: config.store.journalPath, syncInterval: config.store.journalSync)
         queue = IntakeQueue(capacity: config.limits.queue, byteCapacity: config.limits.queueBytes)
-        keptCapacity = max(config.limits.queue, 1024)
+        batch = Mutex(ReadPass(keptCapacity: max(config.limits.queue, 1024)))
         payloadLimit = config.limits.payload.size
         self.logger = logger
     }
@@ -103,15 +79,7 @@ public final class Intake: Sendable {
         let end =
             journal?.stage(topic: message.topic, payload: message.payload, receivedAt: receivedAt, retain: message.retain)
             ?? 0
-        batch.withLock { pass in
-            let start = pass.bytes.count
-            pass.bytes.append(contentsOf: message.topic)
-            pass.bytes.append(contentsOf: message.payload)
-            pass.entries.append(
-                Pass.Entry(
-                    start: start, topicCount: message.topic.count, payloadCount: message.payload.count, receivedAt: receivedAt,
-                    retain: message.retain, journalEnd: end, arrived: arrived))
-        }
+        batch.withLock { $0.add(message, receivedAt: receivedAt, journalEnd: end, arrived: arrived) }
         return .taken
     }
 
@@ -119,7 +87,7 @@ public final class Intake: Sendable {
     /// updates to the pipeline (waiting while the queue is full).
     func finishBatch() -> MQTTReceipt {
         batch.withLock { pass -> MQTTReceipt in
-            guard !pass.entries.isEmpty else { return .taken }
+            guard !pass.isEmpty else { return .taken }
             if let journal {
                 var failed = false
                 while true {
@@ -132,8 +100,7 @@ public final class Intake: Sendable {
                         // Shutting down: leave the updates unacknowledged for the next session.
                         if stopping.load(ordering: .acquiring) {
                             journal.discardStaged()
-                            pass.entries.removeAll(keepingCapacity: pass.entries.capacity <= keptCapacity)
-                            pass.bytes.removeAll()
+                            pass.discard()
                             return .refused
                         }
                         usleep(500_000)
@@ -141,23 +108,8 @@ public final class Intake: Sendable {
                 }
                 if failed { clearFault(after: "the intake journal is writable again") }
             }
-            // The pass's bytes go with its messages; the next pass starts a buffer of about
-            // this one's size (within bounds: a flood's is not kept).
-            let size = pass.bytes.count
-            let bytes = IntakeBytes(pass.bytes)
-            pass.bytes = []
-            pass.bytes.reserveCapacity(min(size, Self.keptBytes))
-            for entry in pass.entries {
-                pass.messages.append(
-                    IntakeMessage(
-                        bytes, start: entry.start, topicCount: entry.topicCount, payloadCount: entry.payloadCount,
-                        receivedAt: entry.receivedAt, retain: entry.retain, journalEnd: entry.journalEnd, arrived: entry.arrived))
-            }
-            pass.entries.removeAll(keepingCapacity: pass.entries.capacity <= keptCapacity)
             // A closed queue (the daemon is stopping) takes nothing: leave them unacknowledged.
-            let taken = queue.push(moving: &pass.messages)
-            if pass.messages.capacity > keptCapacity { pass.messages = [] }
-            pass.messages.removeAll(keepingCapacity: true)
+            let taken = pass.hand(to: queue)
             return taken ? .taken : .refused
         }
     }

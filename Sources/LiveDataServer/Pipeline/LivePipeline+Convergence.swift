@@ -184,29 +184,30 @@ extension LivePipeline {
         }
         reader.begin()
         var legends: [String: [UInt8]] = [:]
+        let legendPrefix = topics.prefix + "/legend/"
         /// The locations the last marker the broker holds counted: it held their styles then.
         var markedLocations: Int?
         while let batch = await reader.next(), !Task.isCancelled {
             let now = LiveTimestamp.now
             for message in batch {
+                let topic = message.topic
                 guard message.retain else {
-                    runs.current!.live(topic: message.topic)
+                    runs.current!.live(topic: topic)
                     continue
                 }
-                if message.topic.hasPrefix(topics.prefix + "/legend/") {
-                    legends[message.topic] = message.payload
+                if topic.hasPrefix(legendPrefix) {
+                    legends[topic] = message.payload
                     continue
                 }
-                if message.topic == checkpointTopic {
+                if topic == checkpointTopic {
                     markedLocations = SyncMarkers.locations(in: message.payload, scope: markerScope)
                     continue
                 }
                 // Each is right on its own (a style above the retained version, or the clearing
                 // of a topic the state does not hold), so it goes out at once; only what the
                 // end of the read implies waits for the end.
-                for item in runs.current!.retained(topic: message.topic, payload: message.payload, now: now) {
-                    publisher.send(item)
-                }
+                let items = message.withPayload { runs.current!.retained(topic: topic, payload: $0, now: now) }
+                for item in items { publisher.send(item) }
             }
         }
         try await reader.end()

@@ -49,6 +49,11 @@ public struct Convergence {
     /// One retained message from under the prefix.
     /// - Returns: what to publish for it (nothing when it agrees).
     public mutating func retained(topic: String, payload: [UInt8], now: LiveTimestamp) -> [PendingOutput.Item] {
+        payload.withUnsafeBytes { retained(topic: topic, payload: $0, now: now) }
+    }
+
+    /// ``retained(topic:payload:now:)-([UInt8],_)`` of a payload read in place.
+    public mutating func retained(topic: String, payload: UnsafeRawBufferPointer, now: LiveTimestamp) -> [PendingOutput.Item] {
         counts.read += 1
         guard !payload.isEmpty else { return [] }
         if let path = topic.dropPrefix(topics.prefix + "/style/") {
@@ -58,23 +63,22 @@ public struct Convergence {
                 counts.othersLeft += 1
                 return []
             }
-            return payload.withUnsafeBytes { bytes -> [PendingOutput.Item] in
-                let members = topLevelMembers(bytes, ["style", "version"])
-                let style = members?["style"].map { UnsafeRawBufferPointer(rebasing: bytes[$0]) }
-                let version = members?["version"].flatMap { UInt64(String(decoding: bytes[$0], as: UTF8.self)) } ?? 0
-                switch store.reconcile(retainedAt: address, style: style, version: version, now: now) {
-                case .unknown:
-                    counts.cleared += 1
-                    return [.publication(topics.clearing(styleOf: address))]
-                case .agrees(let state):
-                    seen.insert(ObjectIdentifier(state))
-                    counts.agreed += 1
-                    return []
-                case .republish(let state, let change):
-                    seen.insert(ObjectIdentifier(state))
-                    counts.republished += 1
-                    return [.change(change)]
-                }
+            let bytes = payload
+            let members = topLevelMembers(bytes, "style", "version")
+            let style = members?.0.map { UnsafeRawBufferPointer(rebasing: bytes[$0]) }
+            let version = members?.1.flatMap { Self.unsigned(UnsafeRawBufferPointer(rebasing: bytes[$0])) } ?? 0
+            switch store.reconcile(retainedAt: address, style: style, version: version, now: now) {
+            case .unknown:
+                counts.cleared += 1
+                return [.publication(topics.clearing(styleOf: address))]
+            case .agrees(let state):
+                seen.insert(ObjectIdentifier(state))
+                counts.agreed += 1
+                return []
+            case .republish(let state, let change):
+                seen.insert(ObjectIdentifier(state))
+                counts.republished += 1
+                return [.change(change)]
             }
         }
         if let key = topics.place(ofSummaryTopic: topic) {
@@ -87,6 +91,17 @@ public struct Convergence {
             return [.publication(Publication(topic: topic, payload: [], retain: true))]
         }
         return []
+    }
+
+    /// A JSON number's digits as an unsigned integer (`nil` when it is not one).
+    static func unsigned(_ digits: UnsafeRawBufferPointer) -> UInt64? {
+        guard !digits.isEmpty, digits.count <= 19 else { return nil }
+        var value: UInt64 = 0
+        for digit in digits {
+            guard digit >= UInt8(ascii: "0"), digit <= UInt8(ascii: "9") else { return nil }
+            value = value * 10 + UInt64(digit - UInt8(ascii: "0"))
+        }
+        return value
     }
 
     /// The daemon publishes this location's style now (a live change during the read):

@@ -48,6 +48,8 @@ public final class LiveStore {
     @exclusivity(unchecked) public internal(set) var summaries: SummaryTracker
     /// Datasets of the tracked locations.
     public private(set) var datasets = Set<String>()
+    /// The dataset of the last location added.
+    private var lastDataset: String?
     @exclusivity(unchecked) var locations = LocationTable()
     /// The locations by floor, for queries.
     var floorIndex = FloorIndex()
@@ -441,7 +443,12 @@ public final class LiveStore {
         }
         locations.insert(state, hash: hash)
         floorIndex.insert(state)
-        if !datasets.contains(address.dataset) { datasets.insert(address.dataset) }
+        // Most new locations are of the dataset the last one was of: compared in place.
+        if lastDataset.map({ !address.has(.dataset, $0) }) ?? true {
+            let dataset = address.dataset
+            datasets.insert(dataset)
+            lastDataset = dataset
+        }
         return state
     }
 
@@ -556,7 +563,9 @@ public final class LiveStore {
             people = values[index].properties[BuiltInDomain.people].flatMap { Int32($0) } ?? 0
             capacity = values[index].properties[BuiltInDomain.capacity].flatMap { Int32($0) }
         }
-        let total = capacity ?? ruleEngine.ruleSet.catalog[address.location]?.capacity.map { Int32(clamping: $0) } ?? 0
+        // Without a catalog, no id is looked up (nor made into a string).
+        let catalog = ruleEngine.ruleSet.catalog
+        let total = capacity ?? (catalog.isEmpty ? nil : catalog[address.location]?.capacity.map { Int32(clamping: $0) }) ?? 0
         return .init(state: legendState ?? -1, people: people, capacity: total)
     }
 

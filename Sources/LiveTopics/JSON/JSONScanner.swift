@@ -362,18 +362,24 @@ func makeString(_ bytes: UnsafeRawBufferPointer) -> String? {
     return String(validating: bytes, as: UTF8.self)
 }
 
-/// The byte ranges of the values of a JSON object's top-level members named in `keys`
-/// (as they are written, unescaped keys only); `nil` when the bytes are not one object.
-package func topLevelMembers(_ json: UnsafeRawBufferPointer, _ keys: [String]) -> [String: Range<Int>]? {
+/// The byte ranges of the values of a JSON object's top-level members named `first` and
+/// `second` (as they are written, unescaped keys only); `nil` when the bytes are not one
+/// object. Nothing is allocated: a convergence reads a million retained styles this way.
+package func topLevelMembers(
+    _ json: UnsafeRawBufferPointer, _ first: StaticString, _ second: StaticString
+) -> (Range<Int>?, Range<Int>?)? {
     var scanner = JSONScanner(json)
-    var found: [String: Range<Int>] = [:]
+    var found: (Range<Int>?, Range<Int>?) = (nil, nil)
+    func named(_ name: StaticString, _ key: UnsafeRawBufferPointer) -> Bool {
+        name.utf8CodeUnitCount == key.count && bytesEqual(name.utf8Start, key.baseAddress, key.count)
+    }
     do throws(JSONScanner.Failure) {
         try scanner.readObject { scanner, key, escaped throws(JSONScanner.Failure) in
             scanner.skipWhitespace()
             let start = scanner.position
             try scanner.skipValue()
-            guard !escaped, let name = keys.first(where: { name in name.utf8.elementsEqual(key) }) else { return }
-            found[name] = start..<scanner.position
+            guard !escaped else { return }
+            if named(first, key) { found.0 = start..<scanner.position } else if named(second, key) { found.1 = start..<scanner.position }
         }
         try scanner.expectEnd()
     } catch {
