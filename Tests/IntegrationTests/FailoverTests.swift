@@ -91,15 +91,20 @@ struct FailoverTests {
     /// Waits until exactly one of `replicas` says it is active; returns it and its epoch.
     func active(among replicas: [Replica], timeout: Duration = .seconds(30)) async throws -> (Replica, Int) {
         var found: (Replica, Int)?
+        // What each said last (nothing: no answer within its timeout), for the failure's message.
+        var said: [String] = []
         try await eventually("one active replica among \(replicas.map(\.name))", timeout: timeout, every: .milliseconds(100)) {
             var actives: [(Replica, Int)] = []
+            said = []
             for replica in replicas {
-                if let role = await role(replica), role.role == "active" { actives.append((replica, role.epoch)) }
+                let role = await role(replica)
+                said.append("\(replica.name): \(role.map { "\($0.role), epoch \($0.epoch)" } ?? "no answer")")
+                if let role, role.role == "active" { actives.append((replica, role.epoch)) }
             }
             found = actives.count == 1 ? actives[0] : nil
             return found != nil
         }
-        guard let found else { throw MosquittoBroker.Failure.toolFailed("no single active replica") }
+        guard let found else { throw MosquittoBroker.Failure.toolFailed("no single active replica (last seen: \(said.joined(separator: "; ")))") }
         return found
     }
 

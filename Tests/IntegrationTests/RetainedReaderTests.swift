@@ -1,0 +1,70 @@
+import LiveDataTestSupport
+import Logging
+import Mosquitto
+import Synchronization
+import Testing
+
+@testable import LiveDataServer
+
+/// The convergence's reader of retained messages, against a real broker.
+@Suite("Retained reader", .timeLimit(.minutes(2)))
+struct RetainedReaderTests {
+    let logger = Logger(label: "test")
+
+    @Test("a slow read of more retained messages than its queue holds gets every one and ends, live publications going on meanwhile")
+    func retainedOnly() async throws {
+        let broker = try await MosquittoBroker.start()
+        let writer = try MQTTClient(configuration: .test(port: broker.port), logger: logger)
+        try await writer.connect()
+        let retained = 20_000
+        for number in 0..<retained {
+            try writer.send("p/style/ds/v/b/f/r/loc-\(number)", payload: Array("{}".utf8), qos: .atLeastOnce, retain: true)
+            if number % 500 == 499 { try await writer.publish("p/sync", payload: [], qos: .atLeastOnce) }
+        }
+        try await writer.publish("p/sync", payload: [], qos: .atLeastOnce)
+        // Live publications under the read's filter while it runs, as a daemon's are during a
+        // convergence that publishes again what it finds behind. A read that stayed subscribed
+        // would have them all queued for it behind the retained ones, until the broker gives
+        // up on the session and closes its connection (which fails the read).
+        let publishing = Atomic<Bool>(true)
+        let sent = Atomic<Int>(0)
+        let live = Task {
+            while publishing.load(ordering: .relaxed) {
+                let number = sent.load(ordering: .relaxed)
+                if (try? writer.send("p/style/ds/v/b/f/r/live-\(number % 100)", payload: Array("{}".utf8), qos: .atLeastOnce)) != nil {
+                    sent.store(number + 1, ordering: .relaxed)
+                    if number % 10 == 9 { await Task.yield() }
+                } else {
+                    // The publisher's window is full: its acknowledgements first.
+                    try? await Task.sleep(for: .milliseconds(1))
+                }
+            }
+        }
+        var configuration = MQTTConfiguration.test(port: broker.port)
+        configuration.clientID = "reader-test"
+        let reader = try RetainedReader(configuration: configuration, prefix: "p", filters: ["p/style/#"], logger: logger)
+        reader.begin()
+        var retainedRead = 0
+        var liveRead = 0
+        var batches = 0
+        // A slow reader (a daemon busy with a backlog): after each batch, a thousand more live
+        // publications before the next, however loaded the machine.
+        while let batch = await reader.next() {
+            for message in batch { if message.retain { retainedRead += 1 } else { liveRead += 1 } }
+            batches += 1
+            let due = sent.load(ordering: .relaxed) + 1_000
+            while sent.load(ordering: .relaxed) < due { try await Task.sleep(for: .milliseconds(1)) }
+        }
+        try await reader.end()
+        publishing.store(false, ordering: .relaxed)
+        await live.value
+        let published = sent.load(ordering: .relaxed)
+        print("retained reader: \(retainedRead) retained and \(liveRead) live read in \(batches) batches; \(published) live published")
+        #expect(retainedRead == retained)
+        // Live messages end up in the read only when they reach the broker between the
+        // subscription and the end marker: a few, of the thousands published meanwhile.
+        #expect(published >= batches * 1_000)
+        #expect(liveRead * 4 < published, "\(liveRead) live messages read of \(published) published over \(batches) batches")
+        await writer.disconnect()
+    }
+}
