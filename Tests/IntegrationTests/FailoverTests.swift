@@ -80,12 +80,28 @@ struct FailoverTests {
 
     /// A replica's `/readyz` replica block: role and epoch.
     func role(_ replica: Replica) async -> (role: String, epoch: Int)? {
-        guard replica.running.isRunning,
-            let answer = try? await LoopbackHTTP.request("GET", port: replica.httpPort, path: "/readyz", host: replica.httpHost, timeout: 2),
-            let object = try? JSONSerialization.jsonObject(with: Data(answer.body.utf8)) as? [String: Any],
+        if case .success(let role) = await roleOrWhyNot(replica) { return role }
+        return nil
+    }
+
+    /// ``role(_:)``, or why there is none (for a failure's message).
+    func roleOrWhyNot(_ replica: Replica) async -> Result<(role: String, epoch: Int), WhyNot> {
+        guard replica.running.isRunning else { return .failure(WhyNot("not running")) }
+        let answer: LoopbackHTTP.Response
+        do {
+            answer = try await LoopbackHTTP.request("GET", port: replica.httpPort, path: "/readyz", host: replica.httpHost, timeout: 2)
+        } catch {
+            return .failure(WhyNot("\(error)"))
+        }
+        guard let object = try? JSONSerialization.jsonObject(with: Data(answer.body.utf8)) as? [String: Any],
             let block = object["replica"] as? [String: Any], let role = block["role"] as? String, let epoch = block["epoch"] as? Int
-        else { return nil }
-        return (role, epoch)
+        else { return .failure(WhyNot("\(answer.status): \(answer.body.prefix(300))")) }
+        return .success((role, epoch))
+    }
+
+    struct WhyNot: Error, CustomStringConvertible {
+        var description: String
+        init(_ description: String) { self.description = description }
     }
 
     /// Waits until exactly one of `replicas` says it is active; returns it and its epoch.
@@ -97,9 +113,13 @@ struct FailoverTests {
             var actives: [(Replica, Int)] = []
             said = []
             for replica in replicas {
-                let role = await role(replica)
-                said.append("\(replica.name): \(role.map { "\($0.role), epoch \($0.epoch)" } ?? "no answer")")
-                if let role, role.role == "active" { actives.append((replica, role.epoch)) }
+                switch await roleOrWhyNot(replica) {
+                case .success(let role):
+                    said.append("\(replica.name): \(role.role), epoch \(role.epoch)")
+                    if role.role == "active" { actives.append((replica, role.epoch)) }
+                case .failure(let whyNot):
+                    said.append("\(replica.name): \(whyNot)")
+                }
             }
             found = actives.count == 1 ? actives[0] : nil
             return found != nil

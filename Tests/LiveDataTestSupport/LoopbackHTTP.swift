@@ -25,12 +25,15 @@ public enum LoopbackHTTP {
         }
     }
 
+    /// A thread of its own: NIO's shared group also carries the tests' event-stream viewers,
+    /// hundreds at a time under load, and a request behind them would wait past its timeout.
+    private static let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+
     public static func request(
         _ method: String, port: Int, path: String, headers: [String: String] = [:], body: String = "", host: String = "127.0.0.1",
         timeout: Double = 30
     ) async throws -> Response {
         let name = "\(method) http://\(host):\(port)\(path)"
-        let group = MultiThreadedEventLoopGroup.singleton
         let loop = group.next()
         let answer = loop.makePromise(of: Response.self)
         let channel: any Channel

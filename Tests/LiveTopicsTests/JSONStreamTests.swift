@@ -10,7 +10,7 @@ struct JSONStreamTests {
     func nesting() throws {
         var stream = JSONStream()
         stream.beginObject()
-        stream.add("a\"b", "line\nnext\ttab\\ \u{01} é 😀")
+        stream.add(text: "a\"b", "line\nnext\ttab\\ \u{01} é 😀")
         stream.key("list")
         stream.beginArray()
         stream.string("x")
@@ -36,13 +36,41 @@ struct JSONStreamTests {
         #expect(parsed["max"] as? Int64 == Int64.max)
     }
 
+    @Test("timestamps: the same text whether a stream wrote the same second before or not, at any year, before 1970 too")
+    func streamTimestamps() {
+        let instants: [Int64] = [
+            1_763_720_000_000, 1_763_720_000_999, 1_763_720_000_001, 1_763_720_001_000, 1_763_720_000_500, 0, -1, -999, -1_000,
+            -1_001, -86_400_000, -62_135_596_800_000, -62_135_596_800_001, 253_402_300_799_999, 253_402_300_800_000,
+            253_402_300_800_001, 1_763_720_001_042,
+        ]
+        // One stream for all (each one's second may be the last one's), and a fresh one each.
+        var reused = JSONStream()
+        for millis in instants + instants.reversed() {
+            let value = LiveTimestamp(millisecondsSince1970: millis)
+            reused.reset()
+            reused.timestamp(value)
+            var fresh = JSONStream()
+            fresh.timestamp(value)
+            #expect(reused.text == fresh.text, "\(millis)")
+            #expect(fresh.text == "\"\(value)\"", "\(millis)")
+        }
+        var members = JSONStream()
+        members.beginObject()
+        members.key("a")
+        members.timestamp(LiveTimestamp(millisecondsSince1970: 1_763_720_000_000))
+        members.key("b")
+        members.timestamp(LiveTimestamp(millisecondsSince1970: 1_763_720_000_007))
+        members.endObject()
+        #expect(members.text == #"{"a": "2025-11-21T10:13:20.000Z", "b": "2025-11-21T10:13:20.007Z"}"#)
+    }
+
     @Test("keys and strings written whole or piece by piece (escapes, long text) take the same separators")
     func plainAndEscaped() throws {
         let long = String(repeating: "x", count: 300)
         var stream = JSONStream()
         stream.beginObject()
         stream.add("plain", "value")
-        stream.add("esc\"aped", "tab\there")
+        stream.add(text: "esc\"aped", "tab\there")
         _ = "bytes".utf8.withContiguousStorageIfAvailable { stream.key(bytes: UnsafeRawBufferPointer($0)) }
         _ = "in place".utf8.withContiguousStorageIfAvailable { stream.string(bytes: UnsafeRawBufferPointer($0)) }
         stream.add("long", long)

@@ -21,12 +21,15 @@ func measuredRegion(_ engine: LiveCore, _ format: OutputFormat, _ updates: [(top
     -> Int
 {
     var bytes = 0
+    // One stream for every payload, as the publisher writes them.
+    var stream = JSONStream(capacity: 512)
     for update in updates {
         now.millisecondsSince1970 += 1
         guard case .changed(let change) = engine.process(topic: update.topic, payload: update.payload, receivedAt: now) else { continue }
         let topic = format.style(change.address)
-        let payload = format.payload(change)
-        bytes += topic.utf8.count + payload.count
+        stream.reset()
+        change.write(to: &stream, epoch: format.epoch)
+        bytes += topic.utf8.count + stream.count
     }
     return bytes
 }
@@ -75,7 +78,10 @@ for sent in 0..<before {
     now.millisecondsSince1970 += 1
     _ = engine.process(topic: topic, payload: payload, receivedAt: now)
 }
-let updates = (before..<(before + measured)).map { update($0, locations: locations, seed: &seed, milliseconds: now.millisecondsSince1970 + Int64($0)) }
+// Each sent a millisecond before it is received.
+let updates = (before..<(before + measured)).map {
+    update($0, locations: locations, seed: &seed, milliseconds: now.millisecondsSince1970 + Int64($0 - before))
+}
 let clock = ContinuousClock()
 var bytes = 0
 let elapsed = clock.measure { bytes = measuredRegion(engine, format, updates, &now) }

@@ -176,7 +176,7 @@ private func writeLocationJSON(
         stream.beginObject()
         for property in value.properties { stream.add(text: property.name, property.value) }
         stream.key("timestamp")
-        value.timestamp.writeQuoted(to: &stream)
+        stream.timestamp(value.timestamp)
         stream.endObject()
     }
     stream.endObject()
@@ -188,7 +188,7 @@ private func writeLocationJSON(
     stream.integer(Int64(clamping: version))
     if let updatedAt {
         stream.key("updatedAt")
-        updatedAt.writeQuoted(to: &stream)
+        stream.timestamp(updatedAt)
     }
     stream.endObject()
 }
@@ -216,18 +216,6 @@ func writePosition(to stream: inout JSONStream, _ values: [DomainValue]) {
         }
     }
     stream.endObject()
-}
-
-extension LiveTimestamp {
-    /// Writes the ISO-8601 form in quotes, a JSON string.
-    func writeQuoted(to stream: inout JSONStream) {
-        stream.raw(maximum: Self.maximumLength + 2) { at in
-            at[0] = UInt8(ascii: "\"")
-            let count = write(into: at + 1)
-            at[count + 1] = UInt8(ascii: "\"")
-            return count + 2
-        }
-    }
 }
 
 extension LocationRecord {

@@ -14,6 +14,11 @@ public struct JSONStream {
     private var out: ByteWriter
     /// Whether the next member or element is the first of its container.
     private var first = true
+    /// The second of the last timestamp written with four-digit year, and its text up to the
+    /// seconds (`YYYY-MM-DDTHH:MM:SS`, 19 bytes): the timestamps of a change, and those of
+    /// the next changes a reused stream writes, mostly fall in one second.
+    private var lastSecond = Int64.min
+    private var secondText: (UInt64, UInt64, UInt64) = (0, 0, 0)
 
     public init(capacity: Int = 256) {
         out = ByteWriter(capacity: capacity)
@@ -54,8 +59,7 @@ public struct JSONStream {
     /// A member's key (and the separator before it), given as a literal: its bytes are
     /// read in place. Its value comes next.
     public mutating func key(_ key: StaticString) {
-        precondition(key.hasPointerRepresentation)
-        appendQuoted(UnsafeRawBufferPointer(start: key.utf8Start, count: key.utf8CodeUnitCount), isKey: true)
+        appendLiteral(key, isKey: true)
     }
 
     /// A member's key given at run time (escaped where it must be).
@@ -82,8 +86,7 @@ public struct JSONStream {
 
     /// A string value given as a literal.
     public mutating func string(_ value: StaticString) {
-        precondition(value.hasPointerRepresentation)
-        appendQuoted(UnsafeRawBufferPointer(start: value.utf8Start, count: value.utf8CodeUnitCount), isKey: false)
+        appendLiteral(value, isKey: false)
     }
 
     public mutating func string(bytes value: UnsafeRawBufferPointer) { appendQuoted(value, isKey: false) }
@@ -128,6 +131,39 @@ public struct JSONStream {
         let written = body(at)
         precondition(written <= maximum)
         out.advance(written)
+        first = false
+    }
+
+    /// A timestamp's ISO-8601 form, a JSON string (`"2025-11-21T10:13:20.000Z"`). Within the
+    /// second of the last one, only the milliseconds are written anew.
+    public mutating func timestamp(_ value: LiveTimestamp) {
+        let millis = value.millisecondsSince1970
+        let second = millis >= 0 ? millis / 1000 : -((999 - millis) / 1000)
+        let at = room(LiveTimestamp.maximumLength + 2)
+        at[0] = UInt8(ascii: "\"")
+        if second == lastSecond {
+            var text = secondText
+            Swift.withUnsafeBytes(of: &text) { (at + 1).update(from: $0.baseAddress!.assumingMemoryBound(to: UInt8.self), count: 19) }
+            var fraction = millis - second * 1000
+            at[20] = UInt8(ascii: ".")
+            for index in stride(from: 23, through: 21, by: -1) {
+                at[index] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: fraction % 10)
+                fraction /= 10
+            }
+            at[24] = UInt8(ascii: "Z")
+            at[25] = UInt8(ascii: "\"")
+            out.advance(26)
+        } else {
+            let count = value.write(into: at + 1)
+            at[count + 1] = UInt8(ascii: "\"")
+            out.advance(count + 2)
+            if count == 24 {
+                lastSecond = second
+                var text: (UInt64, UInt64, UInt64) = (0, 0, 0)
+                Swift.withUnsafeMutableBytes(of: &text) { $0.baseAddress!.copyMemory(from: at + 1, byteCount: 19) }
+                secondText = text
+            }
+        }
         first = false
     }
 
@@ -231,8 +267,22 @@ public struct JSONStream {
 
     /// A key (with `: ` after it) or a string value, in quotes, escaped where it must be.
     private mutating func appendQuoted(_ value: UnsafeRawBufferPointer, isKey: Bool) {
-        let length = value.count
         guard !Self.needsEscaping(value) else { return appendEscaped(value, isKey: isKey) }
+        appendUnescaped(value, isKey: isKey)
+    }
+
+    /// A literal of the code's own (a key such as `"version"`): it needs no escaping, so none
+    /// is looked for (a debug build checks).
+    private mutating func appendLiteral(_ literal: StaticString, isKey: Bool) {
+        precondition(literal.hasPointerRepresentation)
+        let bytes = UnsafeRawBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount)
+        assert(!Self.needsEscaping(bytes), "the literal \(literal) would need escaping")
+        appendUnescaped(bytes, isKey: isKey)
+    }
+
+    /// ``appendQuoted(_:isKey:)`` of bytes that need no escaping.
+    private mutating func appendUnescaped(_ value: UnsafeRawBufferPointer, isKey: Bool) {
+        let length = value.count
         let at = room(length + 4)
         at[0] = UInt8(ascii: "\"")
         if length > 0 { (at + 1).update(from: value.baseAddress!.assumingMemoryBound(to: UInt8.self), count: length) }
