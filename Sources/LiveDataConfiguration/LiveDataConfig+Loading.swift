@@ -403,7 +403,7 @@ extension LiveDataConfig {
         for (key, _, value) in reader.mapping(node, what, allowed: ConfigKeys.keys(of: "style")) {
             let name = "\(what).\(key)"
             let field = StyleField(rawValue: key)!
-            switch field.definition.kind {
+            switch field.kind {
             case .flag: style[field] = reader.bool(value, name).map(StyleValue.flag)
             case .number(let range): style[field] = reader.double(value, name, range: range).map(StyleValue.number)
             case .integer: style[field] = reader.int(value, name).map(StyleValue.integer)

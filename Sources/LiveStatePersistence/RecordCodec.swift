@@ -142,7 +142,7 @@ public enum RecordCodec {
         var style = Style()
         for field in StyleField.inStoredOrder where fields.contains(field) {
             known.insert(field)
-            switch field.definition.kind {
+            switch field.kind {
             case .flag: style[field] = .flag(try reader.byte() == 1)
             case .number: style[field] = .number(try reader.double())
             case .integer: style[field] = .integer(Int(truncatingIfNeeded: unzigzag(try reader.varint())))

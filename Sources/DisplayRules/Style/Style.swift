@@ -63,7 +63,7 @@ public struct Style: Hashable, Sendable {
     /// the field's (see ``StyleField/definition``) clears the field.
     public subscript(field: StyleField) -> StyleValue? {
         get {
-            let id = field.definition.storedID
+            let id = field.storedID
             guard present & 1 << UInt64(id) != 0 else { return nil }
             let slot = StyleLayout.slots[id]
             switch slot.storage {
@@ -76,7 +76,7 @@ public struct Style: Hashable, Sendable {
             }
         }
         set {
-            let id = field.definition.storedID
+            let id = field.storedID
             let bit: UInt64 = 1 << UInt64(id)
             let slot = StyleLayout.slots[id]
             present &= ~bit

@@ -92,37 +92,87 @@ public enum StyleField: String, CaseIterable, Sendable {
         }
     }
 
-    /// The table. Stored ids in use: 0–16; the next free one is 17.
-    // Always inlined: a caller that wants one column (the stored id, on the hot path) then
-    // gets that column as a constant per case, without the rest of the row.
-    @inline(__always)
+    /// The table: a field's kind, stored id and drawing, each its own switch of constants,
+    /// so that a caller on a hot path (a style's slot, a stored style's field) reads the
+    /// column it wants without making the row (whose drawing holds strings to release).
+    /// Stored ids in use: 0–16; the next free one is 17.
     public var definition: Definition {
+        Definition(kind, storedID: storedID, drawn: drawing)
+    }
+
+    /// The kind of value the field takes.
+    @inline(__always)
+    public var kind: Kind {
         switch self {
-        case .visible: .init(.flag, storedID: 0, drawn: .shows(.location))
-        case .zoomFrom: .init(.number(0...30), storedID: 1, drawn: .attribute(.location, "data-zoom-from", unset: ""))
-        case .zoomTo: .init(.number(0...30), storedID: 2, drawn: .attribute(.location, "data-zoom-to", unset: ""))
-        case .icon: .init(.text, storedID: 3, drawn: .content(.icon))
-        case .iconVisible: .init(.flag, storedID: 4, drawn: .shows(.icon))
-        case .iconSize: .init(.number(0...1024), storedID: 5, drawn: .none)
-        case .label: .init(.template, storedID: 6, drawn: .content(.label))
-        case .labelVisible: .init(.flag, storedID: 7, drawn: .shows(.label))
-        case .polygonVisible: .init(.flag, storedID: 8, drawn: .shows(.shape))
-        case .polygonFillColor: .init(.color, storedID: 9, drawn: .attribute(.shape, "fill", unset: "#E0E0E0"))
-        case .polygonFillOpacity:
-            .init(.number(0...1), storedID: 10, drawn: .attribute(.shape, "fill-opacity", unset: "1"))
-        case .polygonStrokeColor: .init(.color, storedID: 11, drawn: .attribute(.shape, "stroke", unset: "#8a93a3"))
-        case .polygonStrokeWidth:
-            .init(.number(0...100), storedID: 12, drawn: .attribute(.shape, "stroke-width", unset: "1"))
-        case .polygonStrokeOpacity:
-            .init(.number(0...1), storedID: 13, drawn: .attribute(.shape, "stroke-opacity", unset: "1"))
-        case .badge: .init(.badge, storedID: 14, drawn: .content(.badge))
-        case .displayRank: .init(.integer, storedID: 15, drawn: .none)
-        case .layer: .init(.name, storedID: 16, drawn: .none)
+        case .visible: .flag
+        case .zoomFrom: .number(0...30)
+        case .zoomTo: .number(0...30)
+        case .icon: .text
+        case .iconVisible: .flag
+        case .iconSize: .number(0...1024)
+        case .label: .template
+        case .labelVisible: .flag
+        case .polygonVisible: .flag
+        case .polygonFillColor: .color
+        case .polygonFillOpacity: .number(0...1)
+        case .polygonStrokeColor: .color
+        case .polygonStrokeWidth: .number(0...100)
+        case .polygonStrokeOpacity: .number(0...1)
+        case .badge: .badge
+        case .displayRank: .integer
+        case .layer: .name
+        }
+    }
+
+    /// The field's number in the state file (see ``Definition/storedID``).
+    @inline(__always)
+    public var storedID: Int {
+        switch self {
+        case .visible: 0
+        case .zoomFrom: 1
+        case .zoomTo: 2
+        case .icon: 3
+        case .iconVisible: 4
+        case .iconSize: 5
+        case .label: 6
+        case .labelVisible: 7
+        case .polygonVisible: 8
+        case .polygonFillColor: 9
+        case .polygonFillOpacity: 10
+        case .polygonStrokeColor: 11
+        case .polygonStrokeWidth: 12
+        case .polygonStrokeOpacity: 13
+        case .badge: 14
+        case .displayRank: 15
+        case .layer: 16
+        }
+    }
+
+    /// How a map draws the field.
+    public var drawing: Drawing {
+        switch self {
+        case .visible: .shows(.location)
+        case .zoomFrom: .attribute(.location, "data-zoom-from", unset: "")
+        case .zoomTo: .attribute(.location, "data-zoom-to", unset: "")
+        case .icon: .content(.icon)
+        case .iconVisible: .shows(.icon)
+        case .iconSize: .none
+        case .label: .content(.label)
+        case .labelVisible: .shows(.label)
+        case .polygonVisible: .shows(.shape)
+        case .polygonFillColor: .attribute(.shape, "fill", unset: "#E0E0E0")
+        case .polygonFillOpacity: .attribute(.shape, "fill-opacity", unset: "1")
+        case .polygonStrokeColor: .attribute(.shape, "stroke", unset: "#8a93a3")
+        case .polygonStrokeWidth: .attribute(.shape, "stroke-width", unset: "1")
+        case .polygonStrokeOpacity: .attribute(.shape, "stroke-opacity", unset: "1")
+        case .badge: .content(.badge)
+        case .displayRank: .none
+        case .layer: .none
         }
     }
 
     /// The fields in the order of their stored ids (the order a stored style lists them).
-    public static let inStoredOrder: [StyleField] = allCases.sorted { $0.definition.storedID < $1.definition.storedID }
+    public static let inStoredOrder: [StyleField] = allCases.sorted { $0.storedID < $1.storedID }
 
     /// The field with this stored id, if any.
     public static func withStoredID(_ id: Int) -> StyleField? {
@@ -132,7 +182,7 @@ public enum StyleField: String, CaseIterable, Sendable {
 
     /// The field's bit in a ``StyleFieldSet``: `1 << storedID`.
     @inline(__always)
-    var bit: UInt64 { 1 << UInt64(definition.storedID) }
+    var bit: UInt64 { 1 << UInt64(storedID) }
 }
 
 /// One style field's value.

@@ -43,7 +43,7 @@ enum StyleLayout {
         slots: [Slot], slotted: UInt64, inFieldOrder: [(field: StyleField, bit: UInt64, slot: Slot)],
         fieldsByStoredID: [StyleField?], words: Int, texts: Int
     ) {
-        let ids = StyleField.allCases.map(\.definition.storedID)
+        let ids = StyleField.allCases.map(\.storedID)
         precondition(ids.allSatisfy { (0..<64).contains($0) }, "a style field's stored id is not in 0..<64: \(ids)")
         precondition(Set(ids).count == ids.count, "two style fields have one stored id: \(ids)")
         let count = (ids.max() ?? -1) + 1
@@ -53,8 +53,8 @@ enum StyleLayout {
         var words = 0
         var texts = 0
         for field in StyleField.inStoredOrder {
-            let id = field.definition.storedID
-            let storage = Storage(field.definition.kind)
+            let id = field.storedID
+            let storage = Storage(field.kind)
             var slot = Slot(storage: storage, word: -1, text: -1)
             if [.number, .integer, .color, .badge].contains(storage) {
                 slot.word = words
@@ -73,7 +73,7 @@ enum StyleLayout {
             "the style fields take \(words) words and \(texts) texts; Style has \(Style.Words.count) and \(Style.Texts.count): add slots to Style.Words or Style.Texts"
         )
         let inFieldOrder = StyleField.allCases.map { field in
-            (field: field, bit: field.bit, slot: slots[field.definition.storedID])
+            (field: field, bit: field.bit, slot: slots[field.storedID])
         }
         return (slots, slotted, inFieldOrder, fields, words, texts)
     }

@@ -19,8 +19,8 @@ struct FloorStyleField: Codable, Equatable, Sendable {
 
     init(_ field: StyleField) {
         name = field.rawValue
-        kind = field.definition.kind.name
-        switch field.definition.drawing {
+        kind = field.kind.name
+        switch field.drawing {
         case .none:
             drawing = "none"
         case .shows(let part):

@@ -194,11 +194,24 @@ public actor LivePipeline {
     public func run() async {
         while let batch = await intake.queue.next() {
             await stallForTesting?.wait()
-            handle(batch)
+            // A read pass may bring ten thousand updates: they are handled a slice at a time,
+            // the actor let go between slices, so that what else waits for it (a `/metrics` or
+            // `/readyz` request, the watchdog's look, a tick) waits for one slice at most,
+            // not for the whole backlog.
+            var start = 0
+            while start < batch.count {
+                let end = min(start + Self.sliceLength, batch.count)
+                handle(batch, in: start..<end)
+                drainOutput()
+                start = end
+                if start < batch.count { await Task.yield() }
+            }
             intake.queue.recycle(batch)
-            drainOutput()
         }
     }
+
+    /// The most updates handled without letting the actor go.
+    static let sliceLength = 1_024
 
     /// Runs everything until the client disconnects: messages, `connected()` after every
     /// (re)connection, and ``tick()`` every `tickInterval`. Then writes what is left.
@@ -247,13 +260,16 @@ public actor LivePipeline {
         await recordCheckpoint()
     }
 
-    /// ``LiveCore/prefetch(_:topic:)``).
-    public func handle(_ messages: [IntakeMessage]) {
+    /// Processes a read pass's messages (`range`: those to handle, all by default), sixteen
+    /// at a time, each group's places in the store loading first
+    /// (``LiveCore/prefetch(_:topic:)``).
+    public func handle(_ messages: [IntakeMessage], in range: Range<Int>? = nil) {
+        let range = range ?? messages.indices
         // The batch's publications wake the output's network thread once, at the end.
         publisher.client.withBatchedSends {
-            var start = 0
-            while start < messages.count {
-                let end = min(start + 16, messages.count)
+            var start = range.lowerBound
+            while start < range.upperBound {
+                let end = min(start + 16, range.upperBound)
                 core.prefetch(end - start) { index, hash in messages[start + index].withTopic(hash) }
                 for index in start..<end { handle(messages[index]) }
                 start = end
