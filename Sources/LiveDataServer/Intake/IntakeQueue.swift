@@ -138,9 +138,17 @@ final class IntakeQueue: Sendable {
     private let depthNow = Atomic<Int>(0)
     private let depthPeak = Atomic<Int>(0)
 
-    init(capacity: Int, byteCapacity: Int) {
+    /// The most messages ``next()`` hands out at once.
+    let batchLimit: Int
+
+    /// - Parameter batchLimit: the most messages a batch holds. The pipeline's actor is let
+    ///   go between batches: what else waits for it (a `/metrics` or `/readyz` request, the
+    ///   watchdog's look, a tick) waits for one batch at most, never for a backlog of ten
+    ///   thousand.
+    init(capacity: Int, byteCapacity: Int, batchLimit: Int = 1_024) {
         self.capacity = max(1, capacity)
         self.byteCapacity = max(1, byteCapacity)
+        self.batchLimit = max(1, batchLimit)
     }
 
     /// Messages waiting now, the most that ever waited, and how long the network thread
@@ -246,7 +254,7 @@ final class IntakeQueue: Sendable {
     @discardableResult
     func push(_ message: IntakeMessage) -> Bool { push(contentsOf: [message]) }
 
-    /// Everything that waits, at once; suspends while nothing does.
+    /// What waits, up to ``batchLimit`` messages at once; suspends while nothing does.
     /// - Returns: `nil` once the queue is closed and empty.
     func next() async -> [IntakeMessage]? {
         enum Next { case batch([IntakeMessage]), end, wait }
@@ -294,6 +302,21 @@ final class IntakeQueue: Sendable {
     /// Takes the pending batch, leaving the spare storage in its place, and wakes a waiting
     /// producer. Call with the state locked.
     private func take(_ state: inout State) -> [IntakeMessage] {
+        if state.pending.count > batchLimit {
+            // The first `batchLimit` go; the rest wait for the next call.
+            var batch = state.spare
+            state.spare = []
+            batch.removeAll(keepingCapacity: true)
+            batch.append(contentsOf: state.pending[..<batchLimit])
+            state.pending.removeFirst(batchLimit)
+            for message in batch { state.bytes -= message.size }
+            depthNow.store(state.pending.count, ordering: .relaxed)
+            if state.producerWaiting {
+                state.producerWaiting = false
+                room.signal()
+            }
+            return batch
+        }
         var batch = state.spare
         swap(&batch, &state.pending)
         state.spare = []

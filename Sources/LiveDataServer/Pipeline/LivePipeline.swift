@@ -194,24 +194,11 @@ public actor LivePipeline {
     public func run() async {
         while let batch = await intake.queue.next() {
             await stallForTesting?.wait()
-            // A read pass may bring ten thousand updates: they are handled a slice at a time,
-            // the actor let go between slices, so that what else waits for it (a `/metrics` or
-            // `/readyz` request, the watchdog's look, a tick) waits for one slice at most,
-            // not for the whole backlog.
-            var start = 0
-            while start < batch.count {
-                let end = min(start + Self.sliceLength, batch.count)
-                handle(batch, in: start..<end)
-                drainOutput()
-                start = end
-                if start < batch.count { await Task.yield() }
-            }
+            handle(batch)
             intake.queue.recycle(batch)
+            drainOutput()
         }
     }
-
-    /// The most updates handled without letting the actor go.
-    static let sliceLength = 1_024
 
     /// Runs everything until the client disconnects: messages, `connected()` after every
     /// (re)connection, and ``tick()`` every `tickInterval`. Then writes what is left.
