@@ -131,10 +131,11 @@ struct DaemonTests {
 
     /// A counter of the daemon's metrics once it reaches `least`, or its value after 10 s.
     func waitForMetric(
-        _ daemon: Daemon, _ name: String, atLeast least: Double, sourceLocation: SourceLocation = #_sourceLocation
+        _ daemon: Daemon, _ name: String, atLeast least: Double, timeout: Duration = .seconds(10),
+        sourceLocation: SourceLocation = #_sourceLocation
     ) async throws -> Double {
         try await eventually(
-            "\(name) to reach \(least)", timeout: .seconds(10), every: .milliseconds(100), sourceLocation: sourceLocation,
+            "\(name) to reach \(least)", timeout: timeout, every: .milliseconds(100), sourceLocation: sourceLocation,
             observing: { CrashRecoveryTests.metric(try await LoopbackHTTP.request("GET", port: daemon.httpPort, path: "/metrics").body, name) ?? 0 },
             until: { $0 >= least })
     }
