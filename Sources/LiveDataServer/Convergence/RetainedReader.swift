@@ -159,8 +159,7 @@ final class RetainedReader: Sendable {
         guard var batch = await withTaskCancellationHandler(operation: { await queue.next() }, onCancel: { queue.close() })
         else { return nil }
         received.add(batch.count, ordering: .relaxed)
-        let marker = Array(self.marker.utf8)
-        if let end = batch.firstIndex(where: { !$0.retain && $0.withTopic { $0.elementsEqual(marker) } }) {
+        if let end = batch.firstIndex(where: { !$0.retain && $0.withTopic { $0.elementsEqual(marker.utf8) } }) {
             batch.removeSubrange(end...)
             queue.close()
             // What is still queued came after the marker: not retained messages of this read.

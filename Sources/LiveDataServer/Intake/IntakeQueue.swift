@@ -299,29 +299,23 @@ final class IntakeQueue: Sendable {
         room.signal()
     }
 
-    /// Takes the pending batch, leaving the spare storage in its place, and wakes a waiting
-    /// producer. Call with the state locked.
+    /// Takes what is pending, at most ``batchLimit`` messages (all of them: the pending array
+    /// itself, the spare storage left in its place), and wakes a waiting producer. Call with
+    /// the state locked.
     private func take(_ state: inout State) -> [IntakeMessage] {
+        var batch = state.spare
+        state.spare = []
         if state.pending.count > batchLimit {
             // The first `batchLimit` go; the rest wait for the next call.
-            var batch = state.spare
-            state.spare = []
             batch.removeAll(keepingCapacity: true)
             batch.append(contentsOf: state.pending[..<batchLimit])
             state.pending.removeFirst(batchLimit)
             for message in batch { state.bytes -= message.size }
-            depthNow.store(state.pending.count, ordering: .relaxed)
-            if state.producerWaiting {
-                state.producerWaiting = false
-                room.signal()
-            }
-            return batch
+        } else {
+            swap(&batch, &state.pending)
+            state.bytes = 0
         }
-        var batch = state.spare
-        swap(&batch, &state.pending)
-        state.spare = []
-        state.bytes = 0
-        depthNow.store(0, ordering: .relaxed)
+        depthNow.store(state.pending.count, ordering: .relaxed)
         if state.producerWaiting {
             state.producerWaiting = false
             room.signal()

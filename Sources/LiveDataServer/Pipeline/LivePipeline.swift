@@ -247,16 +247,14 @@ public actor LivePipeline {
         await recordCheckpoint()
     }
 
-    /// Processes a read pass's messages (`range`: those to handle, all by default), sixteen
-    /// at a time, each group's places in the store loading first
-    /// (``LiveCore/prefetch(_:topic:)``).
-    public func handle(_ messages: [IntakeMessage], in range: Range<Int>? = nil) {
-        let range = range ?? messages.indices
+    /// Processes a batch of messages, sixteen at a time, each group's places in the store
+    /// loading first (``LiveCore/prefetch(_:topic:)``).
+    public func handle(_ messages: [IntakeMessage]) {
         // The batch's publications wake the output's network thread once, at the end.
         publisher.client.withBatchedSends {
-            var start = range.lowerBound
-            while start < range.upperBound {
-                let end = min(start + 16, range.upperBound)
+            var start = 0
+            while start < messages.count {
+                let end = min(start + 16, messages.count)
                 core.prefetch(end - start) { index, hash in messages[start + index].withTopic(hash) }
                 for index in start..<end { handle(messages[index]) }
                 start = end

@@ -26,15 +26,8 @@ extension LiveStore {
             state.version = version
             markDirty(state)
         }
-        if let style, version == state.version, state.foreign == nil, let shared = state.published,
-            let rendered = shared.rendered(under: ruleEngine, at: state.address)
-        {
-            // The style's JSON as its key keeps it: compared without writing it again.
-            if rendered.styleJSON.elementsEqual(style) { return .agrees(state) }
-            return republication(state, now: now).map { .republish(state, $0) } ?? .agrees(state)
-        }
-        guard let published = state.publishedStyle(ruleEngine) else { return .agrees(state) }
-        if let style, version == state.version, published.style.json.utf8.elementsEqual(style) { return .agrees(state) }
+        if let style, version == state.version, state.publishedStyle(ruleEngine, isJSON: style) { return .agrees(state) }
+        // Nothing published, or another partition's style: nothing to publish again.
         return republication(state, now: now).map { .republish(state, $0) } ?? .agrees(state)
     }
 

@@ -112,6 +112,15 @@ final class LocationState {
         return shared.rendered(under: ruleEngine, at: address)?.derived ?? ruleEngine.derivedStyle(shared.key, at: address)
     }
 
+    /// Whether the last published style's JSON is `json` (`false` when none is).
+    func publishedStyle(_ ruleEngine: RuleEngine, isJSON json: UnsafeRawBufferPointer) -> Bool {
+        if foreign == nil, let shared = published, let rendered = shared.rendered(under: ruleEngine, at: address) {
+            // The JSON its key keeps: compared without writing it again.
+            return rendered.styleJSON.elementsEqual(json)
+        }
+        return publishedStyle(ruleEngine)?.style.json.utf8.elementsEqual(json) ?? false
+    }
+
     func record(_ ruleEngine: RuleEngine) -> LocationRecord {
         LocationRecord(address: address, values: values, published: publishedStyle(ruleEngine), version: version)
     }

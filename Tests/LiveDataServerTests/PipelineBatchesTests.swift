@@ -9,7 +9,7 @@ import Testing
 /// A backlog is handed to the pipeline a bounded batch at a time, so that what else waits
 /// for it (the metrics, readiness, the watchdog's look) is not held behind ten thousand updates.
 @Suite("Pipeline: a backlog in batches")
-struct PipelineSlicesTests {
+struct PipelineBatchesTests {
     @Test("while a backlog of thousands of updates is handled, calls on the pipeline are answered between its batches")
     func answeredBetweenSlices() async throws {
         let logger = Logger(label: "test")
