@@ -222,7 +222,11 @@ def daemon_run(tools, args, folder):
         empty = resident_bytes(daemon.pid)
         profiler = None
         if args.perf or args.syscalls:
-            command = (["perf", "record", "-g", "-o", args.perf] if args.perf
+            # BENCH_PERF_EVENT: what to sample instead of time, e.g. "probe_libc:malloc -c 50"
+            # (after `perf probe -x /lib/x86_64-linux-gnu/libc.so.6 --add malloc`): where the
+            # daemon allocates, by caller.
+            event = os.environ.get("BENCH_PERF_EVENT", "").split()
+            command = (["perf", "record", "-g"] + (["-e"] + event if event else []) + ["-o", args.perf] if args.perf
                        else ["perf", "stat", "-e", ",".join(["raw_syscalls:sys_enter"] + [f"syscalls:sys_enter_{name}" for name in SYSCALLS]), "-o", args.syscalls])
             profiler = subprocess.Popen(command + ["-p", str(daemon.pid)],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -191,4 +191,45 @@ struct LiveCoreTests {
         #expect(process(engine, Self.topic, people: 0) != .notSubscribed)
         #expect(engine.store.counters.applied == 2)
     }
+
+    @Test("topics read as bytes: a new location's ASCII topic, a non-ASCII one and one of invalid UTF-8 each make one location, found again by their next update")
+    mutating func topicBytes() throws {
+        let engine = LiveCore(ruleSet: try Self.ruleSet(), subscriptions: [try TopicCriteria(dataset: "ds1")])
+        func send(_ topic: [UInt8], people: Int) -> LiveCore.Outcome {
+            now.millisecondsSince1970 += 1
+            let payload = Array(#"{"properties":{"nrOfPeople":"\#(people)"}}"#.utf8)
+            return topic.withUnsafeBytes { topic in
+                payload.withUnsafeBytes { engine.process(topicBytes: topic, payload: $0, receivedAt: now) }
+            }
+        }
+        let topics: [[UInt8]] = [
+            Array("ds1/hq/B/F3/R7/room-7/occupancy".utf8),
+            Array("ds1/hq/B/F3/R7/café/occupancy".utf8),
+            // Not UTF-8 (a lone continuation byte): read as the string it decodes to, with
+            // the replacement character, as a string made of it would be.
+            Array("ds1/hq/B/F3/R7/room-".utf8) + [0x80] + Array("/occupancy".utf8),
+        ]
+        for topic in topics {
+            guard case .changed(let change) = send(topic, people: 1) else {
+                Issue.record("the first update of \(String(decoding: topic, as: UTF8.self)) changed nothing")
+                continue
+            }
+            #expect(change.address.path + "/occupancy" == String(decoding: topic, as: UTF8.self))
+            guard case .changed(let again) = send(topic, people: 0) else {
+                Issue.record("the second update of \(String(decoding: topic, as: UTF8.self)) changed nothing")
+                continue
+            }
+            #expect(again.address == change.address)
+            #expect(again.version == change.version + 1)
+        }
+        #expect(engine.store.count == 3)
+        #expect(engine.store.records.map(\.address.location).sorted() == ["café", "room-7", "room-\u{FFFD}"])
+        // Refusals name what is wrong with the bytes as with a string.
+        guard case .rejected(.badTopic, _) = send(Array("ds1/hq/B/F3/R7/room-7/+".utf8), people: 1) else {
+            Issue.record("a topic with a wildcard was not refused")
+            return
+        }
+        #expect(send(Array("ds1/hq/B/F3/R7".utf8), people: 1) == .notSubscribed)
+        #expect(engine.store.count == 3)
+    }
 }

@@ -142,14 +142,14 @@ extension LivePipeline {
         return true
     }
 
-    /// Puts in line again, as the state has them now, the topics of publications the
-    /// broker may have lost: styles (under a new version), clearings of places no location
+    /// Puts in line again, as the state has them now, the publications the broker may have
+    /// lost (`recent`: the locations whose style topics they went to, see
+    /// ``Publisher/recent``): styles (under a new version), clearings of places no location
     /// holds any more, and every summary.
-    func resend(_ recentTopics: [String]) -> Int {
+    func resend(_ recent: [LocationAddress?]) -> Int {
         var count = 0
         let now = LiveTimestamp.now
-        for topic in Set(recentTopics) {
-            guard let address = topics.address(ofStyleTopic: topic) else { continue }
+        for address in Set(recent.lazy.compactMap { $0 }) {
             if let change = core.store.republication(at: address, now: now) {
                 publisher.send(change: change)
             } else if core.store[address] == nil {

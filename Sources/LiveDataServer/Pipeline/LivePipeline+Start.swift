@@ -63,7 +63,7 @@ extension LivePipeline {
             let replay = try journal.replay(from: restored.journalPosition, prefetchingFor: core) { record in
                 if progress.isStopRequested { throw CancellationError() }
                 handle(
-                    topic: String(decoding: record.topic, as: UTF8.self), payload: record.payload, receivedAt: record.receivedAt,
+                    topic: record.topic, payload: record.payload, receivedAt: record.receivedAt,
                     retain: record.retain, journalEnd: record.end, arrived: nil)
                 records += 1
                 if records & 4095 == 0 { progress.set(.replaying(records: records)) }

@@ -264,39 +264,42 @@ public actor LivePipeline {
 
     /// Processes one received update.
     public func handle(_ message: IntakeMessage) {
-        message.withPayload { payload in
-            handle(
-                topic: message.topic, payload: payload, receivedAt: message.receivedAt, retain: message.retain,
-                journalEnd: message.journalEnd, arrived: message.arrived)
+        message.withTopic { topic in
+            message.withPayload { payload in
+                handle(
+                    topic: topic, payload: payload, receivedAt: message.receivedAt, retain: message.retain,
+                    journalEnd: message.journalEnd, arrived: message.arrived)
+            }
         }
     }
 
+    /// Processes one update whose topic and payload are read in place.
     func handle(
-        topic: String, payload: UnsafeRawBufferPointer, receivedAt: LiveTimestamp, retain: Bool, journalEnd: UInt64,
+        topic: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, receivedAt: LiveTimestamp, retain: Bool, journalEnd: UInt64,
         arrived: ContinuousClock.Instant?
     ) {
         if journalEnd > snapshots.appliedPosition { snapshots.appliedPosition = journalEnd }
-        if let arrivalPrefix, topic.hasPrefix(arrivalPrefix) {
+        if let arrivalPrefix, topic.starts(with: arrivalPrefix.utf8) {
             arrival(payload)
             return
         }
-        if let bridgeStateTopic, topic == bridgeStateTopic {
+        if let bridgeStateTopic, topic.elementsEqual(bridgeStateTopic.utf8) {
             bridgeState(payload)
             return
         }
-        if let ownerTopic, topic == ownerTopic {
+        if let ownerTopic, topic.elementsEqual(ownerTopic.utf8) {
             ownerMessage(payload)
             return
         }
         processed += 1
-        switch core.process(topic: topic, payload: payload, receivedAt: receivedAt, retained: retain) {
+        switch core.process(topicBytes: topic, payload: payload, receivedAt: receivedAt, retained: retain) {
         case .changed(let change):
             publishLegend(change.address.dataset)
             queue(change, arrived: arrived)
             // A replayed update's time in the pipeline is not measured.
             if let arrived { metrics.processing.record(duration: ContinuousClock.now - arrived) }
         case .rejected(let reason, let text):
-            logRejection(reason, text, topic: topic)
+            logRejection(reason, text, topic: String(decoding: topic, as: UTF8.self))
         case .unchanged, .ignoredOutOfOrder, .notSubscribed:
             break
         }

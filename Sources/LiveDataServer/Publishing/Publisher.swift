@@ -59,11 +59,14 @@ struct Publisher {
     /// How many more may go at once, per connection: the window's room at the end of the
     /// last ``drain()``, less what went since (acknowledgements only make more room meanwhile).
     private var roomAtOnce: [Int]
-    /// The topics handed to the client since the last sync marker the broker acknowledged
-    /// (see ``LivePipeline``'s markers): what a broker that resumed the session may still
-    /// lack, if it lost what it acknowledged last. `recent[0]` is the publication numbered
-    /// `recentBase` (publications handed over are numbered from 0).
-    private(set) var recent: [String] = []
+    /// The publications handed to the client since the last sync marker the broker
+    /// acknowledged (see ``LivePipeline``'s markers), by the location whose style topic each
+    /// went to (`nil` for any other topic: a summary, a legend, a marker): what a broker
+    /// that resumed the session may still lack, if it lost what it acknowledged last.
+    /// `recent[0]` is the publication numbered `recentBase` (publications handed over are
+    /// numbered from 0). Addresses, not topics: a change's address is a reference the
+    /// change holds already, where its topic would be a string made for each.
+    private(set) var recent: [LocationAddress?] = []
     private var recentBase = 0
     /// Publications handed to the client so far (the next one's number).
     private(set) var handedOver = 0
@@ -247,23 +250,25 @@ struct Publisher {
     /// Gives one publication to the client; one it cannot take for want of a connection
     /// goes back first in line, one it refuses is tried again later or dropped.
     private mutating func handOver(_ key: PendingOutput.Key, _ entry: PendingOutput.Entry, on connection: Int) -> HandOver {
-        let topic: String
-        let retain: Bool
+        let styleOf: LocationAddress?
         do throws(MQTTError) {
             switch entry.item {
             case .change(let change):
-                // Written into the one reused buffer and lent to the client, which copies it.
-                topic = topics.style(change.address)
-                retain = topics.retain
+                // Written into the one reused buffer and lent to the client, which copies it;
+                // the topic is the style prefix and the address, put together by the client.
+                styleOf = change.address
+                let retain = topics.retain
                 scratch.reset()
                 change.write(to: &scratch, epoch: topics.epoch)
                 try scratch.withUnsafeBytes { (bytes) throws(MQTTError) in
-                    try client.send(topic, bytes: bytes, qos: qos, retain: retain, origin: entry.since, connection: connection)
+                    try client.send(
+                        topics.stylePrefix, then: change.address.path, bytes: bytes, qos: qos, retain: retain, origin: entry.since,
+                        connection: connection)
                 }
                 changes += 1
             case .publication(let ready):
-                topic = ready.topic
-                retain = ready.retain
+                let topic = ready.topic
+                let retain = ready.retain
                 let sent = ready.payload.withUnsafeBytes { bytes in
                     Result { () throws(MQTTError) in
                         try client.send(topic, bytes: bytes, qos: qos, retain: retain, origin: entry.since, connection: connection)
@@ -271,9 +276,10 @@ struct Publisher {
                 }
                 try sent.get()
                 if retain && ready.payload.isEmpty { rememberClear(topic) }
+                styleOf = topics.address(ofStyleTopic: topic)
             }
             if recent.count < Self.recentLimit && overflowedAt == nil {
-                recent.append(topic)
+                recent.append(styleOf)
             } else if overflowedAt == nil {
                 overflowedAt = handedOver
             }
@@ -289,9 +295,17 @@ struct Publisher {
                 refused.append((key, entry))
             } else {
                 dropped += 1
-                lastDropped = "\(topic): \(error)"
+                lastDropped = "\(Self.topic(of: entry.item, topics)): \(error)"
             }
             return .refused
+        }
+    }
+
+    /// The topic an item is published at.
+    private static func topic(of item: PendingOutput.Item, _ topics: OutputFormat) -> String {
+        switch item {
+        case .change(let change): topics.style(change.address)
+        case .publication(let publication): publication.topic
         }
     }
 

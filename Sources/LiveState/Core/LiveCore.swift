@@ -155,15 +155,27 @@ public final class LiveCore {
     /// Processes one received message whose payload is read in place (a journal's segment
     /// being replayed): see ``process(topic:payload:receivedAt:retained:)-([UInt8],_,_,_)``.
     public func process(topic: String, payload bytes: UnsafeRawBufferPointer, receivedAt: LiveTimestamp, retained: Bool = false) -> Outcome {
+        var topic = topic
+        return topic.withUTF8 { process(topicBytes: UnsafeRawBufferPointer($0), payload: bytes, receivedAt: receivedAt, retained: retained) }
+    }
+
+    /// Processes one received message whose topic and payload are read in place (a read
+    /// pass of the intake, a journal's segment): no string is made of the topic unless it
+    /// names a location the store does not track yet in a way its bytes cannot tell (not
+    /// ASCII, not well formed, another id in the payload), or the update is refused.
+    public func process(
+        topicBytes topic: UnsafeRawBufferPointer, payload bytes: UnsafeRawBufferPointer, receivedAt: LiveTimestamp, retained: Bool = false
+    ) -> Outcome {
         counters.received += 1
         // A tracked location is found by slices of the topic's bytes: its path and domain.
         // Its place in the store's table starts loading before the payload is decoded, and
         // is read after: the decoding hides the wait for memory.
-        let split = topic.utf8.withContiguousStorageIfAvailable { bytes -> (slash: Int, hash: UInt64)? in
-            let bytes = UnsafeRawBufferPointer(bytes)
-            guard let slash = Self.lastSlash(bytes), slash + 1 < bytes.count else { return nil }
-            return (slash, store.hash(ofPath: UnsafeRawBufferPointer(rebasing: bytes[..<slash])))
-        } ?? nil
+        let split: (slash: Int, hash: UInt64)?
+        if let slash = Self.lastSlash(topic), slash + 1 < topic.count {
+            split = (slash, store.hash(ofPath: UnsafeRawBufferPointer(rebasing: topic[..<slash])))
+        } else {
+            split = nil
+        }
         // Decoded into the storage of the last payload's properties, which the store copied
         // into its own (see `LiveStore.apply`): nothing is allocated for them.
         let payload: LivePayload
@@ -188,12 +200,9 @@ public final class LiveCore {
         // Its topic need not go through the index again when the current subscriptions
         // accepted it before (the same bytes: the same answer, and the same validity).
         let target = split.flatMap { split in
-            topic.utf8.withContiguousStorageIfAvailable { bytes in
-                let bytes = UnsafeRawBufferPointer(bytes)
-                return store.target(
-                    path: UnsafeRawBufferPointer(rebasing: bytes[..<split.slash]), hash: split.hash,
-                    domain: UnsafeRawBufferPointer(rebasing: bytes[(split.slash + 1)...]))
-            } ?? nil
+            store.target(
+                path: UnsafeRawBufferPointer(rebasing: topic[..<split.slash]), hash: split.hash,
+                domain: UnsafeRawBufferPointer(rebasing: topic[(split.slash + 1)...]))
         }
         if target.map({ store.isAccepted($0, generation: generation) }) != true, let refused = checkSubscribed(topic) {
             return refused
@@ -210,10 +219,17 @@ public final class LiveCore {
                     acceptedBy: generation),
                 topic: topic)
         }
-        // A new location, or one this topic places elsewhere: the store decides whether it moves.
+        // A new location, or one this topic places elsewhere: the store decides whether it
+        // moves. Its address is the bytes before the last slash (one copy, not the
+        // components joined again), its domain the bytes after it.
+        if named == nil, let slash = split?.slash, LiveTopic.isWellFormedASCII(topic) {
+            let address = LocationAddress(topicBytes: topic, lastSlash: slash)
+            return outcome(
+                store.apply(payload, domain: Self.domain(of: topic, after: slash), at: address, receivedAt: receivedAt), topic: topic)
+        }
         var liveTopic: LiveTopic
         do {
-            liveTopic = try LiveTopic(parsing: topic)
+            liveTopic = try LiveTopic(parsing: String(decoding: topic, as: UTF8.self))
         } catch {
             return reject(.badTopic, "\(error)")
         }
@@ -226,24 +242,14 @@ public final class LiveCore {
                 return reject(.badPayload, "\"id\" cannot name a location: \(error)")
             }
         }
-        let update = LiveUpdate(topic: liveTopic, payload: payload, receivedAt: receivedAt)
-        // The topic's own location: its address is the bytes before the last slash, one
-        // copy rather than the components joined again.
-        if named == nil, let slash = split?.slash,
-            let address = topic.utf8.withContiguousStorageIfAvailable({
-                LocationAddress(topicBytes: UnsafeRawBufferPointer($0), lastSlash: slash)
-            })
-        {
-            return outcome(store.apply(update, at: address, now: receivedAt), topic: topic)
-        }
-        return outcome(store.apply(update, now: receivedAt), topic: topic)
+        return outcome(store.apply(LiveUpdate(topic: liveTopic, payload: payload, receivedAt: receivedAt), now: receivedAt), topic: topic)
     }
 
     /// Checks a topic against the subscriptions: `nil` when one accepts it, else why not.
-    private func checkSubscribed(_ topic: String) -> Outcome? {
+    private func checkSubscribed(_ topic: UnsafeRawBufferPointer) -> Outcome? {
         var subscribed = false
         do {
-            try subscriptions.forEachMatch(topic) { _, _ in subscribed = true }
+            try subscriptions.forEachMatch(bytes: topic) { _, _ in subscribed = true }
         } catch {
             return reject(.badTopic, "\(error)")
         }
@@ -254,7 +260,7 @@ public final class LiveCore {
         // Checked with the subscriptions, once per topic and domain of a location (the store
         // then remembers the answer): a location never gets into the state, nor moves,
         // outside the partition.
-        if let partition, !partition.owns(topic: topic) {
+        if let partition, !partition.owns(topic: String(decoding: topic, as: UTF8.self)) {
             return reject(.outsidePartition, "its place is outside the partition \(partition.name) (partition.owns)")
         }
         return nil
@@ -262,30 +268,27 @@ public final class LiveCore {
 
     /// The payload's `id` when it is not the topic's location (the level that ends at
     /// `slash`, the topic's last `/`); `nil` when it is, or when there is none.
-    private static func namedLocation(_ payload: LivePayload, _ bytes: UnsafeRawBufferPointer, topic: String, slash: Int?) -> String? {
+    private static func namedLocation(
+        _ payload: LivePayload, _ bytes: UnsafeRawBufferPointer, topic: UnsafeRawBufferPointer, slash: Int?
+    ) -> String? {
         guard let slash else { return nil }
         if let range = payload.idBytes {
             // The common case, the topic's own id: compared in place, from the end of the
             // location level (no scan for where it starts).
             let start = slash - range.count
             let same =
-                start >= 1
-                && (topic.utf8.withContiguousStorageIfAvailable { topicBytes in
-                    let topicBytes = UnsafeRawBufferPointer(topicBytes)
-                    return topicBytes[start - 1] == UInt8(ascii: "/")
-                        && bytesEqual(bytes.baseAddress! + range.lowerBound, topicBytes.baseAddress! + start, range.count)
-                } ?? false)
+                start >= 1 && topic[start - 1] == UInt8(ascii: "/")
+                && bytesEqual(bytes.baseAddress! + range.lowerBound, topic.baseAddress! + start, range.count)
             return same ? nil : String(decoding: UnsafeRawBufferPointer(rebasing: bytes[range]), as: UTF8.self)
         }
         guard let id = payload.id else { return nil }
-        let level = topic.utf8.prefix(slash).split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).last
+        let level = topic.prefix(slash).split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).last
         return level.map { id.utf8.elementsEqual($0) } == true ? nil : id
     }
 
     /// The domain of a topic whose last `/` is at byte `slash`.
-    private static func domain(of topic: String, after slash: Int) -> String {
-        let utf8 = topic.utf8
-        return String(Substring(utf8[utf8.index(utf8.startIndex, offsetBy: slash + 1)...]))
+    private static func domain(of topic: UnsafeRawBufferPointer, after slash: Int) -> String {
+        String(decoding: UnsafeRawBufferPointer(rebasing: topic[(slash + 1)...]), as: UTF8.self)
     }
 
     /// Where the last `/` of a topic is, in its bytes.
@@ -298,7 +301,7 @@ public final class LiveCore {
         return nil
     }
 
-    private func outcome(_ outcome: LiveStore.Outcome, topic: String) -> Outcome {
+    private func outcome(_ outcome: LiveStore.Outcome, topic: UnsafeRawBufferPointer) -> Outcome {
         switch outcome {
         case .ignoredOutOfOrder: .ignoredOutOfOrder
         case .unchanged: .unchanged
@@ -309,8 +312,8 @@ public final class LiveCore {
         }
     }
 
-    private func placementConflict(_ topic: String) -> Outcome {
-        let domain = topic.split(separator: "/").last.map(String.init) ?? ""
+    private func placementConflict(_ topic: UnsafeRawBufferPointer) -> Outcome {
+        let domain = Self.lastSlash(topic).map { Self.domain(of: topic, after: $0) } ?? ""
         let current = store.lastPlacementConflict.map { "\($0.location) is at \($0)" } ?? "the location is elsewhere"
         return reject(.placementConflict, "\(current); \(domain) updates do not move locations (domains.\(domain).moves)")
     }

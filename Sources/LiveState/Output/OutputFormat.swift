@@ -13,8 +13,9 @@ public struct OutputFormat: Sendable {
     /// styles and summaries carry it as `"epoch"`; nil without failover (and none is written).
     public var epoch: UInt64?
 
-    /// `{prefix}/style/`, made once: a style topic is then one concatenation.
-    private let stylePrefix: String
+    /// `{prefix}/style/`, made once: a style topic is then one concatenation (or, handed to
+    /// the client apart from the location's path, none).
+    public let stylePrefix: String
 
     public init(prefix: String, retain: Bool = true, instance: String? = nil) {
         self.prefix = prefix

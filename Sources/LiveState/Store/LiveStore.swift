@@ -141,8 +141,24 @@ public final class LiveStore {
 
     /// ``apply(_:now:)`` with the update's address already made (`LocationAddress(update.topic)`).
     func apply(_ update: LiveUpdate, at address: LocationAddress, now: LiveTimestamp) -> Outcome {
+        apply(
+            domain: update.topic.domain, properties: update.properties, timestamp: update.timestamp, isRemoval: update.isRemoval,
+            at: address, now: now)
+    }
+
+    /// ``apply(_:now:)`` of a decoded payload for `domain` at `address` (the topic's), without
+    /// an update made of them: a new location's first update takes this.
+    func apply(_ payload: LivePayload, domain: String, at address: LocationAddress, receivedAt now: LiveTimestamp) -> Outcome {
+        apply(
+            domain: domain, properties: payload.properties, timestamp: payload.timestamp ?? now, isRemoval: payload.isRemoval,
+            at: address, now: now)
+    }
+
+    private func apply(
+        domain: String, properties: LiveProperties, timestamp: LiveTimestamp, isRemoval: Bool, at address: LocationAddress,
+        now: LiveTimestamp
+    ) -> Outcome {
         guard let (state, samePlacement) = location(address) else { return .tooManyLocations }
-        let domain = update.topic.domain
         let index = state.index(of: domain)
         var movedFrom: LocationAddress?
         if !samePlacement {
@@ -152,8 +168,8 @@ public final class LiveStore {
                 return .placementConflict
             }
             // A removal says nothing of where the location is; an older value does not move it back.
-            if update.isRemoval { return .unchanged }
-            if let index, update.timestamp < state.values[index].timestamp {
+            if isRemoval { return .unchanged }
+            if let index, timestamp < state.values[index].timestamp {
                 counters.ignoredOutOfOrder += 1
                 return .ignoredOutOfOrder
             }
@@ -161,8 +177,7 @@ public final class LiveStore {
             move(state, to: address)
         }
         let outcome = apply(
-            state, domain: domain, at: index, properties: update.properties, timestamp: update.timestamp,
-            isRemoval: update.isRemoval, now: now)
+            state, domain: domain, at: index, properties: properties, timestamp: timestamp, isRemoval: isRemoval, now: now)
         guard let movedFrom, case .changed(var change) = outcome else { return outcome }
         change.before = .moved(DerivedChange.MovedFrom(movedFrom))
         return .changed(change)

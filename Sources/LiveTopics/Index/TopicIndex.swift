@@ -104,9 +104,19 @@ public struct TopicIndex<Value> {
     ///   long, or containing `+`, `#` or NUL).
     @inlinable
     public func forEachMatch(_ topic: String, _ body: (Registration, Value) -> Void) throws(TopicError) {
+        var topic = topic
+        let result = topic.withUTF8 { bytes in
+            Result { () throws(TopicError) in try forEachMatch(bytes: UnsafeRawBufferPointer(bytes), body) }
+        }
+        try result.get()
+    }
+
+    /// ``forEachMatch(_:_:)`` of a topic's UTF-8 bytes, read in place.
+    @inlinable
+    public func forEachMatch(bytes topic: UnsafeRawBufferPointer, _ body: (Registration, Value) -> Void) throws(TopicError) {
         try values.withUnsafeBufferPointer { (values) throws(TopicError) in
             try generations.withUnsafeBufferPointer { (generations) throws(TopicError) in
-                try trie.match(topic) { entry in
+                try trie.match(bytes: topic) { entry in
                     let slot = Int(entry)
                     body(Registration(slot: entry, generation: generations[slot]), values[slot].unsafelyUnwrapped)
                 }

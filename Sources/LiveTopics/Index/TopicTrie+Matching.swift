@@ -6,7 +6,14 @@ extension TopicTrie {
     @usableFromInline
     func match(_ topic: String, _ body: (Int32) -> Void) throws(TopicError) {
         var topic = topic
-        let failure: TopicError? = topic.withUTF8 { bytes in
+        let result = topic.withUTF8 { bytes in Result { () throws(TopicError) in try match(bytes: UnsafeRawBufferPointer(bytes), body) } }
+        try result.get()
+    }
+
+    /// ``match(_:_:)`` of a topic's UTF-8 bytes, read in place.
+    @usableFromInline
+    func match(bytes topic: UnsafeRawBufferPointer, _ body: (Int32) -> Void) throws(TopicError) {
+        let failure: TopicError? = topic.withMemoryRebound(to: UInt8.self) { bytes in
             let count = bytes.count
             if count == 0 { return .empty(kind: .topic) }
             if count > TopicName.maximumLength { return .tooLong(kind: .topic, bytes: count) }

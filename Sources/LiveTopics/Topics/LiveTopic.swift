@@ -63,34 +63,11 @@ public struct LiveTopic: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// The topic when it is well formed (seven non-empty levels, no `+`, `#` or NUL),
-    /// cut at its six slashes in one pass: no array of levels, no second scan. A new
-    /// location's first update takes this, a million times in a venue's first minute.
+    /// cut at its six slashes in one pass: no array of levels, no second scan.
     private static func wellFormed(_ topic: String) -> LiveTopic? {
         topic.utf8.withContiguousStorageIfAvailable { bytes -> LiveTopic? in
             let count = bytes.count
-            guard count <= TopicName.maximumLength else { return nil }
-            var slashes = (0, 0, 0, 0, 0, 0)
-            var seen = 0
-            for index in 0..<count {
-                switch bytes[index] {
-                case UInt8(ascii: "/"):
-                    switch seen {
-                    case 0: slashes.0 = index
-                    case 1: slashes.1 = index
-                    case 2: slashes.2 = index
-                    case 3: slashes.3 = index
-                    case 4: slashes.4 = index
-                    case 5: slashes.5 = index
-                    default: return nil
-                    }
-                    seen += 1
-                case UInt8(ascii: "+"), UInt8(ascii: "#"), 0: return nil
-                default: continue
-                }
-            }
-            guard seen == 6, slashes.0 > 0, slashes.1 > slashes.0 + 1, slashes.2 > slashes.1 + 1,
-                slashes.3 > slashes.2 + 1, slashes.4 > slashes.3 + 1, slashes.5 > slashes.4 + 1, count > slashes.5 + 1
-            else { return nil }
+            guard let slashes = slashes(UnsafeRawBufferPointer(bytes), asciiOnly: false) else { return nil }
             // Cut at ASCII slashes: every level is valid UTF-8 as the topic is.
             func level(_ start: Int, _ end: Int) -> String {
                 String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)
@@ -100,6 +77,49 @@ public struct LiveTopic: Hashable, Sendable, CustomStringConvertible {
                 level(slashes.2 + 1, slashes.3), level(slashes.3 + 1, slashes.4), level(slashes.4 + 1, slashes.5),
                 level(slashes.5 + 1, count))
         } ?? nil
+    }
+
+    /// Whether these bytes are a well-formed topic (see ``init(parsing:)``) of ASCII
+    /// characters only, checked in place: one that needs no string to be made to be read
+    /// as a location's path and a domain. A new location's first update takes this, a
+    /// million times in a venue's first minute; any other topic takes ``init(parsing:)``.
+    package static func isWellFormedASCII(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        slashes(bytes, asciiOnly: true) != nil
+    }
+
+    /// Where the six slashes of a well-formed topic are (seven non-empty levels, no `+`, `#`
+    /// or NUL, no longer than a topic may be; with `asciiOnly`, no byte above 127), in one
+    /// pass over its bytes; `nil` for any other.
+    private static func slashes(_ bytes: UnsafeRawBufferPointer, asciiOnly: Bool) -> (Int, Int, Int, Int, Int, Int)? {
+        let count = bytes.count
+        guard count <= TopicName.maximumLength else { return nil }
+        var slashes = (0, 0, 0, 0, 0, 0)
+        var seen = 0
+        var high: UInt8 = 0
+        for index in 0..<count {
+            let byte = bytes[index]
+            high |= byte
+            switch byte {
+            case UInt8(ascii: "/"):
+                switch seen {
+                case 0: slashes.0 = index
+                case 1: slashes.1 = index
+                case 2: slashes.2 = index
+                case 3: slashes.3 = index
+                case 4: slashes.4 = index
+                case 5: slashes.5 = index
+                default: return nil
+                }
+                seen += 1
+            case UInt8(ascii: "+"), UInt8(ascii: "#"), 0: return nil
+            default: continue
+            }
+        }
+        guard seen == 6, slashes.0 > 0, slashes.1 > slashes.0 + 1, slashes.2 > slashes.1 + 1,
+            slashes.3 > slashes.2 + 1, slashes.4 > slashes.3 + 1, slashes.5 > slashes.4 + 1, count > slashes.5 + 1,
+            !asciiOnly || high < 0x80
+        else { return nil }
+        return slashes
     }
 
     /// Components already checked.

@@ -11,7 +11,9 @@ final class ClientCore: Sendable {
     typealias Waiter = CheckedContinuation<Void, any Error>
 
     struct PublishWaiter {
+        /// The topic is `topic` followed by `topicRest` (see ``MQTTClient/send(_:then:bytes:qos:retain:origin:connection:)``).
         var topic: String
+        var topicRest = ""
         /// `nil` for a publish nobody waits for; its ack is only consumed.
         var continuation: Waiter?
         /// QoS 1 or 2: it holds a place in the in-flight window until acknowledged.
@@ -331,8 +333,10 @@ final class ClientCore: Sendable {
 
     /// ``publish(_:payload:qos:retain:waiter:origin:)`` of bytes the caller lends (libmosquitto
     /// copies them before this returns).
+    /// `rest`: what follows `topic` in the topic's name (see
+    /// ``MQTTClient/send(_:then:bytes:qos:retain:origin:connection:)``).
     func publish(
-        _ topic: String, payload: UnsafeRawBufferPointer, qos: MQTTQoS, retain: Bool, waiter: Waiter?,
+        _ topic: String, then rest: String = "", payload: UnsafeRawBufferPointer, qos: MQTTQoS, retain: Bool, waiter: Waiter?,
         origin: ContinuousClock.Instant? = nil
     ) throws(MQTTError) {
         var mid: Int32 = 0
@@ -346,7 +350,7 @@ final class ClientCore: Sendable {
         // array for every call: a native string is already NUL-terminated in place.
         let code = sendGate.withLock { open -> Int32? in
             guard open else { return nil }
-            return topic.withCString { topic in
+            return Self.withCString(topic, then: rest) { topic in
                 mosquitto_publish_v5(mosq, &mid, topic, Int32(payload.count), payload.baseAddress, qos.rawValue, retain, nil)
             }
         }
@@ -358,7 +362,7 @@ final class ClientCore: Sendable {
             guard let waiter else { throw .disconnected }
             let stopped = state.withLock { state -> Bool in
                 if state.stopRequested { return true }
-                state.held.append(HeldPublish(topic: topic, payload: Array(payload), qos: qos, retain: retain, waiter: waiter))
+                state.held.append(HeldPublish(topic: topic + rest, payload: Array(payload), qos: qos, retain: retain, waiter: waiter))
                 return false
             }
             if stopped { waiter.resume(throwing: MQTTError.disconnected) }
@@ -372,9 +376,30 @@ final class ClientCore: Sendable {
             return
         }
         signals.wakeNetworkLoop()
-        let pending = PublishWaiter(topic: topic, continuation: waiter, inFlight: counted, origin: origin)
+        let pending = PublishWaiter(topic: topic, topicRest: rest, continuation: waiter, inFlight: counted, origin: origin)
         if let reason = state.withLock({ $0.publishes.sent(mid: mid, waiter: pending) }) {
             complete(pending, reason: reason)
+        }
+    }
+
+    /// Lends `first` followed by `second` as one NUL-terminated C string: `first`'s own
+    /// storage when `second` is empty (a native string is NUL-terminated in place), else
+    /// the two copied one after the other into memory on the stack (for a topic of the
+    /// usual length), with no string made of them.
+    static func withCString<Result>(_ first: String, then second: String, _ body: (UnsafePointer<CChar>) -> Result) -> Result {
+        if second.isEmpty { return first.withCString(body) }
+        var first = first
+        var second = second
+        return first.withUTF8 { first in
+            second.withUTF8 { second in
+                withUnsafeTemporaryAllocation(of: CChar.self, capacity: first.count + second.count + 1) { buffer in
+                    let raw = UnsafeMutableRawBufferPointer(buffer)
+                    raw.copyMemory(from: UnsafeRawBufferPointer(first))
+                    UnsafeMutableRawBufferPointer(rebasing: raw[first.count...]).copyMemory(from: UnsafeRawBufferPointer(second))
+                    buffer[first.count + second.count] = 0
+                    return body(buffer.baseAddress!)
+                }
+            }
         }
     }
 
@@ -386,14 +411,14 @@ final class ClientCore: Sendable {
         }
         guard let continuation = publish.continuation else {
             if reason >= 0x80 {
-                let error = MQTTError.publishRefused(topic: publish.topic, reasonCode: reason, reason: reasonText(reason))
+                let error = MQTTError.publishRefused(topic: publish.topic + publish.topicRest, reasonCode: reason, reason: reasonText(reason))
                 refusedPublishes.withLock { $0 = ($0.count + 1, error) }
             }
             return
         }
         if reason >= 0x80 {
             continuation.resume(
-                throwing: MQTTError.publishRefused(topic: publish.topic, reasonCode: reason, reason: reasonText(reason)))
+                throwing: MQTTError.publishRefused(topic: publish.topic + publish.topicRest, reasonCode: reason, reason: reasonText(reason)))
         } else {
             continuation.resume()
         }

@@ -254,6 +254,17 @@ public final class MQTTClient: Sendable {
         try cores[connection].publish(topic, payload: payload, qos: qos, retain: retain, waiter: nil, origin: origin)
     }
 
+    /// ``send(_:bytes:qos:retain:origin:connection:)`` to the topic `prefix` followed by
+    /// `rest` (`"site/style/"` and a location's path), which the caller holds apart: the
+    /// name is put together on the stack for libmosquitto, which copies it, and no string
+    /// is made of it for each publication.
+    public func send(
+        _ prefix: String, then rest: String, bytes payload: UnsafeRawBufferPointer, qos: MQTTQoS = .atLeastOnce, retain: Bool = false,
+        origin: ContinuousClock.Instant? = nil, connection: Int = 0
+    ) throws(MQTTError) {
+        try cores[connection].publish(prefix, then: rest, payload: payload, qos: qos, retain: retain, waiter: nil, origin: origin)
+    }
+
     /// Runs `body`, whose ``send(_:payload:qos:retain:)`` calls wake the network thread once,
     /// when it ends, rather than at the first of them: the batch then leaves in one write
     /// pass. Other threads' sends meanwhile wait for the end too.
