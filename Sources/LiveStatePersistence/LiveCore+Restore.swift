@@ -62,10 +62,12 @@ extension LiveCore {
         let unreadable = try StateDatabase.readAll(path: path, preparing: {
             LiveStore.prepare($0, ruleEngine: ruleEngine, sameRules: sameRules)
         }) { batch in
-            // Each location borrowed from the batch where it lies: a `for in` would copy it
-            // (a retain of each of its references, and a release when the copy goes).
+            // Each location borrowed from the batch where it lies (`pointee`, not the
+            // subscript's copy): a copy retains each of its references, and releases them
+            // when it goes.
             batch.withUnsafeBufferPointer { locations in
-                for index in locations.indices { store.restore(locations[index]) }
+                guard let first = locations.baseAddress else { return }
+                for index in locations.indices { store.restore((first + index).pointee) }
             }
             count += batch.count
             progress(count, total)

@@ -106,6 +106,16 @@ extension LivePipeline {
     /// Publishes a dataset's legend unless it is published already.
     func publishLegend(_ dataset: String) {
         guard publisher.needsLegend(dataset) else { return }
+        sendLegend(dataset)
+    }
+
+    /// Publishes the legend of a change's dataset unless it is published already.
+    func publishLegend(of address: LocationAddress) {
+        guard let dataset = publisher.needsLegend(of: address) else { return }
+        sendLegend(dataset)
+    }
+
+    private func sendLegend(_ dataset: String) {
         publisher.send(topics.publication(config.ruleSet.legend(dataset: dataset), dataset: dataset))
     }
 

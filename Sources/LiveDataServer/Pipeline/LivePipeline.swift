@@ -294,7 +294,7 @@ public actor LivePipeline {
         processed += 1
         switch core.process(topicBytes: topic, payload: payload, receivedAt: receivedAt, retained: retain) {
         case .changed(let change):
-            publishLegend(change.address.dataset)
+            publishLegend(of: change.address)
             queue(change, arrived: arrived)
             // A replayed update's time in the pipeline is not measured.
             if let arrived { metrics.processing.record(duration: ContinuousClock.now - arrived) }

@@ -45,7 +45,13 @@ struct Publisher {
     /// The datasets whose legend was published (or found retained as it is) since the last
     /// (re)connection or reload; `nil` from a (re)connection until the convergence has read
     /// the retained legends (see ``holdLegends()``): none goes out meanwhile.
-    private var legends: Set<String>?
+    private var legends: Set<String>? {
+        didSet { legendDataset = nil }
+    }
+    /// A dataset in `legends`, the one the last change asked about: most changes are of the
+    /// dataset the one before was of, and are told it needs no legend by comparing their
+    /// address's bytes in place, without a string made of its dataset or a hash of it.
+    private var legendDataset: String?
     /// What waits, one line per connection of the client.
     private var lines: [PendingOutput]
     /// Everything ever put in line or sent at once.
@@ -311,7 +317,20 @@ struct Publisher {
 
     /// Whether `dataset`'s legend still needs publishing; marks it published. Never while
     /// the legends are held.
-    mutating func needsLegend(_ dataset: String) -> Bool { legends?.insert(dataset).inserted ?? false }
+    mutating func needsLegend(_ dataset: String) -> Bool {
+        guard legends != nil else { return false }
+        let inserted = legends!.insert(dataset).inserted
+        legendDataset = dataset
+        return inserted
+    }
+
+    /// ``needsLegend(_:)`` of a change's dataset: the dataset it returns when its legend
+    /// still needs publishing, else `nil`.
+    mutating func needsLegend(of address: LocationAddress) -> String? {
+        if let legendDataset, address.has(.dataset, legendDataset) { return nil }
+        let dataset = address.dataset
+        return needsLegend(dataset) ? dataset : nil
+    }
 
     /// Every legend is to be published again (once compared with the retained ones, or after
     /// a reload).

@@ -107,7 +107,9 @@ extension LiveStore {
     }
 
     /// Puts back one prepared location (see ``restore(_:)-([LocationRecord])``).
-    package func restore(_ prepared: PreparedLocation) {
+    /// Borrowed, never copied: a copy retains each of its references and releases them
+    /// again, a million times in a restore.
+    package func restore(_ prepared: borrowing PreparedLocation) {
         guard prepared.ruleEngine === ruleEngine else {
             // Prepared under rules the store no longer has: prepared again under these.
             let engine = prepared.ruleEngine
@@ -119,27 +121,26 @@ extension LiveStore {
             let record = LocationRecord(address: prepared.address, values: prepared.values, published: published, version: prepared.version)
             return restore(record, row: prepared.row)
         }
-        let record = prepared
         let state: LocationState
         // The table finds the location by its identity, wherever it is placed: one lookup.
-        if let existing = record.address.withPathBytes({ locations.find($0, hash: prepared.hash) }) {
-            let samePlacement = existing.address.path == record.address.path
-            var version = record.version
+        if let existing = prepared.address.withPathBytes({ locations.find($0, hash: prepared.hash) }) {
+            let samePlacement = existing.address.path == prepared.address.path
+            var version = prepared.version
             if !samePlacement {
                 // Two stored placements of one location (a file written before locations
                 // moved): the one with the newer values stays, the other's row and style go.
                 version = max(version, existing.version)
-                guard Self.newest(record.values) > Self.newest(existing.values) else {
+                guard Self.newest(prepared.values) > Self.newest(existing.values) else {
                     existing.version = version
                     if prepared.row > 0 && prepared.row != Int64(existing.row) { vacated.append(prepared.row) }
-                    staleStyleAddresses.append(record.address)
+                    staleStyleAddresses.append(prepared.address)
                     return
                 }
                 staleStyleAddresses.append(existing.address)
-                move(existing, to: record.address, counted: false)
+                move(existing, to: prepared.address, counted: false)
             }
             state = existing
-            state.setValues(record.values)
+            state.setValues(prepared.values)
             state.setPublished(prepared.published, keys: &styleKeys)
             state.version = version
             if prepared.row > 0 && prepared.row != Int64(existing.row) {
@@ -149,7 +150,7 @@ extension LiveStore {
             }
         } else {
             state = insert(
-                record.address, values: record.values, version: record.version, hash: prepared.hash, published: prepared.published,
+                prepared.address, values: prepared.values, version: prepared.version, hash: prepared.hash, published: prepared.published,
                 row: prepared.row)
         }
         state.outOfScope = outOfScopeSelections.number(of: prepared.outOfScope)
