@@ -187,26 +187,29 @@ extension LivePipeline {
         let legendPrefix = topics.prefix + "/legend/"
         /// The locations the last marker the broker holds counted: it held their styles then.
         var markedLocations: Int?
+        let checkpoint = checkpointTopic
         while let batch = await reader.next(), !Task.isCancelled {
             let now = LiveTimestamp.now
             for message in batch {
-                let topic = message.topic
-                guard message.retain else {
-                    runs.current!.live(topic: topic)
-                    continue
-                }
-                if topic.hasPrefix(legendPrefix) {
-                    legends[topic] = message.payload
-                    continue
-                }
-                if topic == checkpointTopic {
-                    markedLocations = SyncMarkers.locations(in: message.payload, scope: markerScope)
-                    continue
+                // Read in place: a million retained styles make no string of their topics.
+                let items = message.withTopic { topic -> [PendingOutput.Item] in
+                    guard message.retain else {
+                        runs.current!.live(topic: String(decoding: topic, as: UTF8.self))
+                        return []
+                    }
+                    if topic.starts(with: legendPrefix.utf8) {
+                        legends[String(decoding: topic, as: UTF8.self)] = message.payload
+                        return []
+                    }
+                    if topic.elementsEqual(checkpoint.utf8) {
+                        markedLocations = SyncMarkers.locations(in: message.payload, scope: markerScope)
+                        return []
+                    }
+                    return message.withPayload { runs.current!.retained(topicBytes: topic, payload: $0, now: now) }
                 }
                 // Each is right on its own (a style above the retained version, or the clearing
                 // of a topic the state does not hold), so it goes out at once; only what the
                 // end of the read implies waits for the end.
-                let items = message.withPayload { runs.current!.retained(topic: topic, payload: $0, now: now) }
                 for item in items { publisher.send(item) }
             }
         }

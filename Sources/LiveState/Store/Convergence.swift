@@ -27,6 +27,8 @@ public struct Convergence {
 
     let store: LiveStore
     let topics: OutputFormat
+    /// `{prefix}/style/`'s bytes.
+    private let stylePrefix: [UInt8]
     /// With a partition, only its places are converged: the others are other daemons'.
     let partition: Partition?
     private var seen = Set<ObjectIdentifier>()
@@ -35,6 +37,7 @@ public struct Convergence {
     public init(core: LiveCore, topics: OutputFormat) {
         store = core.store
         self.topics = topics
+        stylePrefix = Array(topics.stylePrefix.utf8)
         partition = core.partition
     }
 
@@ -54,43 +57,89 @@ public struct Convergence {
 
     /// ``retained(topic:payload:now:)-([UInt8],_)`` of a payload read in place.
     public mutating func retained(topic: String, payload: UnsafeRawBufferPointer, now: LiveTimestamp) -> [PendingOutput.Item] {
+        var topic = topic
+        return topic.withUTF8 { retained(topicBytes: UnsafeRawBufferPointer($0), payload: payload, now: now) }
+    }
+
+    /// ``retained(topic:payload:now:)-([UInt8],_)`` of a topic and payload read in place: a
+    /// style whose topic is ASCII is found by its path's bytes, with no string made of the
+    /// topic or the path unless the state holds no location there (a million times in a
+    /// full read).
+    public mutating func retained(topicBytes topic: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, now: LiveTimestamp)
+        -> [PendingOutput.Item]
+    {
         counts.read += 1
         guard !payload.isEmpty else { return [] }
-        if let path = topic.dropPrefix(topics.prefix + "/style/") {
+        if let path = Self.path(ofStyleTopic: topic, prefix: stylePrefix) {
+            counts.styles += 1
+            guard LocationAddress.isPath(path) else { return [] }
+            func address() -> LocationAddress { LocationAddress(path: String(decoding: path, as: UTF8.self))! }
+            if partition != nil, !owns(address()) {
+                counts.othersLeft += 1
+                return []
+            }
+            let (style, version) = Self.styleAndVersion(payload)
+            return settle(store.reconcile(retainedAtPath: path, style: style, version: version, now: now), address: address())
+        }
+        let text = String(decoding: topic, as: UTF8.self)
+        if let path = text.dropPrefix(topics.stylePrefix) {
+            // Not ASCII: read as a string, as the state's addresses were made from topics.
             counts.styles += 1
             guard let address = LocationAddress(path: String(path)) else { return [] }
             guard owns(address) else {
                 counts.othersLeft += 1
                 return []
             }
-            let bytes = payload
-            let members = topLevelMembers(bytes, "style", "version")
-            let style = members?.0.map { UnsafeRawBufferPointer(rebasing: bytes[$0]) }
-            let version = members?.1.flatMap { Self.unsigned(UnsafeRawBufferPointer(rebasing: bytes[$0])) } ?? 0
-            switch store.reconcile(retainedAt: address, style: style, version: version, now: now) {
-            case .unknown:
-                counts.cleared += 1
-                return [.publication(topics.clearing(styleOf: address))]
-            case .agrees(let state):
-                seen.insert(ObjectIdentifier(state))
-                counts.agreed += 1
-                return []
-            case .republish(let state, let change):
-                seen.insert(ObjectIdentifier(state))
-                counts.republished += 1
-                return [.change(change)]
-            }
+            let (style, version) = Self.styleAndVersion(payload)
+            return settle(store.reconcile(retainedAt: address, style: style, version: version, now: now), address: address)
         }
-        if let key = topics.place(ofSummaryTopic: topic) {
+        if let key = topics.place(ofSummaryTopic: text) {
             guard owns(key) else {
                 counts.othersLeft += 1
                 return []
             }
             if let summary = store.summaries.summary(key), summary.locations > 0 { return [] }
             counts.cleared += 1
-            return [.publication(Publication(topic: topic, payload: [], retain: true))]
+            return [.publication(Publication(topic: text, payload: [], retain: true))]
         }
         return []
+    }
+
+    /// A retained style's `style` member (its JSON's bytes) and `version` (0 when it has none).
+    private static func styleAndVersion(_ payload: UnsafeRawBufferPointer) -> (style: UnsafeRawBufferPointer?, version: UInt64) {
+        let members = topLevelMembers(payload, "style", "version")
+        let style = members?.0.map { UnsafeRawBufferPointer(rebasing: payload[$0]) }
+        return (style, members?.1.flatMap { unsigned(UnsafeRawBufferPointer(rebasing: payload[$0])) } ?? 0)
+    }
+
+    /// What the store's verdict on a retained style calls for; `address` is the location's
+    /// (made only for a clearing).
+    private mutating func settle(
+        _ verdict: LiveStore.RetainedStyleVerdict, address: @autoclosure () -> LocationAddress
+    ) -> [PendingOutput.Item] {
+        switch verdict {
+        case .unknown:
+            counts.cleared += 1
+            return [.publication(topics.clearing(styleOf: address()))]
+        case .agrees(let state):
+            seen.insert(ObjectIdentifier(state))
+            counts.agreed += 1
+            return []
+        case .republish(let state, let change):
+            seen.insert(ObjectIdentifier(state))
+            counts.republished += 1
+            return [.change(change)]
+        }
+    }
+
+    /// The path of an ASCII style topic (what follows `prefix`, `{prefix}/style/`), in place;
+    /// `nil` for any other topic.
+    private static func path(ofStyleTopic topic: UnsafeRawBufferPointer, prefix: [UInt8]) -> UnsafeRawBufferPointer? {
+        guard topic.count > prefix.count, topic.starts(with: prefix) else { return nil }
+        let path = UnsafeRawBufferPointer(rebasing: topic[prefix.count...])
+        var high: UInt8 = 0
+        for byte in path { high |= byte }
+        return high < 0x80 ? path : nil
     }
 
     /// A JSON number's digits as an unsigned integer (`nil` when it is not one).

@@ -21,7 +21,14 @@ extension LiveStore {
     func reconcile(
         retainedAt address: LocationAddress, style: UnsafeRawBufferPointer?, version: UInt64, now: LiveTimestamp
     ) -> RetainedStyleVerdict {
-        guard let state = locations.find(at: address) else { return .unknown }
+        address.withPathBytes { reconcile(retainedAtPath: $0, style: style, version: version, now: now) }
+    }
+
+    /// ``reconcile(retainedAt:style:version:now:)`` of the location at a path given as bytes.
+    func reconcile(
+        retainedAtPath path: UnsafeRawBufferPointer, style: UnsafeRawBufferPointer?, version: UInt64, now: LiveTimestamp
+    ) -> RetainedStyleVerdict {
+        guard let state = locations.find(atPath: path) else { return .unknown }
         if version > state.version {
             state.version = version
             markDirty(state)

@@ -83,7 +83,12 @@ struct LocationTable {
 
     /// The location placed at this address (not one with its identity placed elsewhere).
     func find(at address: LocationAddress) -> LocationState? {
-        address.withPathBytes { path in probe(Self.hash(path)) { $0.address.hasPath(path) } }
+        address.withPathBytes { find(atPath: $0) }
+    }
+
+    /// The location placed at this path (`dataset/venue/building/floor/room/location`).
+    func find(atPath path: UnsafeRawBufferPointer) -> LocationState? {
+        probe(Self.hash(path)) { $0.address.hasPath(path) }
     }
 
     /// The location with this address's identity, wherever it is placed.

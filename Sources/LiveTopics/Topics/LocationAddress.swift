@@ -29,12 +29,17 @@ public struct LocationAddress: Hashable, Sendable, CustomStringConvertible {
     /// The address with this path, if it has six components (five `/`). The components
     /// are not checked further: use it for paths that were valid topics' (stored ones).
     public init?(path: String) {
-        var slashes = 0
-        for byte in path.utf8 where byte == UInt8(ascii: "/") { slashes += 1 }
-        guard slashes == 5 else { return nil }
         var path = path
+        guard path.withUTF8({ Self.isPath(UnsafeRawBufferPointer($0)) }) else { return nil }
         path.makeContiguousUTF8()
         self.path = path
+    }
+
+    /// Whether bytes have the shape ``init(path:)`` takes: six components (five `/`).
+    public static func isPath(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        var slashes = 0
+        for byte in bytes where byte == UInt8(ascii: "/") { slashes += 1 }
+        return slashes == 5
     }
 
     public var dataset: String { component(0) }
