@@ -35,6 +35,27 @@ struct IntakeQueueTests {
         #expect(try #require(await queue.next()).map(\.topic) == Self.messages(15..<16).map(\.topic))
     }
 
+    @Test("a consumer that asks for fewer than the batch limit gets at most that many, in order, whether they waited or it did")
+    func limitedBatches() async throws {
+        let queue = IntakeQueue(capacity: 100, byteCapacity: 1 << 20, batchLimit: 8)
+        var pass = Self.messages(0..<20)
+        #expect(queue.push(moving: &pass))
+        var topics: [String] = []
+        for (limit, expected) in [(3, 3), (3, 3), (Int.max, 8), (Int.max, 6)] {
+            let batch = try #require(await queue.next(limit: limit))
+            #expect(batch.count == expected)
+            topics += batch.map(\.topic)
+        }
+        #expect(topics == Self.messages(0..<20).map(\.topic))
+        // A consumer waiting with a limit when a pass arrives takes that many of it.
+        let waiting = Task { await queue.next(limit: 2) }
+        while !queue.isConsumerWaiting { await Task.yield() }
+        var later = Self.messages(20..<25)
+        #expect(queue.push(moving: &later))
+        #expect(try #require(await waiting.value).map(\.topic) == Self.messages(20..<22).map(\.topic))
+        #expect(try #require(await queue.next()).map(\.topic) == Self.messages(22..<25).map(\.topic))
+    }
+
     @Test("a pass larger than the queue's bounds goes in as it fits, as push(contentsOf:) does it")
     func overBounds() async throws {
         let queue = IntakeQueue(capacity: 4, byteCapacity: 1 << 20)

@@ -124,6 +124,8 @@ final class IntakeQueue: Sendable {
         var pending: [IntakeMessage] = []
         var bytes = 0
         var consumer: CheckedContinuation<[IntakeMessage], Never>?
+        /// The most messages the waiting consumer takes (see ``next(limit:)``).
+        var consumerLimit = Int.max
         var producerWaiting = false
         var closed = false
         /// An emptied batch's storage, for the next one.
@@ -153,6 +155,9 @@ final class IntakeQueue: Sendable {
 
     /// Messages waiting now, the most that ever waited, and how long the network thread
     /// has waited for room in all.
+    /// Whether the consumer waits in ``next(limit:)`` for something to arrive.
+    var isConsumerWaiting: Bool { state.withLock { $0.consumer != nil } }
+
     var statistics: (depth: Int, peak: Int, blocked: Duration) {
         (depthNow.load(ordering: .relaxed), depthPeak.load(ordering: .relaxed),
          .nanoseconds(blockedNanoseconds.load(ordering: .relaxed)))
@@ -213,7 +218,7 @@ final class IntakeQueue: Sendable {
         }
         guard let consumer = state.consumer else { return (nil, []) }
         state.consumer = nil
-        return (consumer, take(&state))
+        return (consumer, take(&state, limit: state.consumerLimit))
     }
 
     /// Hands a read pass's messages over, in order, as ``push(contentsOf:)`` does, leaving
@@ -254,12 +259,13 @@ final class IntakeQueue: Sendable {
     @discardableResult
     func push(_ message: IntakeMessage) -> Bool { push(contentsOf: [message]) }
 
-    /// What waits, up to ``batchLimit`` messages at once; suspends while nothing does.
+    /// What waits, up to ``batchLimit`` messages at once (or `limit`, when fewer);
+    /// suspends while nothing does.
     /// - Returns: `nil` once the queue is closed and empty.
-    func next() async -> [IntakeMessage]? {
+    func next(limit: Int = .max) async -> [IntakeMessage]? {
         enum Next { case batch([IntakeMessage]), end, wait }
         let immediate = state.withLock { state -> Next in
-            if !state.pending.isEmpty { return .batch(take(&state)) }
+            if !state.pending.isEmpty { return .batch(take(&state, limit: limit)) }
             return state.closed ? .end : .wait
         }
         switch immediate {
@@ -269,8 +275,9 @@ final class IntakeQueue: Sendable {
         }
         let batch = await withCheckedContinuation { (continuation: CheckedContinuation<[IntakeMessage], Never>) in
             let ready = state.withLock { state -> [IntakeMessage]? in
-                if !state.pending.isEmpty || state.closed { return take(&state) }
+                if !state.pending.isEmpty || state.closed { return take(&state, limit: limit) }
                 state.consumer = continuation
+                state.consumerLimit = limit
                 return nil
             }
             if let ready { continuation.resume(returning: ready) }
@@ -302,7 +309,8 @@ final class IntakeQueue: Sendable {
     /// Takes what is pending, at most ``batchLimit`` messages (all of them: the pending array
     /// itself, the spare storage left in its place), and wakes a waiting producer. Call with
     /// the state locked.
-    private func take(_ state: inout State) -> [IntakeMessage] {
+    private func take(_ state: inout State, limit: Int) -> [IntakeMessage] {
+        let batchLimit = min(self.batchLimit, max(limit, 1))
         var batch = state.spare
         state.spare = []
         if state.pending.count > batchLimit {

@@ -192,13 +192,21 @@ public actor LivePipeline {
     /// batches the passes already gathered. Without it, a third fewer system calls at a
     /// million locations.)
     public func run() async {
-        while let batch = await intake.queue.next() {
+        // While a full convergence reads the broker's retained styles, the live updates are
+        // taken a few at a time and the read's batches (up to 1,024) go first: the start is
+        // not ready, and a live change of a location whose retained style is still to be
+        // read waits for the read, until it ends. The intake meanwhile fills its queue, and
+        // TCP holds the rest at the broker.
+        while let batch = await intake.queue.next(limit: runs.reader == nil ? .max : Self.liveBatchWhileReading) {
             await stallForTesting?.wait()
             handle(batch)
             intake.queue.recycle(batch)
             drainOutput()
         }
     }
+
+    /// The most live updates handled at a time while a full convergence reads (see ``run()``).
+    static let liveBatchWhileReading = 64
 
     /// Runs everything until the client disconnects: messages, `connected()` after every
     /// (re)connection, and ``tick()`` every `tickInterval`. Then writes what is left.
