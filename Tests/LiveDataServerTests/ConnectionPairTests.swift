@@ -33,6 +33,24 @@ struct ConnectionPairTests {
         #expect(pair.changed(.output, to: .connected) == .connected)
     }
 
+    @Test("up only once both came up again and their round was returned: a receiving connection back alone is not")
+    func isUp() {
+        var pair = ConnectionPair(shared: false)
+        #expect(!pair.isUp)
+        _ = pair.changed(.receiving, to: .connected)
+        #expect(!pair.isUp)
+        #expect(pair.changed(.output, to: .connected) == .connected)
+        #expect(pair.isUp)
+        // The link goes down and comes back: the receiving connection first.
+        _ = pair.changed(.receiving, to: .connecting)
+        _ = pair.changed(.output, to: .connecting)
+        #expect(!pair.isUp)
+        _ = pair.changed(.receiving, to: .connected)
+        #expect(!pair.isUp)
+        #expect(pair.changed(.output, to: .connected) == .connected)
+        #expect(pair.isUp)
+    }
+
     @Test("one connection for both: each time it comes up")
     func shared() {
         var pair = ConnectionPair(shared: true)

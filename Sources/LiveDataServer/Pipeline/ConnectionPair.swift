@@ -28,6 +28,10 @@ struct ConnectionPair {
         self.shared = shared
     }
 
+    /// Both are up, and what follows their coming up was returned (``Action/connected``):
+    /// the events of the last (re)connection have been handled, not only received.
+    var isUp: Bool { receiving && output && handled }
+
     mutating func changed(_ connection: Connection, to state: MQTTConnectionState) -> Action {
         let up = state == .connected
         switch connection {

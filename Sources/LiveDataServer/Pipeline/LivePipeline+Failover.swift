@@ -53,8 +53,13 @@ extension LivePipeline {
         if let last = lastFailoverTick, now - last > failover!.quiet { failover!.resumed() }
         lastFailoverTick = now
         // A replica that does not hear the broker (its receiving connection down) or has not
-        // read all it was sent cannot know the lease is free: it claims nothing.
-        perform(failover!.tick(now: .now, caughtUp: client.state == .connected && intake.queue.statistics.depth == 0))
+        // read all it was sent cannot know the lease is free: it claims nothing. Nor does one
+        // whose reconnection is not handled yet: the client may be connected again before
+        // its event reaches the pipeline, and until `replicaConnected()` the lease's last
+        // renewal is the one heard before the link went down (a tick in between claimed a
+        // new epoch on a healed link, under load, before a renewal could arrive).
+        let caughtUp = client.state == .connected && connectionPair.isUp && intake.queue.statistics.depth == 0
+        perform(failover!.tick(now: .now, caughtUp: caughtUp))
     }
 
     func perform(_ action: FailoverState.Action) {
