@@ -58,19 +58,33 @@ public struct Convergence {
     /// ``retained(topic:payload:now:)-([UInt8],_)`` of a payload read in place.
     public mutating func retained(topic: String, payload: UnsafeRawBufferPointer, now: LiveTimestamp) -> [PendingOutput.Item] {
         var topic = topic
-        return topic.withUTF8 { retained(topicBytes: UnsafeRawBufferPointer($0), payload: payload, now: now) }
+        return topic.withUTF8 { retained(utf8Topic: UnsafeRawBufferPointer($0), payload: payload, now: now) }
     }
 
     /// ``retained(topic:payload:now:)-([UInt8],_)`` of a topic and payload read in place: a
-    /// style whose topic is ASCII is found by its path's bytes, with no string made of the
-    /// topic or the path unless the state holds no location there (a million times in a
-    /// full read).
+    /// style is found by its path's bytes, with no string made of the topic or the path
+    /// unless the state holds no location there (a million times in a full read).
     public mutating func retained(topicBytes topic: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, now: LiveTimestamp)
+        -> [PendingOutput.Item]
+    {
+        var high: UInt8 = 0
+        for byte in topic { high |= byte }
+        guard high < 0x80 else {
+            // Not ASCII: read as the string it decodes to (invalid UTF-8 repaired), as the
+            // state's addresses were made from topics.
+            return retained(topic: String(decoding: topic, as: UTF8.self), payload: payload, now: now)
+        }
+        return retained(utf8Topic: topic, payload: payload, now: now)
+    }
+
+    /// ``retained(topicBytes:payload:now:)`` of a topic's bytes that are valid UTF-8.
+    private mutating func retained(utf8Topic topic: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, now: LiveTimestamp)
         -> [PendingOutput.Item]
     {
         counts.read += 1
         guard !payload.isEmpty else { return [] }
-        if let path = Self.path(ofStyleTopic: topic, prefix: stylePrefix) {
+        if topic.count > stylePrefix.count, topic.starts(with: stylePrefix) {
+            let path = UnsafeRawBufferPointer(rebasing: topic[stylePrefix.count...])
             counts.styles += 1
             guard LocationAddress.isPath(path) else { return [] }
             func address() -> LocationAddress { LocationAddress(path: String(decoding: path, as: UTF8.self))! }
@@ -82,17 +96,6 @@ public struct Convergence {
             return settle(store.reconcile(retainedAtPath: path, style: style, version: version, now: now), address: address())
         }
         let text = String(decoding: topic, as: UTF8.self)
-        if let path = text.dropPrefix(topics.stylePrefix) {
-            // Not ASCII: read as a string, as the state's addresses were made from topics.
-            counts.styles += 1
-            guard let address = LocationAddress(path: String(path)) else { return [] }
-            guard owns(address) else {
-                counts.othersLeft += 1
-                return []
-            }
-            let (style, version) = Self.styleAndVersion(payload)
-            return settle(store.reconcile(retainedAt: address, style: style, version: version, now: now), address: address)
-        }
         if let key = topics.place(ofSummaryTopic: text) {
             guard owns(key) else {
                 counts.othersLeft += 1
@@ -130,16 +133,6 @@ public struct Convergence {
             counts.republished += 1
             return [.change(change)]
         }
-    }
-
-    /// The path of an ASCII style topic (what follows `prefix`, `{prefix}/style/`), in place;
-    /// `nil` for any other topic.
-    private static func path(ofStyleTopic topic: UnsafeRawBufferPointer, prefix: [UInt8]) -> UnsafeRawBufferPointer? {
-        guard topic.count > prefix.count, topic.starts(with: prefix) else { return nil }
-        let path = UnsafeRawBufferPointer(rebasing: topic[prefix.count...])
-        var high: UInt8 = 0
-        for byte in path { high |= byte }
-        return high < 0x80 ? path : nil
     }
 
     /// A JSON number's digits as an unsigned integer (`nil` when it is not one).

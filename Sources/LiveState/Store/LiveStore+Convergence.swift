@@ -12,19 +12,13 @@ extension LiveStore {
         case republish(LocationState, DerivedChange)
     }
 
-    /// Compares the style retained at a location's topic (its `style` member's JSON bytes
-    /// and its `version`, or `nil` when there is none) with the state. The location's
+    /// Compares the style retained at the style topic of the location at `path` (its
+    /// `dataset/venue/building/floor/room/location` bytes; the style's `style` member's JSON
+    /// bytes and its `version`, or `nil` when there is none) with the state. The location's
     /// version is raised to the retained one when that is higher, so that versions never go
     /// backwards for a subscriber; a lower retained version (changes made while the daemon
     /// could not publish them, that came back to the same style) is published again, so that
     /// the broker and the state agree on the version too.
-    func reconcile(
-        retainedAt address: LocationAddress, style: UnsafeRawBufferPointer?, version: UInt64, now: LiveTimestamp
-    ) -> RetainedStyleVerdict {
-        address.withPathBytes { reconcile(retainedAtPath: $0, style: style, version: version, now: now) }
-    }
-
-    /// ``reconcile(retainedAt:style:version:now:)`` of the location at a path given as bytes.
     func reconcile(
         retainedAtPath path: UnsafeRawBufferPointer, style: UnsafeRawBufferPointer?, version: UInt64, now: LiveTimestamp
     ) -> RetainedStyleVerdict {
