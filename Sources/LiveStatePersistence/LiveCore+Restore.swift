@@ -60,16 +60,21 @@ extension LiveCore {
         progress(0, total)
         var count = 0
         let unreadable = try StateDatabase.readAll(path: path, preparing: {
-            LiveStore.prepare($0, ruleEngine: ruleEngine, sameRules: sameRules)
+            var names = RecordCodec.RuleNames()
+            return { row, bytes in try RecordCodec.prepare(bytes, row: row, ruleEngine: ruleEngine, sameRules: sameRules, names: &names) }
         }) { batch in
-            // Each location borrowed from the batch where it lies (`pointee`, not the
-            // subscript's copy): a copy retains each of its references, and releases them
-            // when it goes.
-            batch.withUnsafeBufferPointer { locations in
+            let size = batch.count
+            // Each location moved out of the batch into the store, with what finding it
+            // reads asked for a few locations ahead (its slot in the table, and its path:
+            // memory the reading thread wrote, in another core's cache).
+            batch.moveAll { locations in
                 guard let first = locations.baseAddress else { return }
-                for index in locations.indices { store.restore((first + index).pointee) }
+                for index in locations.indices {
+                    if index + Self.restoreLookahead < locations.count { store.prefetch(first + index + Self.restoreLookahead) }
+                    store.restore(locations.moveElement(from: index), preparedUnder: ruleEngine)
+                }
             }
-            count += batch.count
+            count += size
             progress(count, total)
         }
         try database.setMeta("rules", fingerprint)
@@ -78,6 +83,9 @@ extension LiveCore {
         restored.unreadable = unreadable
         return restored
     }
+
+    /// How many locations ahead a restore asks for the memory it will read.
+    static let restoreLookahead = 8
 
     /// Catches up on staleness at `now` and, when the rules differ from the stored styles'
     /// ones, re-derives everything: how many styles changed goes into `restored.changed`.

@@ -106,6 +106,77 @@ public enum RecordCodec {
 
     public static func decode(_ bytes: UnsafeRawBufferPointer) throws(DecodingError) -> LocationRecord {
         var reader = Reader(bytes: bytes)
+        let (address, version, values) = try head(&reader)
+        var published: DerivedStyle?
+        if try reader.byte() == 1 { published = try derivedStyle(&reader) }
+        return LocationRecord(address: address, values: values, published: published, version: version)
+    }
+
+    /// A record read straight into what a restore puts back (``LiveStore/prepare(address:values:version:row:published:ruleEngine:)``),
+    /// with no ``LocationRecord`` in between. With `sameRules` (the file's styles were
+    /// derived by these very rules) a published style is read no further than its key
+    /// needs: its label, badge text and visibility, and its rule names, which consecutive
+    /// records mostly share (`names` keeps the last ones and their selection). A style whose
+    /// names these rules do not have is read whole, as ``decode(_:)`` reads it.
+    package static func prepare(
+        _ bytes: UnsafeRawBufferPointer, row: Int64, ruleEngine: RuleEngine, sameRules: Bool, names: inout RuleNames
+    ) throws(DecodingError) -> LiveStore.PreparedLocation {
+        var reader = Reader(bytes: bytes)
+        let (address, version, values) = try head(&reader)
+        var published = PublishedStyle.none
+        if try reader.byte() == 1 {
+            let start = reader.position
+            if sameRules, let key = try trustedKey(&reader, at: address, ruleEngine: ruleEngine, names: &names) {
+                published = .key(key)
+            } else {
+                reader.position = start
+                published = PublishedStyle(try derivedStyle(&reader), at: address, ruleEngine: ruleEngine, trusted: sameRules)
+            }
+        }
+        return LiveStore.prepare(address: address, values: values, version: version, row: row, published: published, ruleEngine: ruleEngine)
+    }
+
+    /// The last rule names a restore read (their bytes as stored) and the selection they map to.
+    package struct RuleNames {
+        var bytes: [UInt8] = []
+        var selection: RuleSelection?
+
+        package init() {}
+    }
+
+    /// The fields of a stored style that its key is made of.
+    private static let keyFields: StyleFieldSet = {
+        var fields = StyleFieldSet()
+        for field in [StyleField.label, .badge, .visible] { fields.insert(field) }
+        return fields
+    }()
+
+    /// Reads a published style (style, rule names, legend state) into its key under rules
+    /// that derived it; `nil` when its names do not map onto these rules.
+    private static func trustedKey(
+        _ reader: inout Reader, at address: LocationAddress, ruleEngine: RuleEngine, names: inout RuleNames
+    ) throws(DecodingError) -> StyleKey? {
+        let style = try decodeStyle(&reader, keeping: keyFields)
+        let namesStart = reader.position
+        let count = try reader.count()
+        for _ in 0..<count { try reader.skipString() }
+        let stored = UnsafeRawBufferPointer(rebasing: reader.bytes[namesStart..<reader.position])
+        if !names.bytes.withUnsafeBytes({ $0.elementsEqual(stored) }) {
+            var decoded = Reader(bytes: stored)
+            var list: [String] = []
+            for _ in 0..<(try decoded.count()) { list.append(try decoded.string()) }
+            names.bytes = Array(stored)
+            names.selection = ruleEngine.selection(named: list)
+        }
+        try reader.skipOptionalString()
+        guard let selection = names.selection else { return nil }
+        return ruleEngine.styleKey(
+            trusting: selection, label: style[text: .label], badgeText: style[badge: .badge]?.text,
+            invisible: style[flag: .visible] == false, at: address)
+    }
+
+    /// The parts of a record before its published style: address, version and values.
+    private static func head(_ reader: inout Reader) throws(DecodingError) -> (LocationAddress, UInt64, [DomainValue]) {
         guard try reader.byte() == format else { throw DecodingError(reason: "unknown format") }
         let address = try reader.address()
         let version = try reader.varint()
@@ -126,41 +197,57 @@ public enum RecordCodec {
             // Written from a LiveProperties, so the names are distinct.
             values.append(DomainValue(domain: domain, properties: LiveProperties(distinct: properties), timestamp: timestamp, stale: stale))
         }
-        var published: DerivedStyle?
-        if try reader.byte() == 1 {
-            let style = try decodeStyle(&reader)
-            var rules: [String] = []
-            for _ in 0..<(try reader.count()) { rules.append(try reader.string()) }
-            published = DerivedStyle(style: style, rules: rules, legendState: try reader.optionalString())
-        }
-        return LocationRecord(address: address, values: values, published: published, version: version)
+        return (address, version, values)
     }
 
-    private static func decodeStyle(_ reader: inout Reader) throws(DecodingError) -> Style {
+    /// A published style as stored: the style, its rule names and its legend state.
+    private static func derivedStyle(_ reader: inout Reader) throws(DecodingError) -> DerivedStyle {
+        let style = try decodeStyle(&reader)
+        var rules: [String] = []
+        for _ in 0..<(try reader.count()) { rules.append(try reader.string()) }
+        return DerivedStyle(style: style, rules: rules, legendState: try reader.optionalString())
+    }
+
+    /// A stored style, with the values of the fields in `kept` only (the others are read
+    /// past, checked as much as when they are kept).
+    private static func decodeStyle(_ reader: inout Reader, keeping kept: StyleFieldSet? = nil) throws(DecodingError) -> Style {
         let fields = StyleFieldSet(bits: try reader.varint())
-        var known = StyleFieldSet()
         var style = Style()
-        for field in StyleField.inStoredOrder where fields.contains(field) {
-            known.insert(field)
+        // The set bits, lowest first: the fields in stored-id order.
+        var remaining = fields.bits
+        while remaining != 0 {
+            guard let field = StyleField.withStoredID(remaining.trailingZeroBitCount) else {
+                let unknown = (0..<64).filter { fields.bits & (1 << UInt64($0)) != 0 && StyleField.withStoredID($0) == nil }
+                throw DecodingError(reason: "a style has fields this version does not know (stored ids \(unknown))")
+            }
+            remaining &= remaining - 1
+            let keep = kept?.contains(field) ?? true
             switch field.kind {
-            case .flag: style[field] = .flag(try reader.byte() == 1)
-            case .number: style[field] = .number(try reader.double())
-            case .integer: style[field] = .integer(Int(truncatingIfNeeded: unzigzag(try reader.varint())))
-            case .text, .name, .template: style[field] = .text(try reader.string())
-            case .color: style[field] = .color(Color(rgb: UInt32(truncatingIfNeeded: try reader.varint())))
+            case .flag:
+                let value = try reader.byte() == 1
+                if keep { style[field] = .flag(value) }
+            case .number:
+                let value = try reader.double()
+                if keep { style[field] = .number(value) }
+            case .integer:
+                let value = try reader.varint()
+                if keep { style[field] = .integer(Int(truncatingIfNeeded: unzigzag(value))) }
+            case .text, .name, .template:
+                if keep { style[field] = .text(try reader.string()) } else { try reader.skipString() }
+            case .color:
+                let value = try reader.varint()
+                if keep { style[field] = .color(Color(rgb: UInt32(truncatingIfNeeded: value))) }
             case .badge:
-                let text = try reader.optionalString()
+                let text = keep ? try reader.optionalString() : try reader.skipOptionalString()
                 let textColor = try reader.varint()
                 let backgroundColor = try reader.varint()
-                style[field] = .badge(
-                    Badge(
-                        text: text, textColor: textColor == 0 ? nil : Color(rgb: UInt32(truncatingIfNeeded: textColor - 1)),
-                        backgroundColor: backgroundColor == 0 ? nil : Color(rgb: UInt32(truncatingIfNeeded: backgroundColor - 1))))
+                if keep {
+                    style[field] = .badge(
+                        Badge(
+                            text: text, textColor: textColor == 0 ? nil : Color(rgb: UInt32(truncatingIfNeeded: textColor - 1)),
+                            backgroundColor: backgroundColor == 0 ? nil : Color(rgb: UInt32(truncatingIfNeeded: backgroundColor - 1))))
+                }
             }
-        }
-        guard known == fields else {
-            let unknown = (0..<64).filter { fields.bits & (1 << UInt64($0)) != 0 && known.bits & (1 << UInt64($0)) == 0 }
-            throw DecodingError(reason: "a style has fields this version does not know (stored ids \(unknown))")
         }
         return style
     }
@@ -178,6 +265,11 @@ public enum RecordCodec {
         }
 
         mutating func varint() throws(DecodingError) -> UInt64 {
+            // Most are one byte (counts, lengths, flags' bits).
+            if position < bytes.count, bytes[position] < 0x80 {
+                position += 1
+                return UInt64(bytes[position - 1])
+            }
             var value: UInt64 = 0
             var shift: UInt64 = 0
             while true {
@@ -245,6 +337,18 @@ public enum RecordCodec {
 
         mutating func optionalString() throws(DecodingError) -> String? {
             try byte() == 1 ? try string() : nil
+        }
+
+        /// Reads past a string.
+        mutating func skipString() throws(DecodingError) {
+            position += try count()
+        }
+
+        /// Reads past an optional string; `nil`, to stand for its value where it is not kept.
+        @discardableResult
+        mutating func skipOptionalString() throws(DecodingError) -> String? {
+            if try byte() == 1 { try skipString() }
+            return nil
         }
 
         mutating func double() throws(DecodingError) -> Double {

@@ -196,6 +196,18 @@ public final class StateDatabase {
     /// - Throws: ``Failure`` when the file cannot be read.
     @discardableResult
     public func forEachRecord(_ body: (LocationRow) -> Void) throws(Failure) -> Int {
+        try forEachStoredRecord { row, bytes in
+            guard let record = try? RecordCodec.decode(bytes) else { return false }
+            body(LocationRow(row: row, record: record))
+            return true
+        }
+    }
+
+    /// Calls `body` with every stored record's row and bytes (valid during the call only), in
+    /// row order; `body` says whether it could read the record.
+    /// - Returns: how many records `body` could not read.
+    /// - Throws: ``Failure`` when the file cannot be read.
+    func forEachStoredRecord(_ body: (Int64, UnsafeRawBufferPointer) -> Bool) throws(Failure) -> Int {
         let statement = try prepare("SELECT row, record FROM location_rows")
         defer { sqlite3_finalize(statement) }
         var unreadable = 0
@@ -205,11 +217,7 @@ public final class StateDatabase {
             guard code == SQLITE_ROW else { throw failure("reading the locations") }
             let row = sqlite3_column_int64(statement, 0)
             let bytes = UnsafeRawBufferPointer(start: sqlite3_column_blob(statement, 1), count: Int(sqlite3_column_bytes(statement, 1)))
-            do {
-                body(LocationRow(row: row, record: try RecordCodec.decode(bytes)))
-            } catch {
-                unreadable += 1
-            }
+            if !body(row, bytes) { unreadable += 1 }
         }
         return unreadable
     }

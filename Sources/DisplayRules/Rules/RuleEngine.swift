@@ -276,18 +276,31 @@ public final class RuleEngine: Sendable {
     /// Without `verified` the caller vouches that the rules are these (equal fingerprints).
     public func styleKey(of derived: DerivedStyle, at address: LocationAddress, verified: Bool = true) -> StyleKey? {
         guard let selection = selection(named: derived.rules) else { return nil }
-        var key = StyleKey(selection: selection, label: derived.style[text: .label], badgeText: derived.style[badge: .badge]?.text, hidden: false)
+        let label = derived.style[text: .label]
+        let badgeText = derived.style[badge: .badge]?.text
         guard verified else {
-            // Invisible, though the layers alone would show it: its layer was hidden.
-            if derived.style[flag: .visible] == false {
-                let location = locate(address, LiveValues(domains: []))
-                key.hidden = winning(selection, location, program.visibleRules, \.style[flag: .visible]) != false
-            }
-            return key
+            return styleKey(trusting: selection, label: label, badgeText: badgeText, invisible: derived.style[flag: .visible] == false, at: address)
         }
+        var key = StyleKey(selection: selection, label: label, badgeText: badgeText, hidden: false)
         if style(key, at: address) == derived.style { return key }
         key.hidden = true
         return style(key, at: address) == derived.style ? key : nil
+    }
+
+    /// The key of a style these very rules derived (the caller vouches for it: equal
+    /// fingerprints), from the only parts of it the key needs: the selection its rule names
+    /// map to, its label and badge text, and whether it is invisible. A restore reads no
+    /// more of a stored style than this.
+    public func styleKey(
+        trusting selection: RuleSelection, label: String?, badgeText: String?, invisible: Bool, at address: LocationAddress
+    ) -> StyleKey {
+        var key = StyleKey(selection: selection, label: label, badgeText: badgeText, hidden: false)
+        // Invisible, though the layers alone would show it: its layer was hidden.
+        if invisible {
+            let location = locate(address, LiveValues(domains: []))
+            key.hidden = winning(selection, location, program.visibleRules, \.style[flag: .visible]) != false
+        }
+        return key
     }
 
     /// The value of one style field after layering: from the highest selected rule among

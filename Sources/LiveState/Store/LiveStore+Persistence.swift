@@ -1,3 +1,4 @@
+import CPrefetch
 import DisplayRules
 import LiveTopics
 
@@ -58,7 +59,7 @@ extension LiveStore {
     /// Puts back one persisted location (see ``restore(_:)-([LocationRecord])``); `row`: its
     /// row in the state file (0: it gets a new one).
     public func restore(_ record: LocationRecord, row: Int64 = 0) {
-        restore(Self.prepare(LocationRow(row: row, record: record), ruleEngine: ruleEngine, sameRules: false))
+        restore(Self.prepare(LocationRow(row: row, record: record), ruleEngine: ruleEngine, sameRules: false), preparedUnder: ruleEngine)
     }
 
     /// A persisted location made ready to put back: what can be worked out without the
@@ -66,8 +67,10 @@ extension LiveStore {
     /// summaries) is, so that a restore can do that on the thread that reads the file.
     ///
     /// It holds the record's parts but not its published style, which `published` stands for:
-    /// a record holds a style inline (hundreds of bytes, a reference per text), and what is
-    /// handed from thread to thread in batches is moved and released as often as it is small.
+    /// a record holds a style inline (hundreds of bytes, a reference per text). Nor does it
+    /// hold the rules it was prepared under: one object's count of references, changed by
+    /// the thread that prepares and the one that restores, a million times, is a line of
+    /// memory going back and forth between their cores.
     package struct PreparedLocation: Sendable {
         let address: LocationAddress
         let values: [DomainValue]
@@ -76,7 +79,6 @@ extension LiveStore {
         let row: Int64
         /// Its identity's hash in the location table.
         let hash: UInt64
-        let ruleEngine: RuleEngine
         let published: PublishedStyle
         let contribution: SummaryTracker.Contribution
         /// The rules whose criteria leave it out (``RuleEngine/outOfScope(_:)``).
@@ -88,31 +90,61 @@ extension LiveStore {
     /// very rules (equal fingerprints), so its style need not be checked against them.
     package static func prepare(_ row: LocationRow, ruleEngine: RuleEngine, sameRules: Bool) -> PreparedLocation {
         let record = row.record
-        let published = PublishedStyle(record.published, at: record.address, ruleEngine: ruleEngine, trusted: sameRules)
+        return prepare(
+            address: record.address, values: record.values, version: record.version, row: row.row,
+            published: PublishedStyle(record.published, at: record.address, ruleEngine: ruleEngine, trusted: sameRules),
+            ruleEngine: ruleEngine)
+    }
+
+    /// Prepares a persisted location from its parts, its published style already what the
+    /// store keeps of it (a restore that reads the state file straight into this form).
+    package static func prepare(
+        address: consuming LocationAddress, values: consuming [DomainValue], version: UInt64, row: Int64,
+        published: consuming PublishedStyle, ruleEngine: RuleEngine
+    ) -> PreparedLocation {
         let selection: RuleSelection? = switch published {
         case .none: nil
         case .key(let key): key.selection
         case .foreign(let foreign): foreign.selection
         }
+        let contribution = contribution(
+            address, legendState: selection.flatMap { ruleEngine.legendStateID($0) }, values: values,
+            headcount: values.withUnsafeBufferPointer {
+                LiveValues.index(ofDomain: BuiltInDomain.headcount.rawValue, in: $0, tags: nil)
+            },
+            ruleEngine: ruleEngine)
+        let outOfScope = ruleEngine.outOfScope(address)
+        let hash = LocationTable.hash(address)
         return PreparedLocation(
-            address: record.address, values: record.values, version: record.version, row: row.row, hash: LocationTable.hash(record.address),
-            ruleEngine: ruleEngine, published: published,
-            contribution: contribution(
-                record.address, legendState: selection.flatMap { ruleEngine.legendStateID($0) }, values: record.values,
-                headcount: record.values.withUnsafeBufferPointer {
-                    LiveValues.index(ofDomain: BuiltInDomain.headcount.rawValue, in: $0, tags: nil)
-                },
-                ruleEngine: ruleEngine),
-            outOfScope: ruleEngine.outOfScope(record.address))
+            address: address, values: values, version: version, row: row, hash: hash, published: published,
+            contribution: contribution, outOfScope: outOfScope)
     }
 
-    /// Puts back one prepared location (see ``restore(_:)-([LocationRecord])``).
-    /// Borrowed, never copied: a copy retains each of its references and releases them
-    /// again, a million times in a restore.
-    package func restore(_ prepared: borrowing PreparedLocation) {
-        guard prepared.ruleEngine === ruleEngine else {
+    /// Starts loading what restoring a prepared location first reads and writes: its slot in
+    /// the table of locations, and its path's and values' storage, whose counts of references
+    /// the store changes as it keeps them, and which the thread that prepared it wrote last
+    /// (lines of memory in the other core's cache). Read where it lies, not copied, and no
+    /// reference taken: taking one is the very write that would wait for the line.
+    package func prefetch(_ prepared: UnsafePointer<PreparedLocation>) {
+        locations.prefetch(hash: prepared.pointee.hash)
+        livedata_prefetch_for_writing(Self.storageHint(prepared.pointee.address.path))
+        livedata_prefetch_for_writing(unsafeBitCast(prepared.pointee.values, to: UnsafeRawPointer.self))
+    }
+
+    /// Where a native string keeps its bytes (the object after the count and flags), as a
+    /// hint for a prefetch only: for a small or bridged string the address means nothing,
+    /// which a prefetch ignores.
+    private static func storageHint(_ string: borrowing String) -> UnsafeRawPointer? {
+        let object = unsafeBitCast(copy string, to: (UInt64, UInt64).self).1
+        return UnsafeRawPointer(bitPattern: UInt(truncatingIfNeeded: object & 0x0FFF_FFFF_FFFF_FFFF))
+    }
+
+    /// Puts back one location prepared under `engine` (see ``restore(_:)-([LocationRecord])``).
+    /// Taken, not copied: a new location keeps its parts as they are (a copy would retain
+    /// each of its references, and its end release them, a million times in a restore).
+    package func restore(_ prepared: consuming PreparedLocation, preparedUnder engine: RuleEngine) {
+        guard engine === ruleEngine else {
             // Prepared under rules the store no longer has: prepared again under these.
-            let engine = prepared.ruleEngine
             let published: DerivedStyle? = switch prepared.published {
             case .none: nil
             case .key(let key): engine.derivedStyle(key, at: prepared.address)

@@ -444,11 +444,12 @@ public final class LiveStore {
     /// `hash`: the address's ``LocationTable/hash(_:)``; `row`: its row in the state file,
     /// or 0 for the next one.
     func insert(
-        _ address: LocationAddress, values: [DomainValue], version: UInt64, hash: UInt64, published: PublishedStyle, row: Int64 = 0
+        _ address: consuming LocationAddress, values: consuming [DomainValue], version: UInt64, hash: UInt64,
+        published: consuming PublishedStyle, row: Int64 = 0
     ) -> LocationState {
-        let state = LocationState(
-            address, values: values, version: version, published: published, floor: summaries.floorAggregate(for: address),
-            keys: &styleKeys)
+        let floor = summaries.floorAggregate(for: address)
+        // The address, values and style go into the state as they are, with no copy.
+        let state = LocationState(address, values: values, version: version, published: published, floor: floor, keys: &styleKeys)
         if row > 0, let number = UInt32(exactly: row) {
             state.row = number
             nextRow = max(nextRow, row + 1)
@@ -459,8 +460,8 @@ public final class LiveStore {
         locations.insert(state, hash: hash)
         floorIndex.insert(state)
         // Most new locations are of the dataset the last one was of: compared in place.
-        if lastDataset.map({ !address.has(.dataset, $0) }) ?? true {
-            let dataset = address.dataset
+        if lastDataset.map({ !state.address.has(.dataset, $0) }) ?? true {
+            let dataset = state.address.dataset
             datasets.insert(dataset)
             lastDataset = dataset
         }

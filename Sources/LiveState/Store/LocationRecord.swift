@@ -169,7 +169,7 @@ final class LocationState {
 }
 
 /// A location's last published style, as the store keeps it.
-enum PublishedStyle: Sendable {
+package enum PublishedStyle: Sendable {
     case none
     /// A style the current rules make from this key.
     case key(StyleKey)
@@ -179,7 +179,7 @@ enum PublishedStyle: Sendable {
     /// What to keep of a style published under `ruleEngine`'s rules (`trusted`: the rules
     /// have not changed since, so the style is what they make of its rule names and texts)
     /// or under other rules.
-    init(_ derived: DerivedStyle?, at address: LocationAddress, ruleEngine: RuleEngine, trusted: Bool) {
+    package init(_ derived: DerivedStyle?, at address: LocationAddress, ruleEngine: RuleEngine, trusted: Bool) {
         guard let derived else {
             self = .none
             return
@@ -194,7 +194,7 @@ enum PublishedStyle: Sendable {
 
 /// A published style that the current rules do not make, with its rule names mapped onto
 /// the current rules where they all exist (for the legend state until it is replaced).
-final class ForeignStyle: Sendable {
+package final class ForeignStyle: Sendable {
     let derived: DerivedStyle
     let selection: RuleSelection?
 
