@@ -448,6 +448,8 @@ public final class LiveStore {
         published: consuming PublishedStyle, row: Int64 = 0
     ) -> LocationState {
         let floor = summaries.floorAggregate(for: address)
+        // Most new locations are of the dataset the last one was of: compared in place.
+        let newDataset = lastDataset.map { !address.has(.dataset, $0) } ?? true
         // The address, values and style go into the state as they are, with no copy.
         let state = LocationState(address, values: values, version: version, published: published, floor: floor, keys: &styleKeys)
         if row > 0, let number = UInt32(exactly: row) {
@@ -459,8 +461,7 @@ public final class LiveStore {
         }
         locations.insert(state, hash: hash)
         floorIndex.insert(state)
-        // Most new locations are of the dataset the last one was of: compared in place.
-        if lastDataset.map({ !state.address.has(.dataset, $0) }) ?? true {
+        if newDataset {
             let dataset = state.address.dataset
             datasets.insert(dataset)
             lastDataset = dataset

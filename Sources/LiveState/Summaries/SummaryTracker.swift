@@ -65,18 +65,28 @@ public struct SummaryTracker {
         @exclusivity(unchecked) var capacity = 0
         @exclusivity(unchecked) var dirty = false
         var lastHandedOut: LiveTimestamp?
-        /// A floor's addresses' first bytes, up to the floor's end (empty for a building).
-        var floorPrefix: [UInt8] = []
+        /// A floor's addresses' first bytes, up to the floor's end (none for a building): kept
+        /// outside counted storage, so that comparing them, once for every new location,
+        /// takes no reference.
+        private var floorPrefix = UnsafeMutableRawBufferPointer(start: nil, count: 0)
 
         func hasFloorPrefix(_ prefix: UnsafeRawBufferPointer) -> Bool {
             guard floorPrefix.count == prefix.count, !prefix.isEmpty else { return floorPrefix.count == prefix.count }
-            return floorPrefix.withUnsafeBytes { memcmp($0.baseAddress!, prefix.baseAddress!, prefix.count) == 0 }
+            return memcmp(floorPrefix.baseAddress!, prefix.baseAddress!, prefix.count) == 0
+        }
+
+        func setFloorPrefix(_ prefix: UnsafeRawBufferPointer) {
+            floorPrefix.deallocate()
+            floorPrefix = .allocate(byteCount: prefix.count, alignment: 1)
+            floorPrefix.copyMemory(from: prefix)
         }
 
         init(_ key: Place, building: Aggregate? = nil) {
             self.key = key
             self.building = building
         }
+
+        deinit { floorPrefix.deallocate() }
 
         private func count(_ state: Int32, _ delta: Int) {
             let index = Int(state) + 1
@@ -130,9 +140,11 @@ public struct SummaryTracker {
 
     private var aggregates: [Place: Aggregate] = [:]
     private var dirty: [Aggregate] = []
-    /// The last floor asked for: locations tend to arrive floor by floor (a restore reads
-    /// them in address order), so most lookups end here.
-    private var lastFloor: Aggregate?
+    /// The last floors asked for, the latest first: locations tend to arrive floor by floor,
+    /// or from a few floors at once (a restore reads them in the order they first came), so
+    /// most lookups end here.
+    private var recentFloors: [Aggregate] = []
+    private static let recentFloorCount = 8
     /// Floor aggregates by the hash of their addresses' first four components (see
     /// ``floorAggregate(for:)``); on a collision, the later floor is found the slow way.
     private var floorsByPrefix: [UInt64: Aggregate] = [:]
@@ -161,13 +173,16 @@ public struct SummaryTracker {
         // thread that fills the store.
         let found: Aggregate? = address.withPathBytes { path in
             let prefix = UnsafeRawBufferPointer(rebasing: path[..<Self.floorPrefixLength(path)])
-            if let lastFloor, lastFloor.hasFloorPrefix(prefix) { return lastFloor }
+            if let index = recentFloors.firstIndex(where: { $0.hasFloorPrefix(prefix) }) {
+                if index > 0 { recentFloors.swapAt(0, index) }
+                return recentFloors[0]
+            }
             let hash = LocationTable.hash(prefix, continuing: 0)
             if let floor = floorsByPrefix[hash], floor.hasFloorPrefix(prefix) { return floor }
             return nil
         }
         if let found {
-            lastFloor = found
+            if recentFloors.first !== found { remember(found) }
             return found
         }
         func aggregate(_ key: Place, building: @autoclosure () -> Aggregate?) -> Aggregate {
@@ -179,10 +194,19 @@ public struct SummaryTracker {
         let floor = aggregate(
             Place(dataset: address.dataset, venue: address.venue, building: address.building, floor: address.floor),
             building: aggregate(Place(dataset: address.dataset, venue: address.venue, building: address.building), building: nil))
-        lastFloor = floor
-        floor.floorPrefix = address.withPathBytes { Array($0[..<Self.floorPrefixLength($0)]) }
-        floorsByPrefix[floor.floorPrefix.withUnsafeBytes { LocationTable.hash($0, continuing: 0) }] = floor
+        address.withPathBytes { path in
+            let prefix = UnsafeRawBufferPointer(rebasing: path[..<Self.floorPrefixLength(path)])
+            floor.setFloorPrefix(prefix)
+            floorsByPrefix[LocationTable.hash(prefix, continuing: 0)] = floor
+        }
+        remember(floor)
         return floor
+    }
+
+    /// Puts a floor first among the recent ones, the oldest going when they are too many.
+    private mutating func remember(_ floor: Aggregate) {
+        if recentFloors.count == Self.recentFloorCount { recentFloors.removeLast() }
+        recentFloors.insert(floor, at: 0)
     }
 
     /// How many bytes of a location's path come before its floor's end (dataset, venue,
