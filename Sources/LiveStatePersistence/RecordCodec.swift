@@ -136,12 +136,28 @@ public enum RecordCodec {
         return LiveStore.prepare(address: address, values: values, version: version, row: row, published: published, ruleEngine: ruleEngine)
     }
 
-    /// The last rule names a restore read (their bytes as stored) and the selection they map to.
+    /// The last few lists of rule names a restore read (their bytes as stored) and the
+    /// selections they map to, the latest first.
     package struct RuleNames {
-        var bytes: [UInt8] = []
-        var selection: RuleSelection?
+        var lists: [(bytes: [UInt8], selection: RuleSelection?)] = []
+        static let kept = 8
 
         package init() {}
+
+        /// The selection of the names stored as `bytes`, read with `read` when they are not
+        /// among the kept ones.
+        mutating func selection(
+            _ bytes: UnsafeRawBufferPointer, _ read: () throws(DecodingError) -> RuleSelection?
+        ) throws(DecodingError) -> RuleSelection? {
+            if let index = lists.firstIndex(where: { $0.bytes.withUnsafeBytes { $0.elementsEqual(bytes) } }) {
+                if index > 0 { lists.swapAt(0, index) }
+                return lists[0].selection
+            }
+            let selection = try read()
+            if lists.count == Self.kept { lists.removeLast() }
+            lists.insert((Array(bytes), selection), at: 0)
+            return selection
+        }
     }
 
     /// The fields of a stored style that its key is made of.
@@ -161,15 +177,14 @@ public enum RecordCodec {
         let count = try reader.count()
         for _ in 0..<count { try reader.skipString() }
         let stored = UnsafeRawBufferPointer(rebasing: reader.bytes[namesStart..<reader.position])
-        if !names.bytes.withUnsafeBytes({ $0.elementsEqual(stored) }) {
+        let selection = try names.selection(stored) { () throws(DecodingError) in
             var decoded = Reader(bytes: stored)
             var list: [String] = []
             for _ in 0..<(try decoded.count()) { list.append(try decoded.string()) }
-            names.bytes = Array(stored)
-            names.selection = ruleEngine.selection(named: list)
+            return ruleEngine.selection(named: list)
         }
         try reader.skipOptionalString()
-        guard let selection = names.selection else { return nil }
+        guard let selection else { return nil }
         return ruleEngine.styleKey(
             trusting: selection, label: style[text: .label], badgeText: style[badge: .badge]?.text,
             invisible: style[flag: .visible] == false, at: address)
@@ -264,12 +279,17 @@ public enum RecordCodec {
             return bytes[position]
         }
 
+        @inline(__always)
         mutating func varint() throws(DecodingError) -> UInt64 {
             // Most are one byte (counts, lengths, flags' bits).
             if position < bytes.count, bytes[position] < 0x80 {
                 position += 1
                 return UInt64(bytes[position - 1])
             }
+            return try longVarint()
+        }
+
+        private mutating func longVarint() throws(DecodingError) -> UInt64 {
             var value: UInt64 = 0
             var shift: UInt64 = 0
             while true {
@@ -331,8 +351,8 @@ public enum RecordCodec {
                 return offset
             }
             position = end
-            guard let address = LocationAddress(path: path) else { throw DecodingError(reason: "a component has a slash") }
-            return address
+            // Six components, each checked above: a path as it stands.
+            return LocationAddress(joinedPath: path)
         }
 
         mutating func optionalString() throws(DecodingError) -> String? {

@@ -26,6 +26,12 @@ public struct LocationAddress: Hashable, Sendable, CustomStringConvertible {
         path = String(decoding: UnsafeRawBufferPointer(rebasing: topic[..<slash]), as: UTF8.self)
     }
 
+    /// The address with this path, which the caller made of six components, none empty and
+    /// none with a `/` (a stored record's): nothing to check again.
+    package init(joinedPath path: String) {
+        self.path = path
+    }
+
     /// The address with this path, if it has six components (five `/`). The components
     /// are not checked further: use it for paths that were valid topics' (stored ones).
     public init?(path: String) {
