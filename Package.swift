@@ -136,6 +136,7 @@ let package = Package(
                 "LiveDataServer", "LiveDataConfiguration", "LiveTopics", "LiveState", "Mosquitto", "LiveDataTestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),

@@ -1,20 +1,19 @@
 import LiveState
 import LiveTopics
-import Metrics
 import Prometheus
 import Synchronization
 
-/// The daemon's metrics, in a Prometheus registry. The processing-time histogram is the
-/// library's, recorded through swift-metrics as changes are published; the pipeline's
-/// counters stay plain integers on its hot path and are copied into the registry when
-/// `/metrics` is scraped. A new metric is one line in ``exposition(_:brokerConnected:ready:)``
-/// (and its counter in the pipeline's statistics).
+/// The daemon's metrics, in a Prometheus registry. The two latency histograms are recorded
+/// as changes are published and acknowledged (``LatencyHistogram``, written after the
+/// registry's lines); the pipeline's counters stay plain integers on its hot path and are
+/// copied into the registry when `/metrics` is scraped. A new metric is one line in
+/// ``exposition(_:brokerConnected:ready:)`` (and its counter in the pipeline's statistics).
 public final class DaemonMetrics: Sendable {
     public let registry = PrometheusCollectorRegistry()
     /// From a message's arrival to its derived change being handed to the MQTT client.
-    let processing: Metrics.Timer
+    let processing: LatencyHistogram
     /// From an update's arrival to the broker's acknowledgement of the style it changed.
-    public let publishLag: Metrics.Timer
+    let publishLag: LatencyHistogram
     /// The totals copied into the registry so far, by name and labels.
     private let copied = Mutex<[String: Int]>([:])
 
@@ -32,11 +31,8 @@ public final class DaemonMetrics: Sendable {
     ]
 
     public init() {
-        var factory = PrometheusMetricsFactory(registry: registry)
-        factory.durationHistogramBuckets[Self.processingName] = Self.processingBuckets
-        factory.durationHistogramBuckets[Self.publishLagName] = Self.publishLagBuckets
-        processing = Metrics.Timer(label: Self.processingName, dimensions: [], factory: factory)
-        publishLag = Metrics.Timer(label: Self.publishLagName, dimensions: [], factory: factory)
+        processing = LatencyHistogram(name: Self.processingName, buckets: Self.processingBuckets)
+        publishLag = LatencyHistogram(name: Self.publishLagName, buckets: Self.publishLagBuckets)
     }
 
     /// The Prometheus text exposition, with the pipeline's counters copied in first.
@@ -116,7 +112,10 @@ public final class DaemonMetrics: Sendable {
             total("failover_depositions", "Times this replica stopped being active, or gave a claim up.", replica.depositions)
         }
         gauge("ready", "1 when restored, connected, subscribed and converged.", ready ? 1 : 0)
-        return registry.emitToBuffer()
+        var buffer = registry.emitToBuffer()
+        processing.emit(into: &buffer)
+        publishLag.emit(into: &buffer)
+        return buffer
     }
 
     /// Brings the registry's counter `livedata_{name}_total` up to `value`.

@@ -1,4 +1,3 @@
-import Metrics
 import Mosquitto
 import Synchronization
 
@@ -14,10 +13,13 @@ public final class OutputWindow: Sendable {
     private let continuation: AsyncStream<Void>.Continuation
     /// In flight at or below this, a waiting publisher is woken; -1 while none waits.
     private let wakeBelow = Atomic<Int>(-1)
-    private let lag: Metrics.Timer?
+    private let lag: LatencyHistogram?
+
+    /// A window whose acknowledgements' lag is not measured.
+    public convenience init() { self.init(lag: nil) }
 
     /// - Parameter lag: the histogram of update-to-acknowledgement times.
-    public init(lag: Metrics.Timer? = nil) {
+    init(lag: LatencyHistogram?) {
         (opened, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         self.lag = lag
     }
