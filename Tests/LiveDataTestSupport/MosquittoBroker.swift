@@ -105,6 +105,11 @@ public final class MosquittoBroker: Sendable {
     public let directory: URL
     public let options: Options
     private let process = Mutex<ChildProcess?>(nil)
+    /// While the broker is down, a socket bound to its port (not listening: a connection is
+    /// refused, as with nothing there), so that a broker another test starts meanwhile on a
+    /// port it found free cannot be given this one, and this broker's clients reach that one
+    /// instead (seen: a subscription refused by another test's access list). -1: none.
+    private let portHold = Mutex<Int32>(-1)
 
     /// Starts a broker and waits until it accepts connections.
     public static func start(_ options: Options = Options()) async throws -> MosquittoBroker {
@@ -136,6 +141,42 @@ public final class MosquittoBroker: Sendable {
     deinit {
         // A deinit cannot wait: the kill is enough, the child's task reaps it.
         process.withLock { $0 }?.signal(SIGKILL)
+        releasePort()
+    }
+
+    /// Holds the port while the broker is down (see `portHold`). With `SO_REUSEADDR`, as
+    /// mosquitto binds, so that the connections the kill left closing (`TIME_WAIT`) do not
+    /// stop it: a port bound this way is never the one ``freeLoopbackPort()`` is given.
+    private func holdPort() {
+        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard socket >= 0 else { return }
+        var on: Int32 = 1
+        setsockopt(socket, SOL_SOCKET, SO_REUSEADDR, &on, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = UInt16(port).bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0 else {
+            close(socket)
+            return
+        }
+        let previous = portHold.withLock { hold in
+            defer { hold = socket }
+            return hold
+        }
+        if previous >= 0 { close(previous) }
+    }
+
+    /// Lets the port go, for the broker to bind it again.
+    private func releasePort() {
+        let held = portHold.withLock { hold in
+            defer { hold = -1 }
+            return hold
+        }
+        if held >= 0 { close(held) }
     }
 
     /// The mosquitto binary: `$MOSQUITTO`, or where Debian installs it, or on `PATH`.
@@ -159,6 +200,7 @@ public final class MosquittoBroker: Sendable {
         guard let running else { return }
         running.signal(SIGKILL)
         _ = try? await running.wait(timeout: .seconds(10))
+        holdPort()
     }
 
     /// Stops the broker with SIGTERM, as systemd would: it saves its persistence file first.
@@ -170,6 +212,7 @@ public final class MosquittoBroker: Sendable {
         guard let running else { return }
         running.signal(SIGTERM)
         try await running.wait(timeout: timeout)
+        holdPort()
     }
 
     /// Kills the broker and starts it again on the same port.
@@ -237,6 +280,7 @@ public final class MosquittoBroker: Sendable {
     }
 
     private func launch() async throws {
+        releasePort()
         let process = try await ChildProcess.start(try Self.executable(), ["-c", directory.appendingPathComponent("mosquitto.conf").path])
         self.process.withLock { $0 = process }
         // A broker that exits (its port taken) ends the wait at once.
