@@ -253,7 +253,8 @@ public enum RecordCodec {
                 let value = try reader.varint()
                 if keep { style[field] = .color(Color(rgb: UInt32(truncatingIfNeeded: value))) }
             case .badge:
-                let text = keep ? try reader.optionalString() : try reader.skipOptionalString()
+                var text: String?
+                if keep { text = try reader.optionalString() } else { try reader.skipOptionalString() }
                 let textColor = try reader.varint()
                 let backgroundColor = try reader.varint()
                 if keep {
@@ -364,11 +365,9 @@ public enum RecordCodec {
             position += try count()
         }
 
-        /// Reads past an optional string; `nil`, to stand for its value where it is not kept.
-        @discardableResult
-        mutating func skipOptionalString() throws(DecodingError) -> String? {
+        /// Reads past an optional string.
+        mutating func skipOptionalString() throws(DecodingError) {
             if try byte() == 1 { try skipString() }
-            return nil
         }
 
         mutating func double() throws(DecodingError) -> Double {

@@ -53,7 +53,8 @@ extension StateDatabase {
         // memory the kernel hands out (and clears) page by page, over and over.
         while let batch = channel.receive() {
             body(batch)
-            batch.moveAll { $0.deinitialize() }
+            // Empty before the reader fills it again, whatever `body` left in it.
+            batch.removeAll()
             channel.giveBack(batch)
         }
         let (unreadable, failure) = channel.result
@@ -77,7 +78,7 @@ public final class MovingBatch<Element: Sendable>: @unchecked Sendable {
     }
 
     deinit {
-        elements.deinitialize(count: count)
+        removeAll()
         elements.deallocate()
     }
 
@@ -88,6 +89,12 @@ public final class MovingBatch<Element: Sendable>: @unchecked Sendable {
         precondition(count < capacity, "a moving batch is full")
         (elements + count).initialize(to: element)
         count += 1
+    }
+
+    /// Ends the elements it still holds.
+    func removeAll() {
+        elements.deinitialize(count: count)
+        count = 0
     }
 
     /// Hands `body` the elements to move out, every one of them: the batch is empty after,

@@ -1,3 +1,4 @@
+import LiveTopics
 import Prometheus
 import Synchronization
 
@@ -58,15 +59,5 @@ final class LatencyHistogram: Sendable {
         buffer.append(contentsOf: "\(name)_bucket{le=\"+Inf\"} \(count)\n".utf8)
         buffer.append(contentsOf: "\(name)_sum \(Duration.nanoseconds(sum).bucketRepresentation)\n".utf8)
         buffer.append(contentsOf: "\(name)_count \(count)\n".utf8)
-    }
-}
-
-extension Duration {
-    /// Whole nanoseconds (saturating), what a latency histogram compares.
-    var nanoseconds: Int64 {
-        let (seconds, attoseconds) = components
-        let (scaled, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        if overflow { return seconds < 0 ? .min : .max }
-        return scaled &+ attoseconds / 1_000_000_000
     }
 }

@@ -131,14 +131,6 @@ extension LiveStore {
         livedata_prefetch_for_writing(unsafeBitCast(prepared.pointee.values, to: UnsafeRawPointer.self))
     }
 
-    /// Where a native string keeps its bytes (the object after the count and flags), as a
-    /// hint for a prefetch only: for a small or bridged string the address means nothing,
-    /// which a prefetch ignores.
-    private static func storageHint(_ string: borrowing String) -> UnsafeRawPointer? {
-        let object = unsafeBitCast(copy string, to: (UInt64, UInt64).self).1
-        return UnsafeRawPointer(bitPattern: UInt(truncatingIfNeeded: object & 0x0FFF_FFFF_FFFF_FFFF))
-    }
-
     /// Puts back one location prepared under `engine` (see ``restore(_:)-([LocationRecord])``).
     /// Taken, not copied: a new location keeps its parts as they are (a copy would retain
     /// each of its references, and its end release them, a million times in a restore).

@@ -248,14 +248,23 @@ public final class LiveStore {
             for location in found {
                 guard let location else { continue }
                 location._withUnsafeGuaranteedRef { state in
-                    state.address.path.utf8.withContiguousStorageIfAvailable { livedata_prefetch($0.baseAddress) }
-                    // An array is one reference to its storage: its elements start after a
-                    // 32-byte header. Only the address is taken; nothing there is read yet.
+                    // A native string's and an array's storage keep their bytes and elements
+                    // after a 32-byte header. Only the addresses are taken (no reference: taking
+                    // one writes the line this waits for); nothing there is read yet.
+                    livedata_prefetch(Self.storageHint(state.address.path).map { $0 + 32 })
                     let storage = unsafeBitCast(state.values, to: UnsafeRawPointer.self)
                     livedata_prefetch(storage + 32)
                 }
             }
         }
+    }
+
+    /// Where a native string's storage object is (after its count and flags), as a hint for
+    /// a prefetch only: for a small or bridged string the address means nothing, which a
+    /// prefetch ignores.
+    static func storageHint(_ string: borrowing String) -> UnsafeRawPointer? {
+        let object = unsafeBitCast(copy string, to: (UInt64, UInt64).self).1
+        return UnsafeRawPointer(bitPattern: UInt(truncatingIfNeeded: object & 0x0FFF_FFFF_FFFF_FFFF))
     }
 
     /// The tracked location with this path (`dataset/venue/building/floor/room/location`;

@@ -236,6 +236,8 @@ extension Duration {
 
     /// Whole nanoseconds (rounded toward zero).
     package var nanoseconds: Int64 {
-        components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000
+        // The components once: each reading of them divides 128 bits.
+        let (seconds, attoseconds) = components
+        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
     }
 }
