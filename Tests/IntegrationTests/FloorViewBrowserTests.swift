@@ -71,14 +71,7 @@ struct FloorViewBrowserTests {
                 let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
                 guard socket >= 0 else { throw MosquittoBroker.Failure.toolFailed("socket: errno \(errno)") }
                 defer { Glibc.close(socket) }
-                var address = sockaddr_in()
-                address.sin_family = sa_family_t(AF_INET)
-                address.sin_port = in_port_t(UInt16(port).bigEndian)
-                address.sin_addr.s_addr = inet_addr("127.0.0.1")
-                let connected = withUnsafePointer(to: &address) {
-                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-                }
-                guard connected == 0 else { throw MosquittoBroker.Failure.toolFailed("connect to 127.0.0.1:\(port): errno \(errno)") }
+                guard withLoopbackAddress(port: port, { connect(socket, $0, $1) }) == 0 else { throw MosquittoBroker.Failure.toolFailed("connect to 127.0.0.1:\(port): errno \(errno)") }
                 let bytes = Array(body.utf8)
                 let head = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nContent-Type: application/json\r\n"
                     + "Content-Length: \(bytes.count)\r\nConnection: close\r\n\r\n"

@@ -152,14 +152,7 @@ public final class MosquittoBroker: Sendable {
         guard socket >= 0 else { return }
         var on: Int32 = 1
         setsockopt(socket, SOL_SOCKET, SO_REUSEADDR, &on, socklen_t(MemoryLayout<Int32>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = UInt16(port).bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard bound == 0 else {
+        guard withLoopbackAddress(port: port, { bind(socket, $0, $1) }) == 0 else {
             close(socket)
             return
         }
@@ -345,14 +338,8 @@ public func freeLoopbackPort() throws -> Int {
     let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard socket >= 0 else { throw MosquittoBroker.Failure.toolFailed("socket() failed") }
     defer { close(socket) }
+    guard withLoopbackAddress(port: 0, { bind(socket, $0, $1) }) == 0 else { throw MosquittoBroker.Failure.toolFailed("bind() failed") }
     var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = 0
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    let bound = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-    }
-    guard bound == 0 else { throw MosquittoBroker.Failure.toolFailed("bind() failed") }
     var length = socklen_t(MemoryLayout<sockaddr_in>.size)
     _ = withUnsafeMutablePointer(to: &address) {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(socket, $0, &length) }
@@ -365,15 +352,7 @@ public func canConnect(port: Int) -> Bool {
     let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard socket >= 0 else { return false }
     defer { close(socket) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = UInt16(port).bigEndian
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    return withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-            connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
-        }
-    }
+    return withLoopbackAddress(port: port, { connect(socket, $0, $1) }) == 0
 }
 
 /// One user whose subscriptions and publishes are limited to patterns; everything else is
@@ -420,5 +399,16 @@ public struct DynamicSecurity: Sendable {
         root["roles"] = roles
         try JSONSerialization.data(withJSONObject: root).write(to: file)
         try makeReadable(file)
+    }
+}
+
+/// Calls `body` (`bind`, `connect`) with `127.0.0.1:port` as a socket address and its length.
+public func withLoopbackAddress(port: Int, _ body: (UnsafePointer<sockaddr>, socklen_t) -> Int32) -> Int32 {
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = UInt16(port).bigEndian
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    return withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
     }
 }
