@@ -51,6 +51,8 @@ let package = Package(
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         // The C library's malloc.h: the daemon hands free heap pages back after a start.
         .systemLibrary(name: "CMalloc"),
+        // mimalloc: linked into the executable only, its malloc serves the whole daemon.
+        .systemLibrary(name: "CMimalloc", providers: [.apt(["libmimalloc-dev"])]),
         .target(name: "CPrefetch"),
         // The pure core: no C library (CPrefetch is one compiler builtin in a header), no I/O.
         .target(name: "LiveState", dependencies: ["LiveTopics", "DisplayRules", "CPrefetch"]),
@@ -93,6 +95,7 @@ let package = Package(
                 "LiveStatePersistence",
                 "LiveDataConfiguration",
                 "LiveDataServer",
+                "CMimalloc",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -131,7 +134,7 @@ let package = Package(
         .testTarget(
             name: "LiveDataServerTests",
             dependencies: [
-                "LiveDataServer", "LiveDataConfiguration", "LiveTopics", "LiveState", "Mosquitto", "LiveDataTestSupport",
+                "LiveDataServer", "LiveDataConfiguration", "LiveTopics", "LiveState", "Mosquitto", "LiveDataTestSupport", "CMalloc",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Prometheus", package: "swift-prometheus"),

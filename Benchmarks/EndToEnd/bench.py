@@ -154,6 +154,10 @@ SYSCALLS = ["read", "write", "writev", "sendto", "recvfrom", "poll", "ppoll", "e
             "clock_nanosleep", "nanosleep", "fsync", "fdatasync", "pwrite64", "pread64", "lseek", "sched_yield",
             "timerfd_settime", "epoll_ctl", "mmap", "munmap", "madvise", "setsockopt"]
 
+# What `--counters` counts: the work itself (instructions, in the daemon and in the kernel on
+# its behalf) apart from the time it took, which drifts with the machine.
+COUNTERS = ["instructions:u", "instructions:k", "cycles:u", "cycles:k", "context-switches", "cpu-migrations", "page-faults"]
+
 
 def resident_bytes(pid):
     for line in open(f"/proc/{pid}/status"):
@@ -221,12 +225,13 @@ def daemon_run(tools, args, folder):
     try:
         empty = resident_bytes(daemon.pid)
         profiler = None
-        if args.perf or args.syscalls:
+        if args.perf or args.syscalls or args.counters:
             # BENCH_PERF_EVENT: what to sample instead of time, e.g. "probe_libc:malloc -c 50"
             # (after `perf probe -x /lib/x86_64-linux-gnu/libc.so.6 --add malloc`): where the
             # daemon allocates, by caller.
             event = os.environ.get("BENCH_PERF_EVENT", "").split()
             command = (["perf", "record", "-g"] + (["-e"] + event if event else []) + ["-o", args.perf] if args.perf
+                       else ["perf", "stat", "-e", ",".join(COUNTERS), "-o", args.counters] if args.counters
                        else ["perf", "stat", "-e", ",".join(["raw_syscalls:sys_enter"] + [f"syscalls:sys_enter_{name}" for name in SYSCALLS]), "-o", args.syscalls])
             profiler = subprocess.Popen(command + ["-p", str(daemon.pid)],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -395,6 +400,7 @@ def main():
     parser.add_argument("--buffered-socket", action="store_true", help="run the daemon with broker.bufferedSocket: true (socket calls through buffers)")
     parser.add_argument("--keep-state", metavar="DIR", help="after the stream, copy the daemon's state file to DIR/state.db (for a restore probe)")
     parser.add_argument("--daemon-only", action="store_true", help="leave out the bare baselines (to compare two builds of the daemon)")
+    parser.add_argument("--counters", metavar="FILE", help="count the daemon's instructions, cycles, context switches and page faults with `perf stat` into FILE")
     parser.add_argument("--syscalls", metavar="FILE", help="count the daemon's system calls with `perf stat` into FILE")
     parser.add_argument("--partitions", type=int, default=0, metavar="N",
                         help="compare one daemon with N daemons on one broker, each owning a share of the four buildings (partition.owns)")

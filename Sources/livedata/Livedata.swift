@@ -1,4 +1,6 @@
 import ArgumentParser
+// Linked for its malloc, which then serves the whole process (see `LiveDataDaemon.heapAllocator`).
+import CMimalloc
 import Foundation
 import LiveTopics
 import Mosquitto

@@ -180,7 +180,7 @@ extension LivePipeline {
             runs.read += reader.count
             // A full read's passing allocations (a message and a topic for each retained
             // style) go back to the system with it.
-            if reader.count > 10_000 { malloc_trim(0) }
+            if reader.count > 10_000 { livedata_release_free_heap() }
         }
         reader.begin()
         var legends: [String: [UInt8]] = [:]

@@ -34,7 +34,7 @@ extension LivePipeline {
         else { return }
         snapshots.burstToTrim = false
         snapshots.lastTrim = (.now, processed)
-        malloc_trim(0)
+        livedata_release_free_heap()
     }
 
     /// How many waiting publications, changed locations in one snapshot, or updates since

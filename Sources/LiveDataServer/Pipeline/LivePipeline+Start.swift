@@ -84,7 +84,7 @@ extension LivePipeline {
         // The restore's and the replay's passing allocations (records read on other threads,
         // journal segments) leave free memory scattered over the heap: its pages go back to
         // the system, so that what stays resident is the state.
-        malloc_trim(0)
+        livedata_release_free_heap()
         // The checkpoint vouches for the styles as they were at the stop: not for what the
         // journal or the catch-up changed since.
         if replayed.records > 0 || restored.changed > 0 {

@@ -301,8 +301,10 @@ public final class LiveCore {
         return nil
     }
 
-    private func outcome(_ outcome: LiveStore.Outcome, topic: UnsafeRawBufferPointer) -> Outcome {
-        switch outcome {
+    /// Taken, not borrowed: a change passes on as it is (a copy would retain each of its
+    /// references and the end of the store's outcome release them, once an update).
+    private func outcome(_ outcome: consuming LiveStore.Outcome, topic: UnsafeRawBufferPointer) -> Outcome {
+        switch consume outcome {
         case .ignoredOutOfOrder: .ignoredOutOfOrder
         case .unchanged: .unchanged
         case .changed(let change): .changed(change)

@@ -118,17 +118,20 @@ public struct DerivedChange: Sendable, Equatable {
                 changed: { writeFieldNames(changed, to: &$0) }, values: values, epoch: epoch, version: version,
                 updatedAt: updatedAt)
         }
+        // Worked out before the layout is written: its closures then capture these few
+        // values, not the change (which they would copy, a retain of each of its references).
+        let changed: StyleFieldSet? = switch before {
+        case .none, .moved: nil
+        case .key(let older):
+            rendered.style.changedFieldSet(
+                from: older.rendered(under: ruleEngine, at: address)?.style ?? ruleEngine.style(older.key, at: address))
+        case .style(let foreign): rendered.style.changedFieldSet(from: foreign.derived.style)
+        }
         writeLocationJSON(
             to: &stream, address, style: { $0.raw(json: rendered.styleJSON) },
             rules: { $0.raw(json: rendered.rulesJSON) },
             changed: { stream in
-                switch before {
-                case .none, .moved: stream.raw(json: rendered.allFieldsJSON)
-                case .key(let older):
-                    let old = older.rendered(under: ruleEngine, at: address)?.style ?? ruleEngine.style(older.key, at: address)
-                    writeFieldNames(rendered.style.changedFieldSet(from: old), to: &stream)
-                case .style(let foreign): writeFieldNames(rendered.style.changedFieldSet(from: foreign.derived.style), to: &stream)
-                }
+                if let changed { writeFieldNames(changed, to: &stream) } else { stream.raw(json: rendered.allFieldsJSON) }
             }, values: values, epoch: epoch, version: version, updatedAt: updatedAt)
     }
 }
