@@ -39,6 +39,8 @@ class Broker:
                     f"log_dest file {folder}/mosquitto.log\n")
         os.chmod(folder, 0o777)
         self.process = subprocess.Popen(["mosquitto", "-c", config], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if PINNED:
+            os.sched_setaffinity(self.process.pid, {PINNED[1]})
         deadline = time.time() + 10
         while time.time() < deadline:
             try:
@@ -53,10 +55,18 @@ class Broker:
         self.process.wait(timeout=10)
 
 
+# `--pin`: the CPUs the publisher and the broker are kept on, (publisher, broker); the
+# subscriber (bare or the daemon) runs where the system puts it.
+PINNED = None
+
+
 def publish(tools, port, args, count=None, seed=12345):
-    return subprocess.Popen([os.path.join(tools, "publisher"), str(port), str(count or args.updates), str(args.locations), str(args.window),
-                             str(args.rate), str(seed)],
-                            stdout=subprocess.PIPE, text=True)
+    process = subprocess.Popen([os.path.join(tools, "publisher"), str(port), str(count or args.updates), str(args.locations), str(args.window),
+                                str(args.rate), str(seed)],
+                               stdout=subprocess.PIPE, text=True)
+    if PINNED:
+        os.sched_setaffinity(process.pid, {PINNED[0]})
+    return process
 
 
 def per_update_us(seconds, received):
@@ -400,11 +410,18 @@ def main():
     parser.add_argument("--buffered-socket", action="store_true", help="run the daemon with broker.bufferedSocket: true (socket calls through buffers)")
     parser.add_argument("--keep-state", metavar="DIR", help="after the stream, copy the daemon's state file to DIR/state.db (for a restore probe)")
     parser.add_argument("--daemon-only", action="store_true", help="leave out the bare baselines (to compare two builds of the daemon)")
+    parser.add_argument("--pin", action="store_true",
+                        help="keep the publisher on CPU 0 and the broker on CPU 1 in every run (bare and daemon alike); "
+                             "on two cores the scheduler otherwise sometimes puts both on one CPU for a whole run, "
+                             "which then sets the pace of everything")
     parser.add_argument("--counters", metavar="FILE", help="count the daemon's instructions, cycles, context switches and page faults with `perf stat` into FILE")
     parser.add_argument("--syscalls", metavar="FILE", help="count the daemon's system calls with `perf stat` into FILE")
     parser.add_argument("--partitions", type=int, default=0, metavar="N",
                         help="compare one daemon with N daemons on one broker, each owning a share of the four buildings (partition.owns)")
     args = parser.parse_args()
+    if args.pin:
+        global PINNED
+        PINNED = (0, 1)
     if args.partitions:
         print(f"{args.updates} QoS 1 updates over {args.locations} locations x 5 domains, publisher window {args.window}, broker "
               f"max_inflight_messages {args.broker_inflight}; one daemon and {args.partitions} partitioned daemons alternating, {args.runs} runs", flush=True)
