@@ -70,6 +70,11 @@ extension LiveCore {
             batch.moveAll { locations in
                 guard let first = locations.baseAddress else { return }
                 for index in locations.indices {
+                    // The prepared location itself further ahead: its hash and its parts'
+                    // addresses are read there.
+                    if index + 2 * Self.restoreLookahead < locations.count {
+                        store.prefetchPrepared(first + index + 2 * Self.restoreLookahead)
+                    }
                     if index + Self.restoreLookahead < locations.count { store.prefetch(first + index + Self.restoreLookahead) }
                     store.restore(locations.moveElement(from: index), preparedUnder: ruleEngine)
                 }

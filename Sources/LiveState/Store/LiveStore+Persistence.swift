@@ -131,6 +131,14 @@ extension LiveStore {
         livedata_prefetch_for_writing(unsafeBitCast(prepared.pointee.values, to: UnsafeRawPointer.self))
     }
 
+    /// Starts loading a prepared location itself, further ahead than ``prefetch(_:)`` reads
+    /// it: the thread that prepared it wrote it last, so its lines are in the other core's
+    /// cache, and reading its hash and its parts' addresses there would wait for them.
+    package func prefetchPrepared(_ prepared: UnsafePointer<PreparedLocation>) {
+        let bytes = UnsafeRawPointer(prepared)
+        for offset in stride(from: 0, to: MemoryLayout<PreparedLocation>.stride, by: 64) { livedata_prefetch(bytes + offset) }
+    }
+
     /// Puts back one location prepared under `engine` (see ``restore(_:)-([LocationRecord])``).
     /// Taken, not copied: a new location keeps its parts as they are (a copy would retain
     /// each of its references, and its end release them, a million times in a restore).
