@@ -4,7 +4,6 @@ import LiveDataConfiguration
 import LiveState
 import LiveStatePersistence
 import LiveTopics
-import CMalloc
 import Logging
 import Mosquitto
 
