@@ -115,6 +115,44 @@ struct JSONStreamTests {
         }
     }
 
+    @Test("an object of a text's parts: the same bytes written in one piece as member by member, escaped or not, at any place")
+    func objectOfParts() throws {
+        func name(_ position: Int) -> StaticString {
+            switch position {
+            case 0: "first"
+            case 1: "b"
+            default: "rest"
+            }
+        }
+        func memberByMember(_ text: String) -> String {
+            var stream = JSONStream(capacity: 4)
+            stream.beginArray()
+            stream.integer(1)
+            stream.beginObject()
+            for (position, part) in text.split(separator: "/", omittingEmptySubsequences: false).enumerated() {
+                stream.key(name(position))
+                stream.string(String(part))
+            }
+            stream.endObject()
+            stream.endArray()
+            return stream.text
+        }
+        let texts = ["dataset/venue/building/floor/room/location", "a", "", "/", "a//b/", "/lead", "quote\"/back\\slash/tab\t", "é/😀/x"]
+        for text in texts {
+            // A stream with a member before, and little room: the object takes its separator
+            // and makes the buffer grow.
+            var stream = JSONStream(capacity: 4)
+            stream.beginArray()
+            stream.integer(1)
+            Array(text.utf8).withUnsafeBytes { stream.object(parts: $0, separatedBy: UInt8(ascii: "/"), name: name) }
+            stream.endArray()
+            #expect(stream.text == memberByMember(text), "\(text)")
+            let parsed = try #require(JSONSerialization.jsonObject(with: Data(stream.bytes)) as? [Any])
+            #expect((parsed.last as? [String: String])?.count == min(3, text.split(separator: "/", omittingEmptySubsequences: false).count))
+        }
+        #expect(LocationAddress(path: "d/v/b/f/r/l")!.json == #"{"dataset": "d", "venue": "v", "building": "b", "floor": "f", "room": "r", "location": "l"}"#)
+    }
+
     @Test("a copy is a stream of its own; the buffer grows past its first capacity")
     func copiesAndGrowth() {
         var stream = JSONStream(capacity: 16)

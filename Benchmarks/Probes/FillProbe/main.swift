@@ -26,10 +26,11 @@ func measuredRegion(_ engine: LiveCore, _ format: OutputFormat, _ updates: [(top
     for update in updates {
         now.millisecondsSince1970 += 1
         guard case .changed(let change) = engine.process(topic: update.topic, payload: update.payload, receivedAt: now) else { continue }
-        let topic = format.style(change.address)
+        // The publisher hands the client the style prefix and the address's path, which
+        // the client puts together in its own copy: no topic string is built here either.
         stream.reset()
         change.write(to: &stream, epoch: format.epoch)
-        bytes += topic.utf8.count + stream.count
+        bytes += format.stylePrefix.utf8.count + change.address.path.utf8.count + stream.count
     }
     return bytes
 }

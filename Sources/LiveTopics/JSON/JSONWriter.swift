@@ -176,6 +176,71 @@ public struct JSONStream {
 
     // MARK: Members: a key and its value
 
+    /// An object with a string member for each part of `text` between `separator` bytes,
+    /// named in order by `name` (an address's components, as ``LocationAddress`` writes
+    /// them). When no part needs escaping (the usual case) the whole object is one capacity
+    /// check and stores through a pointer, instead of two checks and an escape scan a member.
+    public mutating func object(
+        parts text: UnsafeRawBufferPointer, separatedBy separator: UInt8, name: (Int) -> StaticString
+    ) {
+        let count = text.count
+        guard let source = text.baseAddress?.assumingMemoryBound(to: UInt8.self), !Self.needsEscaping(text) else {
+            beginObject()
+            var start = 0
+            var position = 0
+            for index in 0...count where index == count || text[index] == separator {
+                key(name(position))
+                string(bytes: UnsafeRawBufferPointer(rebasing: text[start..<index]))
+                start = index + 1
+                position += 1
+            }
+            return endObject()
+        }
+        // `{}`, and a part's `"name": "value"` with `, ` before all but the first: the
+        // separators' bytes are not written, so the text's count covers what they take.
+        var parts = 1
+        for index in 0..<count where source[index] == separator { parts += 1 }
+        var needed = 2 + count + 7 * parts
+        for position in 0..<parts { needed += name(position).utf8CodeUnitCount }
+        let start = room(needed)
+        var at = start
+        at.pointee = UInt8(ascii: "{")
+        at += 1
+        var partStart = 0
+        var position = 0
+        var index = 0
+        while true {
+            if index == count || source[index] == separator {
+                if position > 0 {
+                    at[0] = UInt8(ascii: ",")
+                    at[1] = UInt8(ascii: " ")
+                    at += 2
+                }
+                let key = name(position)
+                at.pointee = UInt8(ascii: "\"")
+                (at + 1).update(from: key.utf8Start, count: key.utf8CodeUnitCount)
+                at += key.utf8CodeUnitCount + 1
+                at[0] = UInt8(ascii: "\"")
+                at[1] = UInt8(ascii: ":")
+                at[2] = UInt8(ascii: " ")
+                at[3] = UInt8(ascii: "\"")
+                at += 4
+                (at).update(from: source + partStart, count: index - partStart)
+                at += index - partStart
+                at.pointee = UInt8(ascii: "\"")
+                at += 1
+                if index == count { break }
+                partStart = index + 1
+                position += 1
+            }
+            index += 1
+        }
+        at.pointee = UInt8(ascii: "}")
+        at += 1
+        out.advance(at - start)
+        first = false
+    }
+
     public mutating func add(_ key: StaticString, _ value: String) {
         self.key(key)
         string(value)

@@ -157,23 +157,7 @@ public struct LocationAddress: Hashable, Sendable, CustomStringConvertible {
     /// Writes the components as a JSON object, in topic order, from the path's bytes.
     public func write(to stream: inout JSONStream) {
         withPathBytes { path in
-            stream.beginObject()
-            guard let base = path.baseAddress else { return stream.endObject() }
-            let count = path.count
-            var start = 0
-            var position = 0
-            var index = 0
-            while true {
-                if index == count || base.load(fromByteOffset: index, as: UInt8.self) == UInt8(ascii: "/") {
-                    stream.key(Self.componentName(position))
-                    stream.string(bytes: UnsafeRawBufferPointer(start: base + start, count: index - start))
-                    if index == count { break }
-                    start = index + 1
-                    position += 1
-                }
-                index += 1
-            }
-            stream.endObject()
+            stream.object(parts: path, separatedBy: UInt8(ascii: "/"), name: Self.componentName)
         }
     }
 

@@ -52,6 +52,7 @@ public struct IdentifierTags: Sendable, Equatable {
     }
 
     /// A name's tag, never 0: from its length and its first and last bytes.
+    @inlinable
     public static func tag(of name: UnsafeRawBufferPointer) -> UInt8 {
         guard let first = name.first, let last = name.last else { return 1 }
         return tag(count: name.count, first: first, last: last)
@@ -59,6 +60,9 @@ public struct IdentifierTags: Sendable, Equatable {
 
     @inlinable
     public static func tag(of name: String) -> UInt8 {
+        // In place when the text is contiguous (a native string's always is): `utf8.last`
+        // is a generic walk back over the view, several times an update.
+        if let tag = name.utf8.withContiguousStorageIfAvailable({ tag(of: UnsafeRawBufferPointer($0)) }) { return tag }
         let utf8 = name.utf8
         guard let first = utf8.first, let last = utf8.last else { return 1 }
         return tag(count: utf8.count, first: first, last: last)
