@@ -261,6 +261,32 @@ struct LiveStoreTests {
         #expect(store.takeDueSummaries(now: at(5000)).isEmpty)
     }
 
+    @Test("locations from many floors in turn each reach their own floor's aggregate, as the floors' table grows")
+    func manyFloors() {
+        var tracker = SummaryTracker(interval: .seconds(1))
+        // 300 floors over 7 buildings, visited in turn three times: a floor never comes
+        // right after itself, and the table grows past its first size several times.
+        func address(_ floor: Int, _ visit: Int) -> LocationAddress {
+            LocationAddress(
+                dataset: "ds1", venue: "hq", building: "b\(floor % 7)", floor: "f\(floor)", room: "r", location: "loc-\(floor)-\(visit)")
+        }
+        var first: [ObjectIdentifier] = []
+        for visit in 0..<3 {
+            for floor in 0..<300 {
+                let aggregate = tracker.floorAggregate(for: address(floor, visit))
+                #expect(aggregate.key == Place(dataset: "ds1", venue: "hq", building: "b\(floor % 7)", floor: "f\(floor)"))
+                if visit == 0 { first.append(ObjectIdentifier(aggregate)) } else { #expect(ObjectIdentifier(aggregate) == first[floor]) }
+            }
+        }
+        // Found by their prefixes on the later visits, never made again the slow way.
+        #expect(tracker.indexedFloors == 300)
+        // A floor whose name extends another's is another floor.
+        let f1 = tracker.floorAggregate(for: address(1, 0))
+        let f10 = tracker.floorAggregate(for: address(10, 0))
+        #expect(f1 !== f10)
+        #expect(tracker.aggregate(Place(dataset: "ds1", venue: "hq", building: "b3", floor: "f10")) === f10)
+    }
+
     @Test("new rules re-derive every location and publish only what changed")
     func replaceRules() throws {
         let store = LiveStore(ruleEngine: try Self.engine(staleAfter: nil))

@@ -140,14 +140,16 @@ public struct SummaryTracker {
 
     private var aggregates: [Place: Aggregate] = [:]
     private var dirty: [Aggregate] = []
-    /// The last floors asked for, the latest first: locations tend to arrive floor by floor,
-    /// or from a few floors at once (a restore reads them in the order they first came), so
-    /// most lookups end here.
-    private var recentFloors: [Aggregate] = []
-    private static let recentFloorCount = 8
-    /// Floor aggregates by the hash of their addresses' first four components (see
-    /// ``floorAggregate(for:)``); on a collision, the later floor is found the slow way.
-    private var floorsByPrefix: [UInt64: Aggregate] = [:]
+    /// How many floors are found by their prefix (every floor a location was counted on,
+    /// once each).
+    var indexedFloors: Int { floorsByPrefix.count }
+
+    /// The last floor asked for: a location often comes after another of its floor (a
+    /// sensor gateway's batch, a floor's rows in a restore).
+    private var lastFloor: Aggregate?
+    /// Every floor aggregate, by the hash of its addresses' first four components (see
+    /// ``floorAggregate(for:)``).
+    private var floorsByPrefix = FloorTable()
     public var interval: Duration
     /// The legend titles that contributions' states number.
     var titles: [String]
@@ -170,19 +172,17 @@ public struct SummaryTracker {
         // Found by the address's bytes up to its floor: a comparison with the last floor's,
         // else a lookup by their hash, and no key to build (four texts) and hash, which at a
         // million new locations in arrival order was a fifth of a restore's time on the
-        // thread that fills the store.
+        // thread that fills the store. Locations that arrive from many floors in turn (a
+        // venue's feed, and a restore, which reads them in the order they first came) miss
+        // the last floor: a list of the last few floors missed as well, every one of them
+        // compared, when the turn was longer than the list.
         let found: Aggregate? = address.withPathBytes { path in
             let prefix = UnsafeRawBufferPointer(rebasing: path[..<Self.floorPrefixLength(path)])
-            if let index = recentFloors.firstIndex(where: { $0.hasFloorPrefix(prefix) }) {
-                if index > 0 { recentFloors.swapAt(0, index) }
-                return recentFloors[0]
-            }
-            let hash = LocationTable.hash(prefix, continuing: 0)
-            if let floor = floorsByPrefix[hash], floor.hasFloorPrefix(prefix) { return floor }
-            return nil
+            if let lastFloor, lastFloor.hasFloorPrefix(prefix) { return lastFloor }
+            return floorsByPrefix.find(prefix, hash: LocationTable.hash(prefix, continuing: 0))
         }
         if let found {
-            if recentFloors.first !== found { remember(found) }
+            if lastFloor !== found { lastFloor = found }
             return found
         }
         func aggregate(_ key: Place, building: @autoclosure () -> Aggregate?) -> Aggregate {
@@ -197,16 +197,52 @@ public struct SummaryTracker {
         address.withPathBytes { path in
             let prefix = UnsafeRawBufferPointer(rebasing: path[..<Self.floorPrefixLength(path)])
             floor.setFloorPrefix(prefix)
-            floorsByPrefix[LocationTable.hash(prefix, continuing: 0)] = floor
+            floorsByPrefix.insert(floor, hash: LocationTable.hash(prefix, continuing: 0))
         }
-        remember(floor)
+        lastFloor = floor
         return floor
     }
 
-    /// Puts a floor first among the recent ones, the oldest going when they are too many.
-    private mutating func remember(_ floor: Aggregate) {
-        if recentFloors.count == Self.recentFloorCount { recentFloors.removeLast() }
-        recentFloors.insert(floor, at: 0)
+    /// Floor aggregates by the hash of their prefix: open addressing on that hash, which is
+    /// mixed already (a dictionary would hash it again), each candidate confirmed by its
+    /// prefix's bytes. Floors are never removed.
+    struct FloorTable {
+        private var hashes = [UInt64](repeating: 0, count: 64)
+        private var floors = [Aggregate?](repeating: nil, count: 64)
+        /// How many floors it holds.
+        private(set) var count = 0
+
+        /// The floor whose prefix is `prefix`, whose hash is `hash` (never 0).
+        func find(_ prefix: UnsafeRawBufferPointer, hash: UInt64) -> Aggregate? {
+            let mask = hashes.count - 1
+            var slot = Int(truncatingIfNeeded: hash) & mask
+            while hashes[slot] != 0 {
+                if hashes[slot] == hash, let floor = floors[slot], floor.hasFloorPrefix(prefix) { return floor }
+                slot = (slot + 1) & mask
+            }
+            return nil
+        }
+
+        /// Adds a floor not in the table, under its prefix's hash (never 0).
+        mutating func insert(_ floor: Aggregate, hash: UInt64) {
+            precondition(hash != 0, "a floor's hash is never 0")
+            if (count + 1) * 2 > hashes.count {
+                let old = (hashes, floors)
+                hashes = [UInt64](repeating: 0, count: old.0.count * 2)
+                floors = [Aggregate?](repeating: nil, count: old.0.count * 2)
+                for (hash, floor) in zip(old.0, old.1) where hash != 0 { place(floor!, hash: hash) }
+            }
+            place(floor, hash: hash)
+            count += 1
+        }
+
+        private mutating func place(_ floor: Aggregate, hash: UInt64) {
+            let mask = hashes.count - 1
+            var slot = Int(truncatingIfNeeded: hash) & mask
+            while hashes[slot] != 0 { slot = (slot + 1) & mask }
+            hashes[slot] = hash
+            floors[slot] = floor
+        }
     }
 
     /// How many bytes of a location's path come before its floor's end (dataset, venue,
