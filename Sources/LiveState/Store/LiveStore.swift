@@ -47,12 +47,12 @@ public final class LiveStore {
     @exclusivity(unchecked) public private(set) var counters = Counters()
     @exclusivity(unchecked) public internal(set) var summaries: SummaryTracker
     /// Datasets of the tracked locations.
-    public private(set) var datasets = Set<String>()
+    @exclusivity(unchecked) public private(set) var datasets = Set<String>()
     /// The dataset of the last location added.
-    private var lastDataset: String?
+    @exclusivity(unchecked) private var lastDataset: String?
     @exclusivity(unchecked) var locations = LocationTable()
     /// The locations by floor, for queries.
-    var floorIndex = FloorIndex()
+    @exclusivity(unchecked) var floorIndex = FloorIndex()
     @exclusivity(unchecked) private var expiries = ExpiryQueue()
     /// The keys of the styles locations show (see ``LocationState/published``).
     @exclusivity(unchecked) var styleKeys = StyleKeyPool()
@@ -61,22 +61,22 @@ public final class LiveStore {
     @exclusivity(unchecked) var dirty: [LocationState] = []
     /// New locations beyond this many are refused (``Outcome/tooManyLocations``); a restore
     /// puts back every stored one.
-    public var maximumLocations = LiveLimits.standard.locations
+    @exclusivity(unchecked) public var maximumLocations = LiveLimits.standard.locations
     /// New domains for a location with this many values are refused (``Outcome/tooManyDomains``).
-    public var maximumDomains = LiveLimits.standard.domains
+    @exclusivity(unchecked) public var maximumDomains = LiveLimits.standard.domains
     /// Where the location of the last ``Outcome/placementConflict`` is.
     public private(set) var lastPlacementConflict: LocationAddress?
     /// Rows of the state file that no location holds any more (the second row of a location
     /// a restore found stored twice), for persistence to delete.
     var vacated: [Int64] = []
     /// The row the next new location gets (``LocationRow``).
-    var nextRow: Int64 = 1
+    @exclusivity(unchecked) var nextRow: Int64 = 1
     /// Style topics to clear that no derived change will clear (see ``takeStaleStyleAddresses()``).
     var staleStyleAddresses: [LocationAddress] = []
     /// The domains with a `staleAfter`, numbered for the expiry bitmask of each location.
-    private var staleDomains: [String] = []
+    @exclusivity(unchecked) private var staleDomains: [String] = []
     /// Per stale domain, its `staleAfter` in milliseconds (timestamps are milliseconds).
-    private var staleAfter: [Int64] = []
+    @exclusivity(unchecked) private var staleAfter: [Int64] = []
 
     private static let headcountDomain = BuiltInDomain.headcount.rawValue
     private static let placementDomain = BuiltInDomain.placement.rawValue
