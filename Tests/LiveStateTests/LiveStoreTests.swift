@@ -280,11 +280,54 @@ struct LiveStoreTests {
         }
         // Found by their prefixes on the later visits, never made again the slow way.
         #expect(tracker.indexedFloors == 300)
-        // A floor whose name extends another's is another floor.
+        // A floor whose name extends another's, in the same building, is another floor.
         let f1 = tracker.floorAggregate(for: address(1, 0))
-        let f10 = tracker.floorAggregate(for: address(10, 0))
-        #expect(f1 !== f10)
-        #expect(tracker.aggregate(Place(dataset: "ds1", venue: "hq", building: "b3", floor: "f10")) === f10)
+        let f15 = tracker.floorAggregate(for: address(15, 0))
+        #expect(f1 !== f15)
+        #expect(tracker.aggregate(Place(dataset: "ds1", venue: "hq", building: "b1", floor: "f15")) === f15)
+    }
+
+    @Test("a floor named in two Unicode forms taking turns is one floor, and its spellings add no entries to the floors' table")
+    func floorSpellings() {
+        var tracker = SummaryTracker(interval: .seconds(1))
+        let composed = "caf\u{E9}"  // é as one code point
+        let decomposed = "cafe\u{301}"  // e and a combining accent: equal as strings, not as bytes
+        #expect(composed == decomposed && Array(composed.utf8) != Array(decomposed.utf8))
+        let first = tracker.floorAggregate(
+            for: LocationAddress(dataset: "ds1", venue: "hq", building: "b", floor: composed, room: "r", location: "loc-0"))
+        for number in 1...200 {
+            let floor = number % 2 == 0 ? composed : decomposed
+            let aggregate = tracker.floorAggregate(
+                for: LocationAddress(dataset: "ds1", venue: "hq", building: "b", floor: floor, room: "r", location: "loc-\(number)"))
+            #expect(aggregate === first)
+        }
+        #expect(tracker.indexedFloors == 1)
+    }
+
+    @Test("the floors' table tells apart floors whose prefixes hash alike, and finds none for a prefix it does not hold")
+    func floorTableCollisions() {
+        var table = SummaryTracker.FloorTable()
+        func floor(_ prefix: String) -> SummaryTracker.Aggregate {
+            let aggregate = SummaryTracker.Aggregate(Place(dataset: "d", venue: "v", building: "b", floor: prefix))
+            Array(prefix.utf8).withUnsafeBytes { aggregate.setFloorPrefix($0) }
+            return aggregate
+        }
+        // 100 floors under two hashes (the worst case a seed prevents), and others spread.
+        let crowded = (0..<100).map { floor("d/v/b/f\($0)") }
+        for (index, aggregate) in crowded.enumerated() { table.insert(aggregate, hash: index % 2 == 0 ? 7 : 7 + 64) }
+        let spread = (0..<100).map { floor("d/v/c/f\($0)") }
+        for (index, aggregate) in spread.enumerated() { table.insert(aggregate, hash: UInt64(index) &* 0x9E37_79B9_7F4A_7C15 | 1) }
+        #expect(table.count == 200)
+        for (index, aggregate) in crowded.enumerated() {
+            let found = Array("d/v/b/f\(index)".utf8).withUnsafeBytes { table.find($0, hash: index % 2 == 0 ? 7 : 7 + 64) }
+            #expect(found === aggregate)
+        }
+        for (index, aggregate) in spread.enumerated() {
+            let found = Array("d/v/c/f\(index)".utf8).withUnsafeBytes { table.find($0, hash: UInt64(index) &* 0x9E37_79B9_7F4A_7C15 | 1) }
+            #expect(found === aggregate)
+        }
+        #expect(Array("d/v/b/f1".utf8).withUnsafeBytes { table.find($0, hash: 7) } == nil)  // f1 is under the other hash
+        #expect(Array("d/v/b/f100".utf8).withUnsafeBytes { table.find($0, hash: 7) } == nil)
     }
 
     @Test("new rules re-derive every location and publish only what changed")

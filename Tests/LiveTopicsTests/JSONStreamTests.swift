@@ -151,6 +151,14 @@ struct JSONStreamTests {
             #expect((parsed.last as? [String: String])?.count == min(3, text.split(separator: "/", omittingEmptySubsequences: false).count))
         }
         #expect(LocationAddress(path: "d/v/b/f/r/l")!.json == #"{"dataset": "d", "venue": "v", "building": "b", "floor": "f", "room": "r", "location": "l"}"#)
+        // As a member's value, with members after it: they take their separators.
+        var stream = JSONStream(capacity: 8)
+        stream.beginObject()
+        stream.key("a")
+        Array("x/y".utf8).withUnsafeBytes { stream.object(parts: $0, separatedBy: UInt8(ascii: "/"), name: name) }
+        stream.add("b", 1)
+        stream.endObject()
+        #expect(stream.text == #"{"a": {"first": "x", "b": "y"}, "b": 1}"#)
     }
 
     @Test("a copy is a stream of its own; the buffer grows past its first capacity")

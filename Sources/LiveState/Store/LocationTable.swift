@@ -149,7 +149,7 @@ struct LocationTable {
     // MARK: - Hashing
 
     /// Chosen per process, so that which paths collide cannot be worked out in advance.
-    private static let seed = UInt64.random(in: .min ... .max)
+    static let seed = UInt64.random(in: .min ... .max)
 
     /// The hash of a path's identity: its dataset's bytes, then its id's (a location
     /// keeps it wherever it moves). Never 0.

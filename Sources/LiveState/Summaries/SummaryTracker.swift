@@ -75,6 +75,9 @@ public struct SummaryTracker {
             return memcmp(floorPrefix.baseAddress!, prefix.baseAddress!, prefix.count) == 0
         }
 
+        /// Whether a floor prefix was set (a floor's never is empty).
+        var knowsFloorPrefix: Bool { floorPrefix.count > 0 }
+
         func setFloorPrefix(_ prefix: UnsafeRawBufferPointer) {
             floorPrefix.deallocate()
             floorPrefix = .allocate(byteCount: prefix.count, alignment: 1)
@@ -179,7 +182,7 @@ public struct SummaryTracker {
         let found: Aggregate? = address.withPathBytes { path in
             let prefix = UnsafeRawBufferPointer(rebasing: path[..<Self.floorPrefixLength(path)])
             if let lastFloor, lastFloor.hasFloorPrefix(prefix) { return lastFloor }
-            return floorsByPrefix.find(prefix, hash: LocationTable.hash(prefix, continuing: 0))
+            return floorsByPrefix.find(prefix, hash: Self.floorHash(prefix))
         }
         if let found {
             if lastFloor !== found { lastFloor = found }
@@ -194,13 +197,24 @@ public struct SummaryTracker {
         let floor = aggregate(
             Place(dataset: address.dataset, venue: address.venue, building: address.building, floor: address.floor),
             building: aggregate(Place(dataset: address.dataset, venue: address.venue, building: address.building), building: nil))
+        // A floor known already under other bytes: the same names in another Unicode form,
+        // which a place compares equal. Found this way each time, at a bounded cost; its
+        // entry is left as it is, so that spellings taking turns never add one each.
+        guard !floor.knowsFloorPrefix else { return floor }
         address.withPathBytes { path in
             let prefix = UnsafeRawBufferPointer(rebasing: path[..<Self.floorPrefixLength(path)])
             floor.setFloorPrefix(prefix)
-            floorsByPrefix.insert(floor, hash: LocationTable.hash(prefix, continuing: 0))
+            floorsByPrefix.insert(floor, hash: Self.floorHash(prefix))
         }
         lastFloor = floor
         return floor
+    }
+
+    /// The hash a floor's prefix is found by: seeded for the process, as a location's is, so
+    /// that which floor names collide cannot be worked out in advance (the table probes
+    /// linearly from the hash's low bits).
+    private static func floorHash(_ prefix: UnsafeRawBufferPointer) -> UInt64 {
+        LocationTable.hash(prefix, continuing: LocationTable.seed)
     }
 
     /// Floor aggregates by the hash of their prefix: open addressing on that hash, which is

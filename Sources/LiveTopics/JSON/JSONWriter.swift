@@ -237,6 +237,7 @@ public struct JSONStream {
         }
         at.pointee = UInt8(ascii: "}")
         at += 1
+        assert(at - start <= needed, "an object of parts wrote past the room it took")
         out.advance(at - start)
         first = false
     }
