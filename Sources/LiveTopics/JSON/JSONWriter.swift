@@ -225,7 +225,7 @@ public struct JSONStream {
                 at[2] = UInt8(ascii: " ")
                 at[3] = UInt8(ascii: "\"")
                 at += 4
-                (at).update(from: source + partStart, count: index - partStart)
+                at.update(from: source + partStart, count: index - partStart)
                 at += index - partStart
                 at.pointee = UInt8(ascii: "\"")
                 at += 1
