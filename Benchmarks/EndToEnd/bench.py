@@ -137,9 +137,9 @@ def heap_stats(pid, log_path, when):
     print(f"  heap {when}: " + "; ".join(totals[-3:]), flush=True)
 
 
-def cpu_seconds(pid):
+def cpu_seconds(pid, system_only=False):
     fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return ((0 if system_only else int(fields[11])) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def peak_resident_mb(pid):
@@ -247,6 +247,7 @@ def daemon_run(tools, args, folder):
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(1)
         cpu_before = cpu_seconds(daemon.pid)
+        system_before = cpu_seconds(daemon.pid, system_only=True)
         broker_before = cpu_seconds(broker.process.pid)
         started = time.monotonic()
         publisher = publish(tools, broker.port, args)
@@ -263,6 +264,7 @@ def daemon_run(tools, args, folder):
             time.sleep(0.01 if received >= 0.97 * args.updates else 0.2)
         elapsed = time.monotonic() - started
         cpu = cpu_seconds(daemon.pid) - cpu_before
+        system = cpu_seconds(daemon.pid, system_only=True) - system_before
         broker_cpu = cpu_seconds(broker.process.pid) - broker_before
         publisher_cpu = wait_cpu(publisher)
         # Until the broker has acknowledged every style the stream changed.
@@ -314,7 +316,7 @@ def daemon_run(tools, args, folder):
                 heap_stats(daemon.pid, log_path, f"after {name.upper()} and the backlog")
         return {
             "rate": received / elapsed, "received": received,
-            "cpu_us": per_update_us(cpu, received),
+            "cpu_us": per_update_us(cpu, received), "system_us": per_update_us(system, received),
             "complete_rate": received / completed, "cpu_complete_us": per_update_us(cpu_complete, received),
             "broker_us": per_update_us(broker_cpu, received),
             "publisher_us": per_update_us(publisher_cpu, received),
@@ -463,7 +465,7 @@ def main():
         lost = args.updates - daemon["received"]
         print(f"run {run}: bare {bare['rate']:,.0f} msg/s ({bare['cpu_us']:.1f} us CPU/msg; broker {bare['broker_us']:.1f}, publisher {bare['publisher_us']:.1f}); "
               f"daemon {daemon['rate']:,.0f} msg/s (broker {daemon['broker_us']:.1f}, publisher {daemon['publisher_us']:.1f} us CPU/update); ratio {ratio:.2f}; "
-              f"daemon CPU {daemon['cpu_us']:.1f} us/update; "
+              f"daemon CPU {daemon['cpu_us']:.1f} us/update (system {daemon['system_us']:.1f}); "
               f"until the last style was acknowledged: bare echo {echo['rate']:,.0f} msg/s ({echo['cpu_us']:.1f} us CPU/msg; broker {echo['broker_us']:.1f}), "
               f"daemon {daemon['complete_rate']:,.0f} updates/s, ratio {daemon['echo_ratio']:.2f}, daemon CPU {daemon['cpu_complete_us']:.1f} us/update; derived changes published {daemon['published']:,}"
               + (f" (coalesced {daemon['coalesced']:,})" if args.min_interval else "") + "; "

@@ -273,16 +273,24 @@ public final class MosquittoBroker: Sendable {
     }
 
     private func launch() async throws {
-        releasePort()
-        let process = try await ChildProcess.start(try Self.executable(), ["-c", directory.appendingPathComponent("mosquitto.conf").path])
-        self.process.withLock { $0 = process }
-        // A broker that exits (its port taken) ends the wait at once.
-        let port = self.port
-        let listening = try await polling(timeout: .seconds(10), every: .milliseconds(20), { process.isRunning && canConnect(port: port) }) {
-            $0 || !process.isRunning
+        // In the moment between letting the port go and the broker binding it, an outgoing
+        // connection of another test can be given it as its local port (the kernel takes
+        // ephemeral ports from the same range): the broker then finds it taken and exits.
+        // Such a connection is usually short-lived; try again a few times before failing.
+        for attempt in 0..<5 {
+            if attempt > 0 { try await Task.sleep(for: .milliseconds(200)) }
+            releasePort()
+            let process = try await ChildProcess.start(try Self.executable(), ["-c", directory.appendingPathComponent("mosquitto.conf").path])
+            self.process.withLock { $0 = process }
+            // A broker that exits (its port taken) ends the wait at once.
+            let port = self.port
+            let listening = try await polling(timeout: .seconds(10), every: .milliseconds(20), { process.isRunning && canConnect(port: port) }) {
+                $0 || !process.isRunning
+            }
+            if listening.value { return }
+            await stop()
+            guard log.contains("Address already in use") else { break }
         }
-        if listening.value { return }
-        await stop()
         throw Failure.didNotStart(port: port, log: log)
     }
 }
@@ -333,8 +341,23 @@ public enum TestDirectory {
     }
 }
 
-/// A loopback port that nothing listens on right now.
+/// The ports ``freeLoopbackPort()`` has handed out in this process: never handed out again.
+/// A broker that restarts lets its port go for a moment before it binds it again (see
+/// `MosquittoBroker.portHold`); another test asking for a free port in that moment would
+/// otherwise be given it.
+private let handedOut = Mutex<Set<Int>>([])
+
+/// A loopback port that nothing listens on right now, and that no earlier call in this
+/// process returned.
 public func freeLoopbackPort() throws -> Int {
+    for _ in 0..<100 {
+        let port = try anyFreeLoopbackPort()
+        if handedOut.withLock({ $0.insert(port).inserted }) { return port }
+    }
+    throw MosquittoBroker.Failure.toolFailed("no loopback port that was not handed out before")
+}
+
+private func anyFreeLoopbackPort() throws -> Int {
     let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard socket >= 0 else { throw MosquittoBroker.Failure.toolFailed("socket() failed") }
     defer { close(socket) }
