@@ -54,11 +54,13 @@ let package = Package(
         // mimalloc: linked into the executable only, its malloc serves the whole daemon.
         .systemLibrary(name: "CMimalloc", providers: [.apt(["libmimalloc-dev"])]),
         .target(name: "CPrefetch"),
+        // CRC-32C in hardware where the processor has it (the journal's checksums).
+        .target(name: "CChecksum"),
         // The pure core: no C library (CPrefetch is one compiler builtin in a header), no I/O.
         .target(name: "LiveState", dependencies: ["LiveTopics", "DisplayRules", "CPrefetch"]),
         .target(
             name: "LiveStatePersistence",
-            dependencies: ["LiveTopics", "DisplayRules", "LiveState", "CSQLite", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["LiveTopics", "DisplayRules", "LiveState", "CSQLite", "CChecksum", .product(name: "Logging", package: "swift-log")]
         ),
         .target(
             name: "LiveDataConfiguration",

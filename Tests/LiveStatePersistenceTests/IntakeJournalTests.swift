@@ -47,6 +47,26 @@ struct IntakeJournalTests {
             CRC32C.checksum(UnsafeRawBufferPointer(rebasing: bytes[3...]), continuing: CRC32C.checksum(UnsafeRawBufferPointer(rebasing: bytes[..<3])))
         }
         #expect(whole == split)
+        #expect(bytes.withUnsafeBytes { CRC32C.tableChecksum($0) } == 0xE306_9283)
+    }
+
+    @Test("the processor's CRC-32C and the tables' agree, at every length and alignment and continued")
+    func hardwareAgreesWithTables() {
+        // On an x86-64 machine without SSE 4.2 (none this daemon runs on) only the tables run.
+        #if arch(x86_64)
+            #expect(CRC32C.inHardware, "SSE 4.2 is expected on x86-64")
+        #endif
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<300).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        bytes.withUnsafeBytes { bytes in
+            for start in 0..<9 {
+                for end in stride(from: start, through: bytes.count, by: 7) {
+                    let part = UnsafeRawBufferPointer(rebasing: bytes[start..<end])
+                    #expect(CRC32C.checksum(part) == CRC32C.tableChecksum(part), "bytes \(start)..<\(end)")
+                    #expect(CRC32C.checksum(part, continuing: 0x1234_5678) == CRC32C.tableChecksum(part, continuing: 0x1234_5678))
+                }
+            }
+        }
     }
 
     @Test("records come back in order with their time, flags and positions")
