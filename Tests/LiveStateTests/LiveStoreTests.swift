@@ -1,4 +1,4 @@
-import DisplayRules
+@testable import DisplayRules
 import Foundation
 import LiveTopics
 import Testing
@@ -416,6 +416,35 @@ struct PersistenceTests {
         for location in 1_500..<2_100 { try occupy(location, location + 10_000) }
         #expect(store.styleKeys.count <= 602, "\(store.styleKeys.count) keys pooled")
         #expect(store[states[5].address]?.published?.style[text: .label] == "1/8")
+    }
+
+    @Test("keys taking turns are found among the recent ones as the same objects the pool holds; keys that differ in any part are not")
+    func recentStyleKeys() throws {
+        var pool = StyleKeyPool()
+        var selection = RuleSelection(ruleCount: 200)
+        selection.insert(3)
+        var other = selection
+        other.insert(150)
+        // Labels that share their first bytes and length, badges, hidden, and rules beyond
+        // the first 128 (the selection's overflow).
+        var keys: [StyleKey] = []
+        for rules in [selection, other] {
+            for label in ["12345678a", "12345678b", "3", "4", nil] as [String?] {
+                for badge in [nil, "CO2 1200"] as [String?] {
+                    for hidden in [false, true] { keys.append(StyleKey(selection: rules, label: label, badgeText: badge, hidden: hidden)) }
+                }
+            }
+        }
+        let first = keys.map { pool.share($0) }
+        #expect(Set(first.map(ObjectIdentifier.init)).count == keys.count, "one object per distinct key")
+        for (key, shared) in zip(keys, first) { #expect(shared.key == key) }
+        // Taking turns, in another order: each time the object first made for that key.
+        for round in 0..<3 {
+            for index in keys.indices.reversed() where index % (round + 1) == 0 {
+                #expect(pool.share(keys[index]) === first[index], "key \(index), round \(round)")
+            }
+        }
+        #expect(pool.count == keys.count)
     }
 
     @Test("changed locations are taken once and made into records a part at a time, as they are then; one changed again meanwhile, or whose write failed, is taken again")

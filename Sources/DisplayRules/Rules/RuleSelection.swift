@@ -16,6 +16,16 @@ public struct RuleSelection: Hashable, Sendable {
         return selection
     }
 
+    /// The selection folded into one word, for a cheap hash (selections that differ may
+    /// share it).
+    public var fingerprint: UInt64 {
+        var word = low ^ (high &* 0x9E37_79B9_7F4A_7C15)
+        if let overflow {
+            for part in overflow { word = (word ^ part) &* 0xA076_1D64_78BD_642F }
+        }
+        return word
+    }
+
     @inline(__always)
     func contains(_ index: Int) -> Bool {
         switch index {

@@ -18,6 +18,14 @@ final class SharedStyleKey: Sendable {
         self.pooled = pooled
     }
 
+    /// Whether this is `other`'s object: its key compared field by field where it is kept
+    /// (`key == other` would copy the key out first, retaining its texts).
+    @inline(__always)
+    func holds(_ other: StyleKey) -> Bool {
+        key.selection == other.selection && key.hidden == other.hidden && key.label == other.label
+            && key.badgeText == other.badgeText
+    }
+
     /// The style's published parts under `engine` at `address`, rendered the first time
     /// they are asked for there; `nil` when they cannot be kept: the key is not pooled, the
     /// location has a style of its own, or the parts kept have reached their budget.
@@ -110,15 +118,46 @@ struct StyleKeyPool {
     /// The last one shared: a restore reads locations in address order, and a room's or a
     /// floor's neighbours tend to show the same style.
     private var last: SharedStyleKey?
+    /// Keys shared lately, one per slot of ``slot(of:)``: a venue's changes mostly come
+    /// back to a few styles (occupied with 1 to 8 people, vacant), which the last one alone
+    /// misses as they take turns, and the dictionary then hashes the whole key (its texts
+    /// too) for each. A slot's key is compared whole, so a wrong slot only costs a look.
+    private var recent = [SharedStyleKey?](repeating: nil, count: Self.recentSlots)
     private var sweepAt = 1024
     static let limit = 1 << 16
+    static let recentSlots = 64
 
     /// The shared object of `key`.
     mutating func share(_ key: StyleKey) -> SharedStyleKey {
-        if let last, last.key == key { return last }
+        if let last, last.holds(key) { return last }
+        let slot = Self.slot(of: key)
+        if let cached = recent[slot], cached.holds(key) {
+            last = cached
+            return cached
+        }
         let shared = pooled(key)
         last = shared
+        if shared.pooled { recent[slot] = shared }
         return shared
+    }
+
+    /// A key's slot among the ``recent`` ones: its rules, and its texts' lengths and first
+    /// bytes (labels such as "3" and "4" differ there), mixed.
+    private static func slot(of key: StyleKey) -> Int {
+        var mix = key.selection.fingerprint &* 0x9E37_79B9_7F4A_7C15
+        if let label = key.label { mix = (mix ^ leadingBytes(label)) &* 0xA076_1D64_78BD_642F }
+        if let text = key.badgeText { mix = (mix ^ leadingBytes(text)) &* 0xE703_7ED1_A0B4_28DB }
+        if key.hidden { mix = ~mix }
+        return Int(truncatingIfNeeded: mix >> 58) & (recentSlots - 1)
+    }
+
+    /// A text's first seven bytes and its length, as one word.
+    private static func leadingBytes(_ text: String) -> UInt64 {
+        text.utf8.withContiguousStorageIfAvailable { bytes in
+            var word = UInt64(truncatingIfNeeded: bytes.count) << 56
+            for index in 0..<min(bytes.count, 7) { word |= UInt64(bytes[index]) << (8 * UInt64(index)) }
+            return word
+        } ?? UInt64(truncatingIfNeeded: text.utf8.count)
     }
 
     private mutating func pooled(_ key: StyleKey) -> SharedStyleKey {
