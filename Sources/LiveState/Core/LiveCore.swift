@@ -225,7 +225,9 @@ public final class LiveCore {
         if named == nil, let slash = split?.slash, LiveTopic.isWellFormedASCII(topic) {
             let address = LocationAddress(topicBytes: topic, lastSlash: slash)
             return outcome(
-                store.apply(payload, domain: Self.domain(of: topic, after: slash), at: address, receivedAt: receivedAt), topic: topic)
+                store.apply(
+                    payload, domain: Self.domain(of: topic, after: slash), at: address, hash: split?.hash, receivedAt: receivedAt),
+                topic: topic)
         }
         var liveTopic: LiveTopic
         do {

@@ -147,18 +147,24 @@ public final class LiveStore {
     }
 
     /// ``apply(_:now:)`` of a decoded payload for `domain` at `address` (the topic's), without
-    /// an update made of them: a new location's first update takes this.
-    func apply(_ payload: LivePayload, domain: String, at address: LocationAddress, receivedAt now: LiveTimestamp) -> Outcome {
+    /// an update made of them: a new location's first update takes this. `hash`: the
+    /// address's ``hash(ofPath:)`` when the caller has it (the topic's path was hashed to
+    /// look for the location), so that a new location's path is not hashed twice.
+    func apply(
+        _ payload: LivePayload, domain: String, at address: LocationAddress, hash: UInt64? = nil, receivedAt now: LiveTimestamp
+    ) -> Outcome {
         apply(
             domain: domain, properties: payload.properties, timestamp: payload.timestamp ?? now, isRemoval: payload.isRemoval,
-            at: address, now: now)
+            at: address, hash: hash, now: now)
     }
 
     private func apply(
         domain: String, properties: LiveProperties, timestamp: LiveTimestamp, isRemoval: Bool, at address: LocationAddress,
-        now: LiveTimestamp
+        hash: UInt64? = nil, now: LiveTimestamp
     ) -> Outcome {
-        guard let (state, samePlacement) = location(address) else { return .tooManyLocations }
+        guard let (state, samePlacement) = location(address, hash: hash ?? LocationTable.hash(address)) else {
+            return .tooManyLocations
+        }
         let index = state.index(of: domain)
         var movedFrom: LocationAddress?
         if !samePlacement {
@@ -442,9 +448,9 @@ public final class LiveStore {
 
     /// The location with this address's identity (its dataset and id), and whether it is
     /// placed there; a new one (placed there) when none is tracked.
-    /// `nil` when it would be new and ``maximumLocations`` are tracked.
-    private func location(_ address: LocationAddress) -> (LocationState, samePlacement: Bool)? {
-        let hash = LocationTable.hash(address)
+    /// `nil` when it would be new and ``maximumLocations`` are tracked. `hash`: the address's
+    /// ``LocationTable/hash(_:)``.
+    private func location(_ address: LocationAddress, hash: UInt64) -> (LocationState, samePlacement: Bool)? {
         if let found = address.withPathBytes({ locations.find($0, hash: hash) }) { return (found, found.address == address) }
         guard locations.count < maximumLocations else { return nil }
         return (insert(address, values: [], version: 0, hash: hash, published: .none), true)
