@@ -149,21 +149,29 @@ func writeLocationJSON(
         version: version, updatedAt: updatedAt)
 }
 
-/// The layout itself, the style's parts written by the caller's closures.
+/// The layout itself, the style's parts written by the caller's closures. What comes before
+/// and after them is two runs of the stream's pieces (``JSONStream/write(maximum:_:)``):
+/// a capacity check each, not one a key and one a value.
 private func writeLocationJSON(
     to stream: inout JSONStream, _ address: LocationAddress, style: (inout JSONStream) -> Void,
     rules: (inout JSONStream) -> Void, changed: ((inout JSONStream) -> Void)?, values: [DomainValue], epoch: UInt64?,
     version: UInt64, updatedAt: LiveTimestamp?
 ) {
-    stream.beginObject()
+    typealias Cursor = JSONStream.Cursor
     address.withPathBytes { path in
-        let start = (path.lastIndex(of: UInt8(ascii: "/")) ?? -1) + 1
-        stream.key("location")
-        stream.string(bytes: UnsafeRawBufferPointer(rebasing: path[start...]))
+        let id = UnsafeRawBufferPointer(rebasing: path[((path.lastIndex(of: UInt8(ascii: "/")) ?? -1) + 1)...])
+        let maximum =
+            3 + Cursor.maximum(key: "location") + Cursor.maximum(text: id.count) + Cursor.maximum(key: "topic")
+            + address.jsonMaximum + Cursor.maximum(key: "style")
+        stream.write(maximum: maximum) { json in
+            json.beginObject()
+            json.key("location")
+            json.string(bytes: id)
+            json.key("topic")
+            address.write(to: &json)
+            json.key("style")
+        }
     }
-    stream.key("topic")
-    address.write(to: &stream)
-    stream.key("style")
     style(&stream)
     writePosition(to: &stream, values)
     if let changed {
@@ -172,28 +180,43 @@ private func writeLocationJSON(
     }
     stream.key("rules")
     rules(&stream)
-    stream.key("live")
-    stream.beginObject()
+    var maximum =
+        Cursor.maximum(key: "live") + 2 + Cursor.maximum(key: "epoch") + Cursor.integerMaximum
+        + Cursor.maximum(key: "version") + Cursor.integerMaximum + Cursor.maximum(key: "updatedAt")
+        + Cursor.timestampMaximum + 1
     for value in values where !value.stale {
-        stream.key(text: value.domain)
-        stream.beginObject()
-        for property in value.properties { stream.add(text: property.name, property.value) }
-        stream.key("timestamp")
-        stream.timestamp(value.timestamp)
-        stream.endObject()
+        maximum += Cursor.maximum(text: value.domain.utf8.count) + 4 + Cursor.maximum(key: "timestamp") + Cursor.timestampMaximum
+        for property in value.properties {
+            maximum += Cursor.maximum(text: property.name.utf8.count) + Cursor.maximum(text: property.value.utf8.count)
+        }
     }
-    stream.endObject()
-    if let epoch {
-        stream.key("epoch")
-        stream.integer(Int64(clamping: epoch))
+    stream.write(maximum: maximum) { json in
+        json.key("live")
+        json.beginObject()
+        for value in values where !value.stale {
+            json.key(text: value.domain)
+            json.beginObject()
+            for property in value.properties {
+                json.key(text: property.name)
+                json.string(property.value)
+            }
+            json.key("timestamp")
+            json.timestamp(value.timestamp)
+            json.endObject()
+        }
+        json.endObject()
+        if let epoch {
+            json.key("epoch")
+            json.integer(Int64(clamping: epoch))
+        }
+        json.key("version")
+        json.integer(Int64(clamping: version))
+        if let updatedAt {
+            json.key("updatedAt")
+            json.timestamp(updatedAt)
+        }
+        json.endObject()
     }
-    stream.key("version")
-    stream.integer(Int64(clamping: version))
-    if let updatedAt {
-        stream.key("updatedAt")
-        stream.timestamp(updatedAt)
-    }
-    stream.endObject()
 }
 
 /// `["occupied"]`: rule names, in application order.
