@@ -111,15 +111,10 @@ public struct DerivedChange: Sendable, Equatable {
     public func write(to stream: inout JSONStream, epoch: UInt64? = nil) {
         guard let rendered = shared.rendered(under: ruleEngine, at: address) else {
             let style = self.style
-            let derived = ruleEngine.derivedStyle(style, key.selection)
-            let changed = changedFields(style)
+            let parts = DerivedParts(derived: ruleEngine.derivedStyle(style, key.selection), changed: changedFields(style))
             return writeLocationJSON(
-                to: &stream, address, style: { derived.style.write(to: &$0) }, rules: { writeRuleNames(derived.rules, to: &$0) },
-                changed: { writeFieldNames(changed, to: &$0) }, values: values, epoch: epoch, version: version,
-                updatedAt: updatedAt)
+                to: &stream, address, parts, values: values, epoch: epoch, version: version, updatedAt: updatedAt)
         }
-        // Worked out before the layout is written: its closures then capture these few
-        // values, not the change (which they would copy, a retain of each of its references).
         let changed: StyleFieldSet? = switch before {
         case .none, .moved: nil
         case .key(let older):
@@ -128,11 +123,8 @@ public struct DerivedChange: Sendable, Equatable {
         case .style(let foreign): rendered.style.changedFieldSet(from: foreign.derived.style)
         }
         writeLocationJSON(
-            to: &stream, address, style: { $0.raw(json: rendered.styleJSON) },
-            rules: { $0.raw(json: rendered.rulesJSON) },
-            changed: { stream in
-                if let changed { writeFieldNames(changed, to: &stream) } else { stream.raw(json: rendered.allFieldsJSON) }
-            }, values: values, epoch: epoch, version: version, updatedAt: updatedAt)
+            to: &stream, address, RenderedParts(rendered: rendered, changed: changed), values: values, epoch: epoch,
+            version: version, updatedAt: updatedAt)
     }
 }
 
@@ -142,20 +134,62 @@ func writeLocationJSON(
     to stream: inout JSONStream, _ address: LocationAddress, _ derived: DerivedStyle?, changed: StyleFieldSet?,
     values: [DomainValue], epoch: UInt64? = nil, version: UInt64, updatedAt: LiveTimestamp?
 ) {
-    let style = derived?.style ?? Style()
     writeLocationJSON(
-        to: &stream, address, style: { style.write(to: &$0) }, rules: { writeRuleNames(derived?.rules ?? [], to: &$0) },
-        changed: changed.map { changed in { writeFieldNames(changed, to: &$0) } }, values: values, epoch: epoch,
+        to: &stream, address, DerivedParts(derived: derived, changed: changed), values: values, epoch: epoch,
         version: version, updatedAt: updatedAt)
 }
 
-/// The layout itself, the style's parts written by the caller's closures. What comes before
-/// and after them is two runs of the stream's pieces (``JSONStream/write(maximum:_:)``):
-/// a capacity check each, not one a key and one a value.
+/// What a style writes into the derived-change layout. Values of a protocol rather than
+/// closures: the layout is specialized for each kind, with no closure context to allocate
+/// or retain for every change.
+private protocol StyleParts {
+    func writeStyle(to stream: inout JSONStream)
+    /// Whether the layout has `changed` (a location's record leaves it out).
+    var hasChanged: Bool { get }
+    func writeChanged(to stream: inout JSONStream)
+    func writeRules(to stream: inout JSONStream)
+}
+
+/// A pooled key's kept bytes (``RenderedStyle``).
+private struct RenderedParts: StyleParts {
+    let rendered: RenderedStyle
+    /// The fields that changed, worked out here; `nil` for a first style, whose `changed`
+    /// (all its set fields) is kept too.
+    let changed: StyleFieldSet?
+
+    func writeStyle(to stream: inout JSONStream) { stream.raw(json: rendered.styleJSON) }
+
+    var hasChanged: Bool { true }
+
+    func writeChanged(to stream: inout JSONStream) {
+        if let changed { writeFieldNames(changed, to: &stream) } else { stream.raw(json: rendered.allFieldsJSON) }
+    }
+
+    func writeRules(to stream: inout JSONStream) { stream.raw(json: rendered.rulesJSON) }
+}
+
+/// A style derived as it is written (or none: the empty style).
+private struct DerivedParts: StyleParts {
+    let derived: DerivedStyle?
+    let changed: StyleFieldSet?
+
+    func writeStyle(to stream: inout JSONStream) { (derived?.style ?? Style()).write(to: &stream) }
+
+    var hasChanged: Bool { changed != nil }
+
+    func writeChanged(to stream: inout JSONStream) {
+        if let changed { writeFieldNames(changed, to: &stream) }
+    }
+
+    func writeRules(to stream: inout JSONStream) { writeRuleNames(derived?.rules ?? [], to: &stream) }
+}
+
+/// The layout itself, the style's parts written by `parts`. What comes before and after them
+/// is two runs of the stream's pieces (``JSONStream/write(maximum:_:)``): a capacity check
+/// each, not one a key and one a value.
 private func writeLocationJSON(
-    to stream: inout JSONStream, _ address: LocationAddress, style: (inout JSONStream) -> Void,
-    rules: (inout JSONStream) -> Void, changed: ((inout JSONStream) -> Void)?, values: [DomainValue], epoch: UInt64?,
-    version: UInt64, updatedAt: LiveTimestamp?
+    to stream: inout JSONStream, _ address: LocationAddress, _ parts: some StyleParts, values: [DomainValue],
+    epoch: UInt64?, version: UInt64, updatedAt: LiveTimestamp?
 ) {
     typealias Cursor = JSONStream.Cursor
     address.withPathBytes { path in
@@ -172,14 +206,14 @@ private func writeLocationJSON(
             json.key("style")
         }
     }
-    style(&stream)
+    parts.writeStyle(to: &stream)
     writePosition(to: &stream, values)
-    if let changed {
+    if parts.hasChanged {
         stream.key("changed")
-        changed(&stream)
+        parts.writeChanged(to: &stream)
     }
     stream.key("rules")
-    rules(&stream)
+    parts.writeRules(to: &stream)
     var maximum =
         Cursor.maximum(key: "live") + 2 + Cursor.maximum(key: "epoch") + Cursor.integerMaximum
         + Cursor.maximum(key: "version") + Cursor.integerMaximum + Cursor.maximum(key: "updatedAt")
