@@ -55,6 +55,9 @@ public struct JSONStream {
         let start = out.room(maximum)
         var cursor = Cursor(start, maximum: maximum, first: first, lastSecond: lastSecond)
         body(&cursor)
+        // A maximum too small is found only after the run wrote past it, but then the
+        // process stops at once instead of going on over what it overwrote.
+        precondition(cursor.at - start <= maximum, "a run of JSON wrote past the room it took")
         out.advance(cursor.at - start)
         first = cursor.first
         lastSecond = cursor.lastSecond
@@ -609,7 +612,7 @@ extension JSONStream {
         @inlinable @inline(__always)
         mutating func unescaped(_ value: UnsafeRawBufferPointer, isKey: Bool) {
             let length = value.count
-            let start = next(length + 4)
+            let start = next(isKey ? length + 4 : length + 2)
             start[0] = UInt8(ascii: "\"")
             if length > 0 { (start + 1).update(from: value.baseAddress!.assumingMemoryBound(to: UInt8.self), count: length) }
             start[length + 1] = UInt8(ascii: "\"")
