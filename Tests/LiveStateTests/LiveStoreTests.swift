@@ -352,6 +352,77 @@ struct LiveStoreTests {
         #expect(OutputFormat(prefix: "p").publication(change).topic == "p/style/ds1/hq/B/F3/R7/room-7")
     }
 
+    @Test("a change's JSON, written in runs, is the layout written member by member: escapes, stale values, epoch, kept or derived style")
+    func derivedChangeRuns() throws {
+        let store = LiveStore(ruleEngine: try Self.engine(staleAfter: nil))
+        _ = store.apply(try update(["nrOfPeople": "3", "capacity": "8"]), now: at(5))
+        let change = try #require(changeOf(store.apply(try update(["nrOfPeople": "0", "capacity": "8"], at: 1), now: at(6))))
+        func memberByMember(_ change: DerivedChange, epoch: UInt64?) -> String {
+            var stream = JSONStream(capacity: 8)
+            stream.beginObject()
+            stream.add("location", change.address.location)
+            stream.key("topic")
+            stream.beginObject()
+            for component: LiveTopic.Component in [.dataset, .venue, .building, .floor, .room, .location] {
+                stream.add(text: component.rawValue, change.address[component]!)
+            }
+            stream.endObject()
+            stream.key("style")
+            change.derived.style.write(to: &stream)
+            stream.key("changed")
+            stream.beginArray()
+            for field in change.changed { stream.string(field.rawValue) }
+            stream.endArray()
+            stream.key("rules")
+            stream.beginArray()
+            for rule in change.derived.rules { stream.string(rule) }
+            stream.endArray()
+            stream.key("live")
+            stream.beginObject()
+            for value in change.values where !value.stale {
+                stream.key(text: value.domain)
+                stream.beginObject()
+                for property in value.properties { stream.add(text: property.name, property.value) }
+                stream.key("timestamp")
+                stream.timestamp(value.timestamp)
+                stream.endObject()
+            }
+            stream.endObject()
+            if let epoch { stream.add("epoch", Int(epoch)) }
+            stream.add("version", Int(change.version))
+            stream.key("updatedAt")
+            stream.timestamp(change.updatedAt)
+            stream.endObject()
+            return stream.text
+        }
+        let plain = change.address
+        let escaped = LocationAddress(dataset: "d\"s", venue: "h\\q", building: "B", floor: "F\t3", room: "é", location: "room\"7")
+        let values = [
+            DomainValue(domain: "occupancy", properties: ["nrOfPeople": "0", "note": "a \"quoted\"\nline"], timestamp: at(1)),
+            DomainValue(domain: "old", properties: ["x": "1"], timestamp: at(-9), stale: true),
+            DomainValue(domain: "temp\\erature", properties: ["temperature": "21"], timestamp: at(900_000)),
+        ]
+        // The probe's stream is reused: each change written after the last one, reset.
+        var reused = JSONStream(capacity: 16)
+        for address in [plain, escaped] {
+            for values in [change.values, values] {
+                for key in [change.shared, SharedStyleKey(change.key)] {
+                    for before in [change.before, .none, .moved(.init(plain))] {
+                        let variant = DerivedChange(
+                            address: address, key: key, before: before, ruleEngine: change.ruleEngine, values: values,
+                            version: change.version, updatedAt: change.updatedAt)
+                        for epoch: UInt64? in [nil, 7] {
+                            reused.reset()
+                            variant.write(to: &reused, epoch: epoch)
+                            #expect(reused.text == memberByMember(variant, epoch: epoch), "\(address) \(epoch.map(String.init) ?? "-")")
+                            #expect(try JSONSerialization.jsonObject(with: Data(reused.bytes)) is [String: Any])
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     @Test("a style's parts kept with its key write the same bytes as deriving them; new rules render them anew")
     func keptStyleParts() throws {
         let store = LiveStore(ruleEngine: try Self.engine(staleAfter: nil))

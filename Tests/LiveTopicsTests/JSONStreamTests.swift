@@ -161,6 +161,83 @@ struct JSONStreamTests {
         #expect(stream.text == #"{"a": {"first": "x", "b": "y"}, "b": 1}"#)
     }
 
+    @Test("a run through a cursor writes the same bytes as the stream's pieces one by one, escaped or not, within its maximum")
+    func runs() throws {
+        let texts = ["plain", "", "quote\"back\\slash\ttab\u{01}", "é 😀", String(repeating: "x", count: 40)]
+        let instants: [Int64] = [1_763_720_000_000, 1_763_720_000_007, 1_763_720_001_000, -62_167_219_200_001]
+        for text in texts {
+            for millis in instants {
+                let timestamp = LiveTimestamp(millisecondsSince1970: millis)
+                let path = "d/v/b/\(text)/r/\(text)"
+                let address = try #require(LocationAddress(path: path))
+                // One by one: the members a run writes below, after a member before them.
+                var pieces = JSONStream(capacity: 4)
+                pieces.beginObject()
+                pieces.add("before", 1)
+                pieces.key("a")
+                pieces.string(text)
+                pieces.key(text: text)
+                pieces.beginArray()
+                pieces.integer(Int64.min)
+                pieces.timestamp(timestamp)
+                pieces.boolean(false)
+                pieces.string("lit" as StaticString)
+                Array(text.utf8).withUnsafeBytes { pieces.string(bytes: $0) }
+                pieces.raw(json: Array("[1]".utf8))
+                pieces.endArray()
+                Array(text.utf8).withUnsafeBytes { pieces.key(bytes: $0) }
+                address.write(to: &pieces)
+                pieces.key("at")
+                pieces.timestamp(timestamp)
+                pieces.endObject()
+                // The same in two runs, each taking the most its pieces may take.
+                let count = text.utf8.count
+                var runs = JSONStream(capacity: 4)
+                runs.beginObject()
+                runs.add("before", 1)
+                typealias Cursor = JSONStream.Cursor
+                runs.write(
+                    maximum: Cursor.maximum(key: "a") + 2 * Cursor.maximum(text: count) + 3 + Cursor.integerMaximum
+                        + Cursor.timestampMaximum + 7 + 2 + "lit".count + 2 + Cursor.maximum(text: count) + 5 + 1
+                ) { json in
+                    json.key("a")
+                    json.string(text)
+                    json.key(text: text)
+                    json.beginArray()
+                    json.integer(Int64.min)
+                    json.timestamp(timestamp)
+                    json.boolean(false)
+                    json.string("lit" as StaticString)
+                    Array(text.utf8).withUnsafeBytes { json.string(bytes: $0) }
+                    Array("[1]".utf8).withUnsafeBytes { json.raw(bytes: $0) }
+                    json.endArray()
+                }
+                runs.write(
+                    maximum: Cursor.maximum(text: count) + address.jsonMaximum + Cursor.maximum(key: "at")
+                        + Cursor.timestampMaximum + 1
+                ) { json in
+                    Array(text.utf8).withUnsafeBytes { json.key(bytes: $0) }
+                    address.write(to: &json)
+                    json.key("at")
+                    json.timestamp(timestamp)
+                    json.endObject()
+                }
+                #expect(runs.text == pieces.text, "\(text) \(millis)")
+                #expect(try JSONSerialization.jsonObject(with: Data(runs.bytes)) is [String: Any])
+                // The address as it was written member by member.
+                var members = JSONStream()
+                members.beginObject()
+                for (name, part) in zip(
+                    ["dataset", "venue", "building", "floor", "room", "location"],
+                    path.split(separator: "/", omittingEmptySubsequences: false)) {
+                    members.add(text: name, String(part))
+                }
+                members.endObject()
+                #expect(address.json == members.text)
+            }
+        }
+    }
+
     @Test("a copy is a stream of its own; the buffer grows past its first capacity")
     func copiesAndGrowth() {
         var stream = JSONStream(capacity: 16)

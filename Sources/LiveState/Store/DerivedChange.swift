@@ -111,15 +111,10 @@ public struct DerivedChange: Sendable, Equatable {
     public func write(to stream: inout JSONStream, epoch: UInt64? = nil) {
         guard let rendered = shared.rendered(under: ruleEngine, at: address) else {
             let style = self.style
-            let derived = ruleEngine.derivedStyle(style, key.selection)
-            let changed = changedFields(style)
+            let parts = DerivedParts(derived: ruleEngine.derivedStyle(style, key.selection), changed: changedFields(style))
             return writeLocationJSON(
-                to: &stream, address, style: { derived.style.write(to: &$0) }, rules: { writeRuleNames(derived.rules, to: &$0) },
-                changed: { writeFieldNames(changed, to: &$0) }, values: values, epoch: epoch, version: version,
-                updatedAt: updatedAt)
+                to: &stream, address, parts, values: values, epoch: epoch, version: version, updatedAt: updatedAt)
         }
-        // Worked out before the layout is written: its closures then capture these few
-        // values, not the change (which they would copy, a retain of each of its references).
         let changed: StyleFieldSet? = switch before {
         case .none, .moved: nil
         case .key(let older):
@@ -128,11 +123,8 @@ public struct DerivedChange: Sendable, Equatable {
         case .style(let foreign): rendered.style.changedFieldSet(from: foreign.derived.style)
         }
         writeLocationJSON(
-            to: &stream, address, style: { $0.raw(json: rendered.styleJSON) },
-            rules: { $0.raw(json: rendered.rulesJSON) },
-            changed: { stream in
-                if let changed { writeFieldNames(changed, to: &stream) } else { stream.raw(json: rendered.allFieldsJSON) }
-            }, values: values, epoch: epoch, version: version, updatedAt: updatedAt)
+            to: &stream, address, RenderedParts(rendered: rendered, changed: changed), values: values, epoch: epoch,
+            version: version, updatedAt: updatedAt)
     }
 }
 
@@ -142,58 +134,123 @@ func writeLocationJSON(
     to stream: inout JSONStream, _ address: LocationAddress, _ derived: DerivedStyle?, changed: StyleFieldSet?,
     values: [DomainValue], epoch: UInt64? = nil, version: UInt64, updatedAt: LiveTimestamp?
 ) {
-    let style = derived?.style ?? Style()
     writeLocationJSON(
-        to: &stream, address, style: { style.write(to: &$0) }, rules: { writeRuleNames(derived?.rules ?? [], to: &$0) },
-        changed: changed.map { changed in { writeFieldNames(changed, to: &$0) } }, values: values, epoch: epoch,
+        to: &stream, address, DerivedParts(derived: derived, changed: changed), values: values, epoch: epoch,
         version: version, updatedAt: updatedAt)
 }
 
-/// The layout itself, the style's parts written by the caller's closures.
-private func writeLocationJSON(
-    to stream: inout JSONStream, _ address: LocationAddress, style: (inout JSONStream) -> Void,
-    rules: (inout JSONStream) -> Void, changed: ((inout JSONStream) -> Void)?, values: [DomainValue], epoch: UInt64?,
-    version: UInt64, updatedAt: LiveTimestamp?
-) {
-    stream.beginObject()
-    address.withPathBytes { path in
-        let start = (path.lastIndex(of: UInt8(ascii: "/")) ?? -1) + 1
-        stream.key("location")
-        stream.string(bytes: UnsafeRawBufferPointer(rebasing: path[start...]))
+/// What a style writes into the derived-change layout. Values of a protocol rather than
+/// closures: the layout is specialized for each kind, with no closure context to allocate
+/// or retain for every change.
+private protocol StyleParts {
+    func writeStyle(to stream: inout JSONStream)
+    /// Whether the layout has `changed` (a location's record leaves it out).
+    var hasChanged: Bool { get }
+    func writeChanged(to stream: inout JSONStream)
+    func writeRules(to stream: inout JSONStream)
+}
+
+/// A pooled key's kept bytes (``RenderedStyle``).
+private struct RenderedParts: StyleParts {
+    let rendered: RenderedStyle
+    /// The fields that changed, worked out here; `nil` for a first style, whose `changed`
+    /// (all its set fields) is kept too.
+    let changed: StyleFieldSet?
+
+    func writeStyle(to stream: inout JSONStream) { stream.raw(json: rendered.styleJSON) }
+
+    var hasChanged: Bool { true }
+
+    func writeChanged(to stream: inout JSONStream) {
+        if let changed { writeFieldNames(changed, to: &stream) } else { stream.raw(json: rendered.allFieldsJSON) }
     }
-    stream.key("topic")
-    address.write(to: &stream)
-    stream.key("style")
-    style(&stream)
+
+    func writeRules(to stream: inout JSONStream) { stream.raw(json: rendered.rulesJSON) }
+}
+
+/// A style derived as it is written (or none: the empty style).
+private struct DerivedParts: StyleParts {
+    let derived: DerivedStyle?
+    let changed: StyleFieldSet?
+
+    func writeStyle(to stream: inout JSONStream) { (derived?.style ?? Style()).write(to: &stream) }
+
+    var hasChanged: Bool { changed != nil }
+
+    func writeChanged(to stream: inout JSONStream) {
+        if let changed { writeFieldNames(changed, to: &stream) }
+    }
+
+    func writeRules(to stream: inout JSONStream) { writeRuleNames(derived?.rules ?? [], to: &stream) }
+}
+
+/// The layout itself, the style's parts written by `parts`. What comes before and after them
+/// is two runs of the stream's pieces (``JSONStream/write(maximum:_:)``): a capacity check
+/// each, not one a key and one a value.
+private func writeLocationJSON(
+    to stream: inout JSONStream, _ address: LocationAddress, _ parts: some StyleParts, values: [DomainValue],
+    epoch: UInt64?, version: UInt64, updatedAt: LiveTimestamp?
+) {
+    typealias Cursor = JSONStream.Cursor
+    address.withPathBytes { path in
+        let id = UnsafeRawBufferPointer(rebasing: path[((path.lastIndex(of: UInt8(ascii: "/")) ?? -1) + 1)...])
+        let maximum =
+            3 + Cursor.maximum(key: "location") + Cursor.maximum(text: id.count) + Cursor.maximum(key: "topic")
+            + address.jsonMaximum + Cursor.maximum(key: "style")
+        stream.write(maximum: maximum) { json in
+            json.beginObject()
+            json.key("location")
+            json.string(bytes: id)
+            json.key("topic")
+            address.write(to: &json)
+            json.key("style")
+        }
+    }
+    parts.writeStyle(to: &stream)
     writePosition(to: &stream, values)
-    if let changed {
+    if parts.hasChanged {
         stream.key("changed")
-        changed(&stream)
+        parts.writeChanged(to: &stream)
     }
     stream.key("rules")
-    rules(&stream)
-    stream.key("live")
-    stream.beginObject()
+    parts.writeRules(to: &stream)
+    var maximum =
+        Cursor.maximum(key: "live") + 2 + Cursor.maximum(key: "epoch") + Cursor.integerMaximum
+        + Cursor.maximum(key: "version") + Cursor.integerMaximum + Cursor.maximum(key: "updatedAt")
+        + Cursor.timestampMaximum + 1
     for value in values where !value.stale {
-        stream.key(text: value.domain)
-        stream.beginObject()
-        for property in value.properties { stream.add(text: property.name, property.value) }
-        stream.key("timestamp")
-        stream.timestamp(value.timestamp)
-        stream.endObject()
+        maximum += Cursor.maximum(text: value.domain.utf8.count) + 4 + Cursor.maximum(key: "timestamp") + Cursor.timestampMaximum
+        for property in value.properties {
+            maximum += Cursor.maximum(text: property.name.utf8.count) + Cursor.maximum(text: property.value.utf8.count)
+        }
     }
-    stream.endObject()
-    if let epoch {
-        stream.key("epoch")
-        stream.integer(Int64(clamping: epoch))
+    stream.write(maximum: maximum) { json in
+        json.key("live")
+        json.beginObject()
+        for value in values where !value.stale {
+            json.key(text: value.domain)
+            json.beginObject()
+            for property in value.properties {
+                json.key(text: property.name)
+                json.string(property.value)
+            }
+            json.key("timestamp")
+            json.timestamp(value.timestamp)
+            json.endObject()
+        }
+        json.endObject()
+        if let epoch {
+            json.key("epoch")
+            json.integer(Int64(clamping: epoch))
+        }
+        json.key("version")
+        json.integer(Int64(clamping: version))
+        if let updatedAt {
+            json.key("updatedAt")
+            json.timestamp(updatedAt)
+        }
+        json.endObject()
     }
-    stream.key("version")
-    stream.integer(Int64(clamping: version))
-    if let updatedAt {
-        stream.key("updatedAt")
-        stream.timestamp(updatedAt)
-    }
-    stream.endObject()
 }
 
 /// `["occupied"]`: rule names, in application order.

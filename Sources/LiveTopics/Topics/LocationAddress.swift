@@ -161,6 +161,18 @@ public struct LocationAddress: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// ``write(to:)`` as a piece of a run (``JSONStream/write(maximum:_:)``), which takes at
+    /// most ``jsonMaximum`` bytes.
+    public func write(to json: inout JSONStream.Cursor) {
+        withPathBytes { path in
+            json.object(parts: path, separatedBy: UInt8(ascii: "/"), name: Self.componentName)
+        }
+    }
+
+    /// The most bytes the components take as a piece of a run: an object of six parts named
+    /// in at most 8 bytes (``JSONStream/Cursor/object(parts:separatedBy:name:)``).
+    public var jsonMaximum: Int { 4 + 6 * (8 + 8) + 6 * path.utf8.count }
+
     /// The name of component `position`: literals, which a key reads without a reference
     /// count or a look-up of a global array.
     private static func componentName(_ position: Int) -> StaticString {
