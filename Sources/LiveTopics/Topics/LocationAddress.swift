@@ -72,8 +72,15 @@ public struct LocationAddress: Hashable, Sendable, CustomStringConvertible {
     /// Whether `component` is `value`, byte for byte, read in place (`false` for `.domain`).
     public func has(_ component: LiveTopic.Component, _ value: String) -> Bool {
         guard let position = component.position else { return false }
-        return withPathBytes { path in
-            value.isSameIdentifier(asBytes: UnsafeRawBufferPointer(rebasing: path[Self.range(of: position, in: path)]))
+        // Asked for every change (is this the dataset of the last one?): both read in place
+        // and compared a word at a time, without a call to compare them.
+        var value = value
+        return value.withUTF8 { value in
+            withPathBytes { path in
+                let range = Self.range(of: position, in: path)
+                guard range.count == value.count, let base = path.baseAddress else { return range.count == value.count }
+                return bytesEqual(base + range.lowerBound, UnsafeRawPointer(value.baseAddress), value.count)
+            }
         }
     }
 
