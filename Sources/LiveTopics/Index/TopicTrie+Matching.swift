@@ -17,25 +17,21 @@ extension TopicTrie {
             let count = bytes.count
             if count == 0 { return .empty(kind: .topic) }
             if count > TopicName.maximumLength { return .tooLong(kind: .topic, bytes: count) }
-            var levels = 1
-            for byte in bytes {
-                switch byte {
-                case UInt8(ascii: "/"): levels += 1
-                case UInt8(ascii: "+"), UInt8(ascii: "#"), 0: return Self.invalidTopic(bytes)
-                default: continue
-                }
-            }
-            return withUnsafeTemporaryAllocation(of: Int.self, capacity: levels + 1) { starts in
+            // Room for every level a topic of this length can have, so that the levels are
+            // found in the same pass that checks the bytes.
+            return withUnsafeTemporaryAllocation(of: Int.self, capacity: count + 2) { starts in
                 // starts[i] is where level i begins; level i ends one byte before starts[i + 1].
-                var level = 0
+                var levels = 1
                 starts[0] = 0
-                for position in 0..<count where bytes[position] == UInt8(ascii: "/") {
-                    level += 1
-                    starts[level] = position + 1
+                let valid = TopicBytes.scan(topic) { slash in
+                    starts[levels] = slash + 1
+                    levels += 1
+                    return true
                 }
+                if valid == nil { return Self.invalidTopic(bytes) }
                 starts[levels] = count + 1
                 let matcher = Matcher(
-                    seed: seed, topic: UnsafeRawBufferPointer(bytes), starts: UnsafeBufferPointer(starts),
+                    seed: seed, topic: topic, starts: UnsafeBufferPointer(starts),
                     levels: levels, nodes: nodes.base, edges: edges, mask: capacity - 1, longKeys: longKeys.base,
                     entryNext: entryNext.base)
                 matcher.matchRoot(dollar: bytes[0] == UInt8(ascii: "$"), body)

@@ -95,29 +95,22 @@ public struct LiveTopic: Hashable, Sendable, CustomStringConvertible {
         guard count <= TopicName.maximumLength else { return nil }
         var slashes = (0, 0, 0, 0, 0, 0)
         var seen = 0
-        var high: UInt8 = 0
-        for index in 0..<count {
-            let byte = bytes[index]
-            high |= byte
-            switch byte {
-            case UInt8(ascii: "/"):
-                switch seen {
-                case 0: slashes.0 = index
-                case 1: slashes.1 = index
-                case 2: slashes.2 = index
-                case 3: slashes.3 = index
-                case 4: slashes.4 = index
-                case 5: slashes.5 = index
-                default: return nil
-                }
-                seen += 1
-            case UInt8(ascii: "+"), UInt8(ascii: "#"), 0: return nil
-            default: continue
+        let ascii = TopicBytes.scan(bytes) { index in
+            switch seen {
+            case 0: slashes.0 = index
+            case 1: slashes.1 = index
+            case 2: slashes.2 = index
+            case 3: slashes.3 = index
+            case 4: slashes.4 = index
+            case 5: slashes.5 = index
+            default: return false
             }
+            seen += 1
+            return true
         }
-        guard seen == 6, slashes.0 > 0, slashes.1 > slashes.0 + 1, slashes.2 > slashes.1 + 1,
+        guard let ascii, seen == 6, slashes.0 > 0, slashes.1 > slashes.0 + 1, slashes.2 > slashes.1 + 1,
             slashes.3 > slashes.2 + 1, slashes.4 > slashes.3 + 1, slashes.5 > slashes.4 + 1, count > slashes.5 + 1,
-            !asciiOnly || high < 0x80
+            ascii || !asciiOnly
         else { return nil }
         return slashes
     }
