@@ -59,6 +59,9 @@ struct TopicIndexTests {
             try index.matches("a/+")
         }
         #expect(throws: TopicError.empty(kind: .topic)) { try index.matches("") }
+        #expect(throws: TopicError.wildcardInTopic(topic: "a/b/c/#", level: 4, wildcard: "#")) {
+            try Array("a/b/c/#".utf8).withUnsafeBytes { bytes throws(TopicError) in try index.hasMatch(bytes: bytes) }
+        }
         #expect(throws: TopicError.self) { try index.add("a/#/b", 2) }
     }
 
@@ -108,6 +111,8 @@ struct TopicIndexTests {
             let expected = filters.filter { $0.value.matches(topic: topic, levels: levels) }.keys.sorted()
             let actual = try index.matches(topic).sorted()
             #expect(actual == expected, "topic \(topic)")
+            let any = try Array(topic.utf8).withUnsafeBytes { bytes throws(TopicError) in try index.hasMatch(bytes: bytes) }
+            #expect(any == !expected.isEmpty, "topic \(topic)")
             matched += actual.count
         }
         #expect(matched > 500, "the random cases should produce plenty of matches")

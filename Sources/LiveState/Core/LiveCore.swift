@@ -247,9 +247,9 @@ public final class LiveCore {
 
     /// Checks a topic against the subscriptions: `nil` when one accepts it, else why not.
     private func checkSubscribed(_ topic: UnsafeRawBufferPointer) -> Outcome? {
-        var subscribed = false
+        let subscribed: Bool
         do {
-            try subscriptions.forEachMatch(bytes: topic) { _, _ in subscribed = true }
+            subscribed = try subscriptions.hasMatch(bytes: topic)
         } catch {
             return reject(.badTopic, "\(error)")
         }
