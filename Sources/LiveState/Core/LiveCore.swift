@@ -83,6 +83,8 @@ public final class LiveCore {
     /// The storage of the last decoded payload's properties, for the next one to be decoded
     /// into (when the store kept them, the next decoding copies rather than overwrites).
     @exclusivity(unchecked) private var spareProperties = LiveProperties()
+    /// The domain of the last update that needed its domain as a string.
+    @exclusivity(unchecked) private var lastDomain = ""
     /// Numbers each set of subscriptions, for the store to remember which topics they accept.
     @exclusivity(unchecked) private var generation: UInt32 = 0
     public let limits: LiveLimits
@@ -215,7 +217,7 @@ public final class LiveCore {
             // The domain is made into a string only when the location has no value of it yet.
             return outcome(
                 store.apply(
-                    target, domain: Self.domain(of: topic, after: slash), payload: payload, receivedAt: receivedAt,
+                    target, domain: domain(of: topic, after: slash), payload: payload, receivedAt: receivedAt,
                     acceptedBy: generation),
                 topic: topic)
         }
@@ -225,7 +227,7 @@ public final class LiveCore {
         if named == nil, let slash = split?.slash, LiveTopic.isWellFormedASCII(topic) {
             let address = LocationAddress(topicBytes: topic, lastSlash: slash)
             return outcome(
-                store.apply(payload, domain: Self.domain(of: topic, after: slash), at: address, receivedAt: receivedAt), topic: topic)
+                store.apply(payload, domain: domain(of: topic, after: slash), at: address, receivedAt: receivedAt), topic: topic)
         }
         var liveTopic: LiveTopic
         do {
@@ -286,9 +288,13 @@ public final class LiveCore {
         return level.map { id.utf8.elementsEqual($0) } == true ? nil : id
     }
 
-    /// The domain of a topic whose last `/` is at byte `slash`.
-    private static func domain(of topic: UnsafeRawBufferPointer, after slash: Int) -> String {
-        String(decoding: UnsafeRawBufferPointer(rebasing: topic[(slash + 1)...]), as: UTF8.self)
+    /// The domain of a topic whose last `/` is at byte `slash`; the string made for the last
+    /// one when the bytes are the same (a venue's new locations come with a handful of
+    /// domains, and comparing the bytes costs less than decoding them into a string).
+    private func domain(of topic: UnsafeRawBufferPointer, after slash: Int) -> String {
+        let bytes = UnsafeRawBufferPointer(rebasing: topic[(slash + 1)...])
+        if !lastDomain.isSameIdentifier(asBytes: bytes) { lastDomain = String(decoding: bytes, as: UTF8.self) }
+        return lastDomain
     }
 
     /// Where the last `/` of a topic is, in its bytes.
@@ -315,7 +321,7 @@ public final class LiveCore {
     }
 
     private func placementConflict(_ topic: UnsafeRawBufferPointer) -> Outcome {
-        let domain = Self.lastSlash(topic).map { Self.domain(of: topic, after: $0) } ?? ""
+        let domain = Self.lastSlash(topic).map { self.domain(of: topic, after: $0) } ?? ""
         let current = store.lastPlacementConflict.map { "\($0.location) is at \($0)" } ?? "the location is elsewhere"
         return reject(.placementConflict, "\(current); \(domain) updates do not move locations (domains.\(domain).moves)")
     }
