@@ -180,7 +180,7 @@ public final class LiveCore {
         }
         // Decoded into the storage of the last payload's properties, which the store copied
         // into its own (see `LiveStore.apply`): nothing is allocated for them.
-        let payload: LivePayload
+        var payload: LivePayload
         do throws(LiveUpdateError) {
             var storage = LiveProperties()
             swap(&storage, &spareProperties)
@@ -189,7 +189,8 @@ public final class LiveCore {
             // What is wrong with the topic is told first.
             return checkSubscribed(topic) ?? rejectPayload(error)
         }
-        defer { spareProperties = payload.properties }
+        // Handed back rather than copied: no retain now and release when the payload goes.
+        defer { swap(&spareProperties, &payload.properties) }
         if let timestamp = payload.timestamp,
             timestamp.millisecondsSince1970 > receivedAt.millisecondsSince1970 &+ futureSkewMilliseconds
         {
