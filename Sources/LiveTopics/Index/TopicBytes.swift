@@ -28,7 +28,8 @@ enum TopicBytes {
                 }
             }
             highBits |= word
-            if contains(UInt8(ascii: "+"), word) | contains(UInt8(ascii: "#"), word) | contains(0, word) != 0 { return nil }
+            let forbidden = contains(UInt8(ascii: "+"), word) | contains(UInt8(ascii: "#"), word) | contains(0, word)
+            if forbidden != 0 { return nil }
             var slashes = positions(of: UInt8(ascii: "/"), in: word)
             while slashes != 0 {
                 // Little-endian: the lowest flagged byte comes first.

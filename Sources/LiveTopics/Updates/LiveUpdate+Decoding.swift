@@ -321,7 +321,9 @@ extension LivePayload {
 
     /// `validated`: the bytes, when not `escaped`, are known to be valid UTF-8 (see `makeString`).
     @inline(__always)
-    fileprivate static func string(_ raw: UnsafeRawBufferPointer, escaped: Bool, validated: Bool) throws(JSONScanner.Failure) -> String {
+    fileprivate static func string(
+        _ raw: UnsafeRawBufferPointer, escaped: Bool, validated: Bool
+    ) throws(JSONScanner.Failure) -> String {
         if escaped { return try JSONScanner.unescape(raw, at: 0) }
         guard let string = makeString(raw, validated: validated) else { throw .invalidUTF8(at: 0) }
         return string
