@@ -111,8 +111,13 @@ struct TopicIndexTests {
             let expected = filters.filter { $0.value.matches(topic: topic, levels: levels) }.keys.sorted()
             let actual = try index.matches(topic).sorted()
             #expect(actual == expected, "topic \(topic)")
-            let any = try Array(topic.utf8).withUnsafeBytes { bytes throws(TopicError) in try index.hasMatch(bytes: bytes) }
+            let bytes = Array(topic.utf8)
+            let any = try bytes.withUnsafeBytes { bytes throws(TopicError) in try index.hasMatch(bytes: bytes) }
             #expect(any == !expected.isEmpty, "topic \(topic)")
+            // The same with the levels found by the caller.
+            let slashes = bytes.indices.filter { bytes[$0] == UInt8(ascii: "/") }
+            let found = bytes.withUnsafeBytes { bytes in slashes.withUnsafeBufferPointer { index.hasMatch(bytes: bytes, slashes: $0) } }
+            #expect(found == !expected.isEmpty, "topic \(topic)")
             matched += actual.count
         }
         #expect(matched > 500, "the random cases should produce plenty of matches")

@@ -207,8 +207,13 @@ public final class LiveCore {
                 path: UnsafeRawBufferPointer(rebasing: topic[..<split.slash]), hash: split.hash,
                 domain: UnsafeRawBufferPointer(rebasing: topic[(split.slash + 1)...]))
         }
-        if target.map({ store.isAccepted($0, generation: generation) }) != true, let refused = checkSubscribed(topic) {
-            return refused
+        // A topic they have not accepted is checked against them; one that is well formed
+        // of ASCII characters (a new location's, nearly always) is found so in the pass
+        // that finds its levels for the index, and the index does not read it again.
+        var slashes: LiveTopic.Slashes?
+        if target.map({ store.isAccepted($0, generation: generation) }) != true {
+            slashes = LiveTopic.slashesOfWellFormedASCII(topic)
+            if let refused = checkSubscribed(topic, slashes: slashes) { return refused }
         }
         if retained, payload.timestamp == nil, !payload.isRemoval, target?.index != nil, named == nil {
             counters.retainedNotNew += 1
@@ -224,8 +229,10 @@ public final class LiveCore {
         }
         // A new location, or one this topic places elsewhere: the store decides whether it
         // moves. Its address is the bytes before the last slash (one copy, not the
-        // components joined again), its domain the bytes after it.
-        if named == nil, let slash = split?.slash, LiveTopic.isWellFormedASCII(topic) {
+        // components joined again), its domain the bytes after it. (Without a target, a
+        // topic was checked against the subscriptions above: `slashes` says whether it is
+        // well formed.)
+        if named == nil, let slash = split?.slash, slashes != nil {
             let address = LocationAddress(topicBytes: topic, lastSlash: slash)
             return outcome(
                 store.apply(payload, domain: domain(of: topic, after: slash), at: address, receivedAt: receivedAt), topic: topic)
@@ -249,12 +256,19 @@ public final class LiveCore {
     }
 
     /// Checks a topic against the subscriptions: `nil` when one accepts it, else why not.
-    private func checkSubscribed(_ topic: UnsafeRawBufferPointer) -> Outcome? {
+    /// `slashes`: where they are when the topic is known to be well formed.
+    private func checkSubscribed(_ topic: UnsafeRawBufferPointer, slashes: LiveTopic.Slashes? = nil) -> Outcome? {
         let subscribed: Bool
-        do {
-            subscribed = try subscriptions.hasMatch(bytes: topic)
-        } catch {
-            return reject(.badTopic, "\(error)")
+        if let slashes {
+            subscribed = withUnsafeBytes(of: slashes) { slashes in
+                subscriptions.hasMatch(bytes: topic, slashes: slashes.assumingMemoryBound(to: Int.self))
+            }
+        } else {
+            do {
+                subscribed = try subscriptions.hasMatch(bytes: topic)
+            } catch {
+                return reject(.badTopic, "\(error)")
+            }
         }
         guard subscribed else {
             counters.notSubscribed += 1

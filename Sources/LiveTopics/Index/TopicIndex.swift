@@ -136,6 +136,16 @@ public struct TopicIndex<Value> {
         return found
     }
 
+    /// ``hasMatch(bytes:)`` of a topic its caller has found to be a valid topic name (see
+    /// ``TopicName``) with its `/` at `slashes`: the bytes are not read again to check them
+    /// and find the levels.
+    @inlinable
+    package func hasMatch(bytes topic: UnsafeRawBufferPointer, slashes: UnsafeBufferPointer<Int>) -> Bool {
+        var found = false
+        trie.match(bytes: topic, slashes: slashes) { _ in found = true }
+        return found
+    }
+
     /// The values of every registration whose filter matches the topic name, in no
     /// particular order.
     /// - Throws: ``TopicError`` when the topic is not a valid MQTT topic name.

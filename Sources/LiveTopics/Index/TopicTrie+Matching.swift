@@ -30,15 +30,35 @@ extension TopicTrie {
                 }
                 if valid == nil { return Self.invalidTopic(bytes) }
                 starts[levels] = count + 1
-                let matcher = Matcher(
-                    seed: seed, topic: topic, starts: UnsafeBufferPointer(starts),
-                    levels: levels, nodes: nodes.base, edges: edges, mask: capacity - 1, longKeys: longKeys.base,
-                    entryNext: entryNext.base)
-                matcher.matchRoot(dollar: bytes[0] == UInt8(ascii: "$"), body)
+                match(topic, starts: UnsafeBufferPointer(starts), levels: levels, body)
                 return nil
             }
         }
         if let failure { throw failure }
+    }
+
+    /// ``match(bytes:_:)`` of a valid topic name whose `/` are at `slashes`, found by the
+    /// caller: the bytes are neither checked nor scanned again.
+    @usableFromInline
+    func match(bytes topic: UnsafeRawBufferPointer, slashes: UnsafeBufferPointer<Int>, _ body: (Int32) -> Void) {
+        let levels = slashes.count + 1
+        withUnsafeTemporaryAllocation(of: Int.self, capacity: levels + 1) { starts in
+            starts[0] = 0
+            for index in slashes.indices { starts[index + 1] = slashes[index] + 1 }
+            starts[levels] = topic.count + 1
+            match(topic, starts: UnsafeBufferPointer(starts), levels: levels, body)
+        }
+    }
+
+    /// Matches a non-empty topic whose level `i` begins at `starts[i]` and ends one byte
+    /// before `starts[i + 1]`.
+    private func match(
+        _ topic: UnsafeRawBufferPointer, starts: UnsafeBufferPointer<Int>, levels: Int, _ body: (Int32) -> Void
+    ) {
+        let matcher = Matcher(
+            seed: seed, topic: topic, starts: starts, levels: levels, nodes: nodes.base, edges: edges, mask: capacity - 1,
+            longKeys: longKeys.base, entryNext: entryNext.base)
+        matcher.matchRoot(dollar: topic[0] == UInt8(ascii: "$"), body)
     }
 
     private static func invalidTopic(_ bytes: UnsafeBufferPointer<UInt8>) -> TopicError {

@@ -79,18 +79,22 @@ public struct LiveTopic: Hashable, Sendable, CustomStringConvertible {
         } ?? nil
     }
 
-    /// Whether these bytes are a well-formed topic (see ``init(parsing:)``) of ASCII
-    /// characters only, checked in place: one that needs no string to be made to be read
-    /// as a location's path and a domain. A new location's first update takes this, a
-    /// million times in a venue's first minute; any other topic takes ``init(parsing:)``.
-    package static func isWellFormedASCII(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        slashes(bytes, asciiOnly: true) != nil
+    /// Where a topic's six slashes are, in its bytes.
+    package typealias Slashes = (Int, Int, Int, Int, Int, Int)
+
+    /// Where the six slashes are when these bytes are a well-formed topic (see
+    /// ``init(parsing:)``) of ASCII characters only, checked in place: one that needs no
+    /// string to be made to be read as a location's path and a domain, and a valid MQTT
+    /// topic name. A new location's first update takes this, a million times in a venue's
+    /// first minute; any other topic takes ``init(parsing:)``.
+    package static func slashesOfWellFormedASCII(_ bytes: UnsafeRawBufferPointer) -> Slashes? {
+        slashes(bytes, asciiOnly: true)
     }
 
     /// Where the six slashes of a well-formed topic are (seven non-empty levels, no `+`, `#`
     /// or NUL, no longer than a topic may be; with `asciiOnly`, no byte above 127), in one
     /// pass over its bytes; `nil` for any other.
-    private static func slashes(_ bytes: UnsafeRawBufferPointer, asciiOnly: Bool) -> (Int, Int, Int, Int, Int, Int)? {
+    private static func slashes(_ bytes: UnsafeRawBufferPointer, asciiOnly: Bool) -> Slashes? {
         let count = bytes.count
         guard count <= TopicName.maximumLength else { return nil }
         var slashes = (0, 0, 0, 0, 0, 0)
