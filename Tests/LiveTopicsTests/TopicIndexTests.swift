@@ -122,6 +122,25 @@ struct TopicIndexTests {
         }
         #expect(matched > 500, "the random cases should produce plenty of matches")
     }
+
+    @Test(
+        "chains of '+' alone under a node (criteria that leave components out) match as the reference does",
+        arguments: [
+            ["d/+/+/+/+/+/+"], ["+/+/+/+/+/+/co2"], ["d/+/+/#"], ["d/+/+"], ["+/+"], ["d/+/+/+/+/+/+", "d/+/+/x/+/+/+"],
+            ["d/+/#", "d/+/+/+"], ["+/+/+/+/+/+/+", "$s/+/+/+/+/+/+"],
+        ])
+    func plusChains(filters: [String]) throws {
+        var index = TopicIndex<Int>()
+        for (number, filter) in filters.enumerated() { try index.add(filter, number) }
+        let topics = [
+            "d", "d/a", "d/a/b", "d/a/b/c", "d/a/b/x/e/f/g", "d/a/b/c/e/f/g", "d/a/b/c/e/f/co2", "e/a/b/c/e/f/co2", "d/a/b/c/e/f/g/h",
+            "$s/a/b/c/e/f/g", "d//////", "d/a/b/c/e/f/",
+        ]
+        for topic in topics {
+            let expected = filters.indices.filter { ReferenceFilter(filters[$0]).matches(topic: topic, levels: splitLevels(topic)) }
+            #expect(try index.matches(topic).sorted() == expected, "\(filters) \(topic)")
+        }
+    }
 }
 
 /// An independent, obviously-correct matcher: recursion over split levels.

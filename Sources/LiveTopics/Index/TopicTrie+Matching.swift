@@ -93,6 +93,15 @@ extension TopicTrie {
 
         /// A node reached after consuming `level` levels.
         func visit(_ node: Int32, _ record: Node, level: Int, _ body: (Int32) -> Void) {
+            var (node, record, level) = (node, record, level)
+            // Levels that only a `+` leaves, with no `#` below (criteria that leave
+            // components out make chains of them): followed in a loop, not a call each.
+            while record.multi < 0, record.exactChildren == 0, level < levels {
+                guard record.single >= 0 else { return }
+                node = record.single
+                record = nodes[Int(node)]
+                level += 1
+            }
             // `#` below this node matches here too, the parent level included.
             emit(record.multi, body)
             if level == levels {
