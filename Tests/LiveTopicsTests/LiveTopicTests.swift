@@ -64,6 +64,21 @@ struct LiveTopicTests {
     }
 
     @Test(
+        "a topic's slashes are found in place when it is well formed of ASCII characters, and only then",
+        arguments: [
+            ("ds1/hq/B/F3/R7/room-7/occupancy", [3, 6, 8, 11, 14, 21]), ("a/b/c/d/e/f/g", [1, 3, 5, 7, 9, 11]),
+            ("bench/hq/b0/f0/r0/loc-123456789/occupancy", [5, 8, 11, 14, 17, 31]), ("é/ü/f/r/l/d/x", nil), ("a/b/c", nil),
+            ("a/b/c/d/e/f/g/h", nil), ("/b/c/d/e/f/g", nil), ("a/b/c/d//f/g", nil), ("a/b/c/d/e/f/", nil), ("a/b/+/d/e/f/g", nil),
+            ("a/b/c/d/e/f/#", nil), ("a/b/c/d/e/f/g\u{0}", nil), ("", nil), ("//////", nil),
+            ("a/b/c/d/e/f/" + String(repeating: "g", count: 65_524), nil),
+            ("a/b/c/d/e/f/" + String(repeating: "g", count: 65_523), [1, 3, 5, 7, 9, 11]),
+        ] as [(String, [Int]?)])
+    func slashesOfWellFormedASCII(topic: String, slashes: [Int]?) {
+        let found = Array(topic.utf8).withUnsafeBytes { LiveTopic.slashesOfWellFormedASCII($0) }
+        #expect(found.map { [$0.0, $0.1, $0.2, $0.3, $0.4, $0.5] } == slashes)
+    }
+
+    @Test(
         "components cannot contain separators or wildcards",
         arguments: [
             ("B/1", "building \"B/1\": a component cannot contain '/' (it separates levels)"),

@@ -99,6 +99,28 @@ struct LiveUpdateDecodingTests {
         #expect(try decode(#"{"properties": {"name": "\#(padding)café crème brûlée"}}"#).properties["name"] == padding + "café crème brûlée")
     }
 
+    @Test(
+        "a byte above 0x7F is seen wherever it is in a word: invalid UTF-8 is refused in a name, a value, a key or an id, valid UTF-8 kept",
+        arguments: 0..<20)
+    func nonASCIIAnywhere(offset: Int) throws {
+        let padding = Array(repeating: UInt8(ascii: "a"), count: offset)
+        func payload(_ before: String, _ text: [UInt8], _ after: String) -> [UInt8] { Array(before.utf8) + text + Array(after.utf8) }
+        let invalid = padding + [0xFF] + Array("bc".utf8)
+        let valid = padding + Array("é".utf8)
+        for keepingSource in [true, false] {
+            for (before, after) in [
+                (#"{"properties": {"name": ""#, #""}}"#), (#"{"properties": {""#, #"": "v"}}"#), (#"{""#, #"": 1, "properties": {}}"#),
+                (#"{"id": ""#, #"", "properties": {}}"#),
+            ] {
+                #expect(throws: LiveUpdateError.self) { try LivePayload(payload(before, invalid, after), keepingSource: keepingSource) }
+                #expect(throws: Never.self) { try LivePayload(payload(before, valid, after), keepingSource: keepingSource) }
+            }
+        }
+        let text = String(decoding: valid, as: UTF8.self)
+        #expect(try LivePayload(payload(#"{"properties": {""#, valid, #"": "v"}}"#)).properties[text] == "v")
+        #expect(try LivePayload(payload(#"{"properties": {"name": ""#, valid, #""}}"#)).properties["name"] == text)
+    }
+
     @Test("unknown fields of any shape are ignored")
     func unknownFields() throws {
         let update = try decode(
@@ -117,10 +139,19 @@ struct LiveUpdateDecodingTests {
             (#""1763720103120""#, "2025-11-21T10:15:03.120Z"),
             (#""2024-02-29T00:00:00Z""#, "2024-02-29T00:00:00.000Z"),
             (#""1969-12-31T23:59:59.999Z""#, "1969-12-31T23:59:59.999Z"),
+            ("0", "1970-01-01T00:00:00.000Z"),
+            ("100000000000000", "5138-11-16T09:46:40.000Z"),
         ])
     func timestamps(json: String, expected: String) throws {
         let update = try decode(#"{"timestamp": \#(json), "properties": {}}"#)
         #expect(update.timestamp.description == expected)
+    }
+
+    @Test(
+        "epoch milliseconds have at most 15 digits, and nothing else",
+        arguments: ["1000000000000000", #""1000000000000000""#, #""99999999999999999999""#, #""12a""#, #""1 ""#, "1.5", "-1"])
+    func badEpochTimestamps(json: String) {
+        #expect(throws: LiveUpdateError.self) { try decode(#"{"timestamp": \#(json), "properties": {}}"#) }
     }
 
     @Test("an empty payload is a removal")

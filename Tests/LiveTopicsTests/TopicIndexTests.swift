@@ -59,6 +59,9 @@ struct TopicIndexTests {
             try index.matches("a/+")
         }
         #expect(throws: TopicError.empty(kind: .topic)) { try index.matches("") }
+        #expect(throws: TopicError.wildcardInTopic(topic: "a/b/c/#", level: 4, wildcard: "#")) {
+            try Array("a/b/c/#".utf8).withUnsafeBytes { bytes throws(TopicError) in try index.hasMatch(bytes: bytes) }
+        }
         #expect(throws: TopicError.self) { try index.add("a/#/b", 2) }
     }
 
@@ -108,9 +111,35 @@ struct TopicIndexTests {
             let expected = filters.filter { $0.value.matches(topic: topic, levels: levels) }.keys.sorted()
             let actual = try index.matches(topic).sorted()
             #expect(actual == expected, "topic \(topic)")
+            let bytes = Array(topic.utf8)
+            let any = try bytes.withUnsafeBytes { bytes throws(TopicError) in try index.hasMatch(bytes: bytes) }
+            #expect(any == !expected.isEmpty, "topic \(topic)")
+            // The same with the levels found by the caller.
+            let slashes = bytes.indices.filter { bytes[$0] == UInt8(ascii: "/") }
+            let found = bytes.withUnsafeBytes { bytes in slashes.withUnsafeBufferPointer { index.hasMatch(bytes: bytes, slashes: $0) } }
+            #expect(found == !expected.isEmpty, "topic \(topic)")
             matched += actual.count
         }
         #expect(matched > 500, "the random cases should produce plenty of matches")
+    }
+
+    @Test(
+        "chains of '+' alone under a node (criteria that leave components out) match as the reference does",
+        arguments: [
+            ["d/+/+/+/+/+/+"], ["+/+/+/+/+/+/co2"], ["d/+/+/#"], ["d/+/+"], ["+/+"], ["d/+/+/+/+/+/+", "d/+/+/x/+/+/+"],
+            ["d/+/#", "d/+/+/+"], ["+/+/+/+/+/+/+", "$s/+/+/+/+/+/+"],
+        ])
+    func plusChains(filters: [String]) throws {
+        var index = TopicIndex<Int>()
+        for (number, filter) in filters.enumerated() { try index.add(filter, number) }
+        let topics = [
+            "d", "d/a", "d/a/b", "d/a/b/c", "d/a/b/x/e/f/g", "d/a/b/c/e/f/g", "d/a/b/c/e/f/co2", "e/a/b/c/e/f/co2", "d/a/b/c/e/f/g/h",
+            "$s/a/b/c/e/f/g", "d//////", "d/a/b/c/e/f/",
+        ]
+        for topic in topics {
+            let expected = filters.indices.filter { ReferenceFilter(filters[$0]).matches(topic: topic, levels: splitLevels(topic)) }
+            #expect(try index.matches(topic).sorted() == expected, "\(filters) \(topic)")
+        }
     }
 }
 

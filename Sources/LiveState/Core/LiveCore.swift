@@ -83,6 +83,8 @@ public final class LiveCore {
     /// The storage of the last decoded payload's properties, for the next one to be decoded
     /// into (when the store kept them, the next decoding copies rather than overwrites).
     @exclusivity(unchecked) private var spareProperties = LiveProperties()
+    /// The domain of the last update that needed its domain as a string.
+    @exclusivity(unchecked) private var lastDomain = ""
     /// Numbers each set of subscriptions, for the store to remember which topics they accept.
     @exclusivity(unchecked) private var generation: UInt32 = 0
     public let limits: LiveLimits
@@ -178,7 +180,7 @@ public final class LiveCore {
         }
         // Decoded into the storage of the last payload's properties, which the store copied
         // into its own (see `LiveStore.apply`): nothing is allocated for them.
-        let payload: LivePayload
+        var payload: LivePayload
         do throws(LiveUpdateError) {
             var storage = LiveProperties()
             swap(&storage, &spareProperties)
@@ -187,7 +189,8 @@ public final class LiveCore {
             // What is wrong with the topic is told first.
             return checkSubscribed(topic) ?? rejectPayload(error)
         }
-        defer { spareProperties = payload.properties }
+        // Handed back rather than copied: no retain now and release when the payload goes.
+        defer { swap(&spareProperties, &payload.properties) }
         if let timestamp = payload.timestamp,
             timestamp.millisecondsSince1970 > receivedAt.millisecondsSince1970 &+ futureSkewMilliseconds
         {
@@ -204,8 +207,13 @@ public final class LiveCore {
                 path: UnsafeRawBufferPointer(rebasing: topic[..<split.slash]), hash: split.hash,
                 domain: UnsafeRawBufferPointer(rebasing: topic[(split.slash + 1)...]))
         }
-        if target.map({ store.isAccepted($0, generation: generation) }) != true, let refused = checkSubscribed(topic) {
-            return refused
+        // A topic they have not accepted is checked against them; one that is well formed
+        // of ASCII characters (a new location's, nearly always) is found so in the pass
+        // that finds its levels for the index, and the index does not read it again.
+        var slashes: LiveTopic.Slashes?
+        if target.map({ store.isAccepted($0, generation: generation) }) != true {
+            slashes = LiveTopic.slashesOfWellFormedASCII(topic)
+            if let refused = checkSubscribed(topic, slashes: slashes) { return refused }
         }
         if retained, payload.timestamp == nil, !payload.isRemoval, target?.index != nil, named == nil {
             counters.retainedNotNew += 1
@@ -215,18 +223,20 @@ public final class LiveCore {
             // The domain is made into a string only when the location has no value of it yet.
             return outcome(
                 store.apply(
-                    target, domain: Self.domain(of: topic, after: slash), payload: payload, receivedAt: receivedAt,
+                    target, domain: domain(of: topic, after: slash), payload: payload, receivedAt: receivedAt,
                     acceptedBy: generation),
                 topic: topic)
         }
         // A new location, or one this topic places elsewhere: the store decides whether it
         // moves. Its address is the bytes before the last slash (one copy, not the
-        // components joined again), its domain the bytes after it.
-        if named == nil, let slash = split?.slash, LiveTopic.isWellFormedASCII(topic) {
+        // components joined again), its domain the bytes after it. (Without a target, a
+        // topic was checked against the subscriptions above: `slashes` says whether it is
+        // well formed.)
+        if named == nil, let slash = split?.slash, slashes != nil {
             let address = LocationAddress(topicBytes: topic, lastSlash: slash)
             return outcome(
                 store.apply(
-                    payload, domain: Self.domain(of: topic, after: slash), at: address, hash: split?.hash, receivedAt: receivedAt),
+                    payload, domain: domain(of: topic, after: slash), at: address, hash: split?.hash, receivedAt: receivedAt),
                 topic: topic)
         }
         var liveTopic: LiveTopic
@@ -248,12 +258,19 @@ public final class LiveCore {
     }
 
     /// Checks a topic against the subscriptions: `nil` when one accepts it, else why not.
-    private func checkSubscribed(_ topic: UnsafeRawBufferPointer) -> Outcome? {
-        var subscribed = false
-        do {
-            try subscriptions.forEachMatch(bytes: topic) { _, _ in subscribed = true }
-        } catch {
-            return reject(.badTopic, "\(error)")
+    /// `slashes`: where they are when the topic is known to be well formed.
+    private func checkSubscribed(_ topic: UnsafeRawBufferPointer, slashes: LiveTopic.Slashes? = nil) -> Outcome? {
+        let subscribed: Bool
+        if let slashes {
+            subscribed = withUnsafeBytes(of: slashes) { slashes in
+                subscriptions.hasMatch(bytes: topic, slashes: slashes.assumingMemoryBound(to: Int.self))
+            }
+        } else {
+            do {
+                subscribed = try subscriptions.hasMatch(bytes: topic)
+            } catch {
+                return reject(.badTopic, "\(error)")
+            }
         }
         guard subscribed else {
             counters.notSubscribed += 1
@@ -288,9 +305,13 @@ public final class LiveCore {
         return level.map { id.utf8.elementsEqual($0) } == true ? nil : id
     }
 
-    /// The domain of a topic whose last `/` is at byte `slash`.
-    private static func domain(of topic: UnsafeRawBufferPointer, after slash: Int) -> String {
-        String(decoding: UnsafeRawBufferPointer(rebasing: topic[(slash + 1)...]), as: UTF8.self)
+    /// The domain of a topic whose last `/` is at byte `slash`; the string made for the last
+    /// one when the bytes are the same (a venue's new locations come with a handful of
+    /// domains, and comparing the bytes costs less than decoding them into a string).
+    private func domain(of topic: UnsafeRawBufferPointer, after slash: Int) -> String {
+        let bytes = UnsafeRawBufferPointer(rebasing: topic[(slash + 1)...])
+        if !lastDomain.isSameIdentifier(asBytes: bytes) { lastDomain = String(decoding: bytes, as: UTF8.self) }
+        return lastDomain
     }
 
     /// Where the last `/` of a topic is, in its bytes.
@@ -317,7 +338,7 @@ public final class LiveCore {
     }
 
     private func placementConflict(_ topic: UnsafeRawBufferPointer) -> Outcome {
-        let domain = Self.lastSlash(topic).map { Self.domain(of: topic, after: $0) } ?? ""
+        let domain = Self.lastSlash(topic).map { self.domain(of: topic, after: $0) } ?? ""
         let current = store.lastPlacementConflict.map { "\($0.location) is at \($0)" } ?? "the location is elsewhere"
         return reject(.placementConflict, "\(current); \(domain) updates do not move locations (domains.\(domain).moves)")
     }

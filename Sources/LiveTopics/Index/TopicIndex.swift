@@ -124,6 +124,28 @@ public struct TopicIndex<Value> {
         }
     }
 
+    /// Whether any registration's filter matches the topic name, read in place: what a
+    /// caller that only admits or refuses a topic asks, without the values and generations
+    /// ``forEachMatch(bytes:_:)`` reads (a call on an index stored in a class copies what
+    /// it reads, a retain and a release each).
+    /// - Throws: ``TopicError`` when the topic is not a valid MQTT topic name.
+    @inlinable
+    public func hasMatch(bytes topic: UnsafeRawBufferPointer) throws(TopicError) -> Bool {
+        var found = false
+        try trie.match(bytes: topic) { _ in found = true }
+        return found
+    }
+
+    /// ``hasMatch(bytes:)`` of a topic its caller has found to be a valid topic name (see
+    /// ``TopicName``) with its `/` at `slashes`: the bytes are not read again to check them
+    /// and find the levels.
+    @inlinable
+    package func hasMatch(bytes topic: UnsafeRawBufferPointer, slashes: UnsafeBufferPointer<Int>) -> Bool {
+        var found = false
+        trie.match(bytes: topic, slashes: slashes) { _ in found = true }
+        return found
+    }
+
     /// The values of every registration whose filter matches the topic name, in no
     /// particular order.
     /// - Throws: ``TopicError`` when the topic is not a valid MQTT topic name.

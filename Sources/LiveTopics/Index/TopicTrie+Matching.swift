@@ -17,32 +17,48 @@ extension TopicTrie {
             let count = bytes.count
             if count == 0 { return .empty(kind: .topic) }
             if count > TopicName.maximumLength { return .tooLong(kind: .topic, bytes: count) }
-            var levels = 1
-            for byte in bytes {
-                switch byte {
-                case UInt8(ascii: "/"): levels += 1
-                case UInt8(ascii: "+"), UInt8(ascii: "#"), 0: return Self.invalidTopic(bytes)
-                default: continue
-                }
-            }
-            return withUnsafeTemporaryAllocation(of: Int.self, capacity: levels + 1) { starts in
+            // Room for every level a topic of this length can have, so that the levels are
+            // found in the same pass that checks the bytes.
+            return withUnsafeTemporaryAllocation(of: Int.self, capacity: count + 2) { starts in
                 // starts[i] is where level i begins; level i ends one byte before starts[i + 1].
-                var level = 0
+                var levels = 1
                 starts[0] = 0
-                for position in 0..<count where bytes[position] == UInt8(ascii: "/") {
-                    level += 1
-                    starts[level] = position + 1
+                let valid = TopicBytes.scan(topic) { slash in
+                    starts[levels] = slash + 1
+                    levels += 1
+                    return true
                 }
+                if valid == nil { return Self.invalidTopic(bytes) }
                 starts[levels] = count + 1
-                let matcher = Matcher(
-                    seed: seed, topic: UnsafeRawBufferPointer(bytes), starts: UnsafeBufferPointer(starts),
-                    levels: levels, nodes: nodes.base, edges: edges, mask: capacity - 1, longKeys: longKeys.base,
-                    entryNext: entryNext.base)
-                matcher.matchRoot(dollar: bytes[0] == UInt8(ascii: "$"), body)
+                match(topic, starts: UnsafeBufferPointer(starts), levels: levels, body)
                 return nil
             }
         }
         if let failure { throw failure }
+    }
+
+    /// ``match(bytes:_:)`` of a valid topic name whose `/` are at `slashes`, found by the
+    /// caller: the bytes are neither checked nor scanned again.
+    @usableFromInline
+    func match(bytes topic: UnsafeRawBufferPointer, slashes: UnsafeBufferPointer<Int>, _ body: (Int32) -> Void) {
+        let levels = slashes.count + 1
+        withUnsafeTemporaryAllocation(of: Int.self, capacity: levels + 1) { starts in
+            starts[0] = 0
+            for index in slashes.indices { starts[index + 1] = slashes[index] + 1 }
+            starts[levels] = topic.count + 1
+            match(topic, starts: UnsafeBufferPointer(starts), levels: levels, body)
+        }
+    }
+
+    /// Matches a non-empty topic whose level `i` begins at `starts[i]` and ends one byte
+    /// before `starts[i + 1]`.
+    private func match(
+        _ topic: UnsafeRawBufferPointer, starts: UnsafeBufferPointer<Int>, levels: Int, _ body: (Int32) -> Void
+    ) {
+        let matcher = Matcher(
+            seed: seed, topic: topic, starts: starts, levels: levels, nodes: nodes.base, edges: edges, mask: capacity - 1,
+            longKeys: longKeys.base, entryNext: entryNext.base)
+        matcher.matchRoot(dollar: topic[0] == UInt8(ascii: "$"), body)
     }
 
     private static func invalidTopic(_ bytes: UnsafeBufferPointer<UInt8>) -> TopicError {
@@ -77,6 +93,15 @@ extension TopicTrie {
 
         /// A node reached after consuming `level` levels.
         func visit(_ node: Int32, _ record: Node, level: Int, _ body: (Int32) -> Void) {
+            var (node, record, level) = (node, record, level)
+            // Levels that only a `+` leaves, with no `#` below (criteria that leave
+            // components out make chains of them): followed in a loop, not a call each.
+            while record.multi < 0, record.exactChildren == 0, level < levels {
+                guard record.single >= 0 else { return }
+                node = record.single
+                record = nodes[Int(node)]
+                level += 1
+            }
             // `#` below this node matches here too, the parent level included.
             emit(record.multi, body)
             if level == levels {

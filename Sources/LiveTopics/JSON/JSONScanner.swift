@@ -109,10 +109,10 @@ struct JSONScanner {
         while true {
             skipWhitespace()
             let keyStart = position
-            let (key, escaped) = try readRawString()
+            let (key, escaped, ascii) = try readRawString()
             if escaped {
                 _ = try Self.unescape(key, at: keyStart + 1)
-            } else if key.contains(where: { $0 >= 0x80 }), makeString(key) == nil {
+            } else if !ascii, String(validating: key, as: UTF8.self) == nil {
                 throw .invalidUTF8(at: keyStart)
             }
             try expect(UInt8(ascii: ":"))
@@ -128,9 +128,9 @@ struct JSONScanner {
     mutating func readString() throws(Failure) -> String {
         skipWhitespace()
         let start = position
-        let (raw, escaped) = try readRawString()
+        let (raw, escaped, ascii) = try readRawString()
         if !escaped {
-            guard let string = makeString(raw) else { throw .invalidUTF8(at: start) }
+            guard let string = makeString(raw, validated: ascii) else { throw .invalidUTF8(at: start) }
             return string
         }
         // Offsets inside the string count from its first byte after the quote.
@@ -138,14 +138,17 @@ struct JSONScanner {
     }
 
     /// Reads a string's raw bytes (between the quotes, escapes untouched).
-    /// - Returns: the bytes and whether they contain escapes.
+    /// - Returns: the bytes, whether they contain escapes, and whether they are all ASCII
+    ///   (seen on the way: ASCII bytes without escapes need no UTF-8 check).
     @inline(__always)
-    mutating func readRawString() throws(Failure) -> (UnsafeRawBufferPointer, Bool) {
+    mutating func readRawString() throws(Failure) -> (bytes: UnsafeRawBufferPointer, escaped: Bool, ascii: Bool) {
         guard position < bytes.count else { throw .unexpectedEnd }
         guard bytes[position] == UInt8(ascii: "\"") else { throw .unexpected(bytes[position], at: position) }
         position += 1
         let start = position
         var escaped = false
+        // Every byte read, OR-ed together: a high bit set means a byte above 127.
+        var highBits: UInt64 = 0
         while position < bytes.count {
             // Eight bytes at a time while none of them is a quote, a backslash or a
             // control character (the tests are the usual "has a zero byte" tricks), then
@@ -161,9 +164,13 @@ struct JSONScanner {
                 let special =
                     (((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash) | ((word &- ones &* 0x20) & ~word)) & highs
                 if special != 0 {
-                    position += special.trailingZeroBitCount >> 3
+                    let before = special.trailingZeroBitCount >> 3
+                    // Only the bytes before the flagged one are the string's so far.
+                    highBits |= word & ((1 &<< UInt64(before * 8)) &- 1)
+                    position += before
                     break
                 }
+                highBits |= word
                 position += 8
             }
             guard position < bytes.count else { break }
@@ -171,7 +178,7 @@ struct JSONScanner {
             if byte == UInt8(ascii: "\"") {
                 let raw = UnsafeRawBufferPointer(rebasing: bytes[start..<position])
                 position += 1
-                return (raw, escaped)
+                return (raw, escaped, highBits & 0x8080_8080_8080_8080 == 0)
             }
             if byte == UInt8(ascii: "\\") {
                 escaped = true
@@ -179,6 +186,7 @@ struct JSONScanner {
                 continue
             }
             if byte < 0x20 { throw .controlCharacter(at: position) }
+            highBits |= UInt64(byte)
             position += 1
         }
         throw .unexpectedEnd
@@ -342,24 +350,18 @@ struct JSONScanner {
     }
 }
 
-/// A string from UTF-8 bytes, or `nil` if they are not valid UTF-8. ASCII, the usual case,
-/// skips validation.
+/// A string from UTF-8 bytes, or `nil` if they are not valid UTF-8. `validated`: the bytes
+/// are known to be valid (the scanner saw that they are ASCII as it read them, the usual
+/// case, or checked them), and are not checked again.
 @inline(__always)
-func makeString(_ bytes: UnsafeRawBufferPointer) -> String? {
-    var ascii = true
-    for byte in bytes where byte >= 0x80 {
-        ascii = false
-        break
+func makeString(_ bytes: UnsafeRawBufferPointer, validated: Bool) -> String? {
+    guard validated else { return String(validating: bytes, as: UTF8.self) }
+    // Filled in place (a short one inline): fewer steps than `String(decoding:as:)`, whose
+    // repairing path scans the bytes again.
+    return String(unsafeUninitializedCapacity: bytes.count) { buffer in
+        UnsafeMutableRawBufferPointer(buffer).copyMemory(from: bytes)
+        return bytes.count
     }
-    if ascii {
-        // Filled in place (a short one inline): fewer steps than `String(decoding:as:)`,
-        // whose repairing path scans the bytes again.
-        return String(unsafeUninitializedCapacity: bytes.count) { buffer in
-            UnsafeMutableRawBufferPointer(buffer).copyMemory(from: bytes)
-            return bytes.count
-        }
-    }
-    return String(validating: bytes, as: UTF8.self)
 }
 
 /// The byte ranges of the values of a JSON object's top-level members named `first` and

@@ -79,45 +79,42 @@ public struct LiveTopic: Hashable, Sendable, CustomStringConvertible {
         } ?? nil
     }
 
-    /// Whether these bytes are a well-formed topic (see ``init(parsing:)``) of ASCII
-    /// characters only, checked in place: one that needs no string to be made to be read
-    /// as a location's path and a domain. A new location's first update takes this, a
-    /// million times in a venue's first minute; any other topic takes ``init(parsing:)``.
-    package static func isWellFormedASCII(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        slashes(bytes, asciiOnly: true) != nil
+    /// Where a topic's six slashes are, in its bytes.
+    package typealias Slashes = (Int, Int, Int, Int, Int, Int)
+
+    /// Where the six slashes are when these bytes are a well-formed topic (see
+    /// ``init(parsing:)``) of ASCII characters only, checked in place: one that needs no
+    /// string to be made to be read as a location's path and a domain, and a valid MQTT
+    /// topic name. A new location's first update takes this, a million times in a venue's
+    /// first minute; any other topic takes ``init(parsing:)``.
+    package static func slashesOfWellFormedASCII(_ bytes: UnsafeRawBufferPointer) -> Slashes? {
+        slashes(bytes, asciiOnly: true)
     }
 
     /// Where the six slashes of a well-formed topic are (seven non-empty levels, no `+`, `#`
     /// or NUL, no longer than a topic may be; with `asciiOnly`, no byte above 127), in one
     /// pass over its bytes; `nil` for any other.
-    private static func slashes(_ bytes: UnsafeRawBufferPointer, asciiOnly: Bool) -> (Int, Int, Int, Int, Int, Int)? {
+    private static func slashes(_ bytes: UnsafeRawBufferPointer, asciiOnly: Bool) -> Slashes? {
         let count = bytes.count
         guard count <= TopicName.maximumLength else { return nil }
         var slashes = (0, 0, 0, 0, 0, 0)
         var seen = 0
-        var high: UInt8 = 0
-        for index in 0..<count {
-            let byte = bytes[index]
-            high |= byte
-            switch byte {
-            case UInt8(ascii: "/"):
-                switch seen {
-                case 0: slashes.0 = index
-                case 1: slashes.1 = index
-                case 2: slashes.2 = index
-                case 3: slashes.3 = index
-                case 4: slashes.4 = index
-                case 5: slashes.5 = index
-                default: return nil
-                }
-                seen += 1
-            case UInt8(ascii: "+"), UInt8(ascii: "#"), 0: return nil
-            default: continue
+        let ascii = TopicBytes.scan(bytes) { index in
+            switch seen {
+            case 0: slashes.0 = index
+            case 1: slashes.1 = index
+            case 2: slashes.2 = index
+            case 3: slashes.3 = index
+            case 4: slashes.4 = index
+            case 5: slashes.5 = index
+            default: return false
             }
+            seen += 1
+            return true
         }
-        guard seen == 6, slashes.0 > 0, slashes.1 > slashes.0 + 1, slashes.2 > slashes.1 + 1,
+        guard let ascii, seen == 6, slashes.0 > 0, slashes.1 > slashes.0 + 1, slashes.2 > slashes.1 + 1,
             slashes.3 > slashes.2 + 1, slashes.4 > slashes.3 + 1, slashes.5 > slashes.4 + 1, count > slashes.5 + 1,
-            !asciiOnly || high < 0x80
+            ascii || !asciiOnly
         else { return nil }
         return slashes
     }

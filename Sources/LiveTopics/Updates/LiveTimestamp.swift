@@ -104,12 +104,15 @@ public struct LiveTimestamp: Hashable, Comparable, Sendable, CustomStringConvert
     /// Parses from raw UTF-8 bytes; used by the payload decoder without building a String.
     static func parse(_ bytes: UnsafeRawBufferPointer) -> LiveTimestamp? {
         if bytes.isEmpty { return nil }
-        if bytes.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) {
-            guard bytes.count <= 15 else { return nil }
-            var value: Int64 = 0
-            for byte in bytes { value = value * 10 + Int64(byte - UInt8(ascii: "0")) }
-            return LiveTimestamp(millisecondsSince1970: value)
+        // Epoch milliseconds, at most 15 digits, read in the pass that finds they are digits
+        // (the value wraps only past 18 digits, and is then not used).
+        var value: Int64 = 0
+        var index = 0
+        while index < bytes.count, case let digit = bytes[index] &- UInt8(ascii: "0"), digit < 10 {
+            value = value &* 10 &+ Int64(digit)
+            index += 1
         }
+        if index == bytes.count { return bytes.count <= 15 ? LiveTimestamp(millisecondsSince1970: value) : nil }
         return parseISO8601(bytes)
     }
 

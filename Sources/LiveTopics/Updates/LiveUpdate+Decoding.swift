@@ -56,8 +56,14 @@ public struct LivePayload: Hashable, Sendable {
         _ payload: UnsafeRawBufferPointer, limits: PayloadLimits = .standard,
         keepingSource: Bool = true, storage: inout LiveProperties
     ) throws(LiveUpdateError) {
+        // Each field set here rather than through `init(id:timestamp:…)`, whose result would
+        // be copied into `self` (a retain and release of each reference, every update).
         if payload.isEmpty {
-            self.init(id: nil, timestamp: nil, originSourceId: nil, properties: LiveProperties(), isRemoval: true)
+            id = nil
+            timestamp = nil
+            originSourceId = nil
+            properties = LiveProperties()
+            isRemoval = true
             return
         }
         if payload.count > limits.size {
@@ -68,7 +74,7 @@ public struct LivePayload: Hashable, Sendable {
         var idBytes: Range<Int>?
         var timestamp: LiveTimestamp?
         var origin: String?
-        var properties: LiveProperties?
+        var decoded: LiveProperties?
         var fieldError: LiveUpdateError?
         // A bound passed: decoding stops at once (the scanner is told to stop with a
         // failure, and this is thrown instead).
@@ -85,9 +91,9 @@ public struct LivePayload: Hashable, Sendable {
                 switch Field(key, escaped: escaped) {
                 case .id:
                     if !keepingSource, try scanner.peekKind() == .string {
-                        let (raw, escaped) = try scanner.readRawString()
-                        if escaped || raw.contains(where: { $0 >= 0x80 }) {
-                            id = try LivePayload.string(raw, escaped: escaped)
+                        let (raw, escaped, ascii) = try scanner.readRawString()
+                        if escaped || !ascii {
+                            id = try LivePayload.string(raw, escaped: escaped, validated: ascii)
                         } else {
                             let start = raw.baseAddress.map { $0 - payload.baseAddress! } ?? 0
                             idBytes = start..<(start + raw.count)
@@ -100,7 +106,7 @@ public struct LivePayload: Hashable, Sendable {
                 case .timestamp:
                     switch try scanner.peekKind() {
                     case .string:
-                        let (raw, escaped) = try scanner.readRawString()
+                        let (raw, escaped, _) = try scanner.readRawString()
                         if !escaped, let value = LiveTimestamp.parse(raw) {
                             timestamp = value
                         } else {
@@ -139,7 +145,8 @@ public struct LivePayload: Hashable, Sendable {
                             limitError = .tooManyProperties(limit: limits.properties)
                             throw .stopped
                         }
-                        let nameString = try LivePayload.string(name, escaped: escaped)
+                        // The reader has checked the name's UTF-8 already.
+                        let nameString = try LivePayload.string(name, escaped: escaped, validated: true)
                         if nameString.utf8.count > limits.nameLength {
                             limitError = .propertyTooLong(
                                 name: String(nameString.prefix(32)) + "…", part: "name", bytes: nameString.utf8.count, limit: limits.nameLength)
@@ -166,7 +173,7 @@ public struct LivePayload: Hashable, Sendable {
                             fieldError = fieldError ?? .badPropertyValue(name: nameString, found: kind.rawValue)
                         }
                     }
-                    properties = values
+                    decoded = values
                 case .unknown:
                     try scanner.skipValue()
                 }
@@ -181,8 +188,12 @@ public struct LivePayload: Hashable, Sendable {
             throw .notJSON(reason: "\(error)")
         }
         if let fieldError { throw fieldError }
-        guard let properties else { throw .missingProperties }
-        self.init(id: id, timestamp: timestamp, originSourceId: origin, properties: properties, isRemoval: false)
+        guard let decoded else { throw .missingProperties }
+        self.id = id
+        self.timestamp = timestamp
+        originSourceId = origin
+        properties = decoded
+        isRemoval = false
         self.idBytes = idBytes
     }
 
@@ -308,10 +319,13 @@ extension LivePayload {
         }
     }
 
+    /// `validated`: the bytes, when not `escaped`, are known to be valid UTF-8 (see `makeString`).
     @inline(__always)
-    fileprivate static func string(_ raw: UnsafeRawBufferPointer, escaped: Bool) throws(JSONScanner.Failure) -> String {
+    fileprivate static func string(
+        _ raw: UnsafeRawBufferPointer, escaped: Bool, validated: Bool
+    ) throws(JSONScanner.Failure) -> String {
         if escaped { return try JSONScanner.unescape(raw, at: 0) }
-        guard let string = makeString(raw) else { throw .invalidUTF8(at: 0) }
+        guard let string = makeString(raw, validated: validated) else { throw .invalidUTF8(at: 0) }
         return string
     }
 
@@ -323,9 +337,9 @@ extension LivePayload {
         switch try scanner.peekKind() {
         case .string:
             if keeping { return try scanner.readString() }
-            let (raw, escaped) = try scanner.readRawString()
+            let (raw, escaped, ascii) = try scanner.readRawString()
             // Escapes and UTF-8 are checked where a string is made: plain ASCII needs neither.
-            if escaped || raw.contains(where: { $0 >= 0x80 }) { _ = try string(raw, escaped: escaped) }
+            if escaped || !ascii { _ = try string(raw, escaped: escaped, validated: ascii) }
             return nil
         case .null:
             try scanner.readNull()
