@@ -255,27 +255,31 @@ public actor LivePipeline {
     }
 
     /// Processes a batch of messages, sixteen at a time, each group's places in the store
-    /// loading first (``LiveCore/prefetch(_:topic:)``).
+    /// loading first (``LiveCore/prefetch(_:into:withTopic:)``), with the hashes of their
+    /// paths that this worked out.
     public func handle(_ messages: [IntakeMessage]) {
         // The batch's publications wake the output's network thread once, at the end.
         publisher.client.withBatchedSends {
-            var start = 0
-            while start < messages.count {
-                let end = min(start + 16, messages.count)
-                core.prefetch(end - start) { index, hash in messages[start + index].withTopic(hash) }
-                for index in start..<end { handle(messages[index]) }
-                start = end
+            withUnsafeTemporaryAllocation(of: UInt64.self, capacity: 16) { hashes in
+                var start = 0
+                while start < messages.count {
+                    let end = min(start + 16, messages.count)
+                    core.prefetch(end - start, into: hashes) { index, hash in messages[start + index].withTopic(hash) }
+                    for index in start..<end { handle(messages[index], pathHash: hashes[index - start]) }
+                    start = end
+                }
             }
         }
     }
 
-    /// Processes one received update.
-    public func handle(_ message: IntakeMessage) {
+    /// Processes one received update; `pathHash`, its topic's path hash when known (see
+    /// ``LiveCore/process(topicBytes:payload:receivedAt:retained:pathHash:)``).
+    public func handle(_ message: IntakeMessage, pathHash: UInt64 = 0) {
         message.withTopic { topic in
             message.withPayload { payload in
                 handle(
                     topic: topic, payload: payload, receivedAt: message.receivedAt, retain: message.retain,
-                    journalEnd: message.journalEnd, arrived: message.arrived)
+                    journalEnd: message.journalEnd, arrived: message.arrived, pathHash: pathHash)
             }
         }
     }
@@ -283,7 +287,7 @@ public actor LivePipeline {
     /// Processes one update whose topic and payload are read in place.
     func handle(
         topic: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, receivedAt: LiveTimestamp, retain: Bool, journalEnd: UInt64,
-        arrived: ContinuousClock.Instant?
+        arrived: ContinuousClock.Instant?, pathHash: UInt64 = 0
     ) {
         if journalEnd > snapshots.appliedPosition { snapshots.appliedPosition = journalEnd }
         if let arrivalPrefix, topic.starts(with: arrivalPrefix.utf8) {
@@ -299,7 +303,7 @@ public actor LivePipeline {
             return
         }
         processed += 1
-        switch core.process(topicBytes: topic, payload: payload, receivedAt: receivedAt, retained: retain) {
+        switch core.process(topicBytes: topic, payload: payload, receivedAt: receivedAt, retained: retain, pathHash: pathHash) {
         case .changed(let change):
             publishLegend(of: change.address)
             queue(change, arrived: arrived)

@@ -128,6 +128,18 @@ public final class LiveCore {
         prefetch(count) { index in withTopic(index) { pathHash($0) } }
     }
 
+    /// ``prefetch(_:withTopic:)`` that keeps each topic's path hash in `hashes` (0 for a
+    /// topic without a path), to be handed to ``process(topicBytes:payload:receivedAt:retained:pathHash:)``
+    /// with the topic: its path is then not hashed a second time.
+    public func prefetch(
+        _ count: Int, into hashes: UnsafeMutableBufferPointer<UInt64>,
+        withTopic: (Int, (UnsafeRawBufferPointer) -> UInt64?) -> UInt64?
+    ) {
+        let count = min(count, hashes.count)
+        for index in 0..<count { hashes[index] = withTopic(index) { pathHash($0) } ?? 0 }
+        store.prefetchLocations(UnsafeBufferPointer(rebasing: hashes[..<count]))
+    }
+
     private func prefetch(_ count: Int, hash: (Int) -> UInt64?) {
         let count = min(count, 32)
         withUnsafeTemporaryAllocation(of: UInt64.self, capacity: count) { hashes in
@@ -165,8 +177,10 @@ public final class LiveCore {
     /// pass of the intake, a journal's segment): no string is made of the topic unless it
     /// names a location the store does not track yet in a way its bytes cannot tell (not
     /// ASCII, not well formed, another id in the payload), or the update is refused.
+    /// `pathHash`: the topic's path hash, when ``prefetch(_:into:withTopic:)`` kept it (0: none).
     public func process(
-        topicBytes topic: UnsafeRawBufferPointer, payload bytes: UnsafeRawBufferPointer, receivedAt: LiveTimestamp, retained: Bool = false
+        topicBytes topic: UnsafeRawBufferPointer, payload bytes: UnsafeRawBufferPointer, receivedAt: LiveTimestamp, retained: Bool = false,
+        pathHash: UInt64 = 0
     ) -> Outcome {
         counters.received += 1
         // A tracked location is found by slices of the topic's bytes: its path and domain.
@@ -174,7 +188,7 @@ public final class LiveCore {
         // is read after: the decoding hides the wait for memory.
         let split: (slash: Int, hash: UInt64)?
         if let slash = Self.lastSlash(topic), slash + 1 < topic.count {
-            split = (slash, store.hash(ofPath: UnsafeRawBufferPointer(rebasing: topic[..<slash])))
+            split = (slash, pathHash != 0 ? pathHash : store.hash(ofPath: UnsafeRawBufferPointer(rebasing: topic[..<slash])))
         } else {
             split = nil
         }
