@@ -388,13 +388,7 @@ extension JSONStream {
 
         /// A member's key given at run time (escaped where it must be).
         @inlinable @inline(__always)
-        public mutating func key(text key: String) {
-            if key.utf8.withContiguousStorageIfAvailable({ quoted(UnsafeRawBufferPointer($0), isKey: true) }) != nil {
-                return
-            }
-            var key = key
-            key.withUTF8 { quoted(UnsafeRawBufferPointer($0), isKey: true) }
-        }
+        public mutating func key(text key: String) { quoted(text: key, isKey: true) }
 
         // MARK: Values
 
@@ -405,12 +399,16 @@ extension JSONStream {
         public mutating func string(bytes value: UnsafeRawBufferPointer) { quoted(value, isKey: false) }
 
         @inlinable @inline(__always)
-        public mutating func string(_ value: String) {
-            if value.utf8.withContiguousStorageIfAvailable({ quoted(UnsafeRawBufferPointer($0), isKey: false) }) != nil {
+        public mutating func string(_ value: String) { quoted(text: value, isKey: false) }
+
+        /// A key or a string value given at run time, its bytes read in place.
+        @inlinable @inline(__always)
+        mutating func quoted(text: String, isKey: Bool) {
+            if text.utf8.withContiguousStorageIfAvailable({ quoted(UnsafeRawBufferPointer($0), isKey: isKey) }) != nil {
                 return
             }
-            var value = value
-            value.withUTF8 { quoted(UnsafeRawBufferPointer($0), isKey: false) }
+            var text = text
+            text.withUTF8 { quoted(UnsafeRawBufferPointer($0), isKey: isKey) }
         }
 
         @inlinable @inline(__always)
