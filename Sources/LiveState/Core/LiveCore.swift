@@ -216,10 +216,13 @@ public final class LiveCore {
         let named = Self.namedLocation(payload, bytes, topic: topic, slash: split?.slash)
         // Its topic need not go through the index again when the current subscriptions
         // accepted it before (the same bytes: the same answer, and the same validity).
+        // Whether no location has the path's identity (not one placed elsewhere either): a
+        // new location is then inserted without looking for it a second time.
+        var untracked = false
         let target = split.flatMap { split in
             store.target(
                 path: UnsafeRawBufferPointer(rebasing: topic[..<split.slash]), hash: split.hash,
-                domain: UnsafeRawBufferPointer(rebasing: topic[(split.slash + 1)...]))
+                domain: UnsafeRawBufferPointer(rebasing: topic[(split.slash + 1)...]), untracked: &untracked)
         }
         // A topic they have not accepted is checked against them; one that is well formed
         // of ASCII characters (a new location's, nearly always) is found so in the pass
@@ -250,7 +253,8 @@ public final class LiveCore {
             let address = LocationAddress(topicBytes: topic, lastSlash: slash)
             return outcome(
                 store.apply(
-                    payload, domain: domain(of: topic, after: slash), at: address, hash: split?.hash, receivedAt: receivedAt),
+                    payload, domain: domain(of: topic, after: slash), at: address, hash: split?.hash, untracked: untracked,
+                    receivedAt: receivedAt),
                 topic: topic)
         }
         var liveTopic: LiveTopic

@@ -150,21 +150,23 @@ public final class LiveStore {
     /// an update made of them: a new location's first update takes this. `hash`: the
     /// address's ``hash(ofPath:)`` when the caller has it (the topic's path was hashed to
     /// look for the location), so that a new location's path is not hashed twice.
+    /// `untracked`: ``target(path:hash:domain:untracked:)`` found that no location has the
+    /// address's identity, just now (it is not looked for again).
     func apply(
-        _ payload: LivePayload, domain: String, at address: LocationAddress, hash: UInt64? = nil, receivedAt now: LiveTimestamp
+        _ payload: LivePayload, domain: String, at address: LocationAddress, hash: UInt64? = nil, untracked: Bool = false,
+        receivedAt now: LiveTimestamp
     ) -> Outcome {
         apply(
             domain: domain, properties: payload.properties, timestamp: payload.timestamp ?? now, isRemoval: payload.isRemoval,
-            at: address, hash: hash, now: now)
+            at: address, hash: hash, untracked: untracked && hash != nil, now: now)
     }
 
     private func apply(
         domain: String, properties: LiveProperties, timestamp: LiveTimestamp, isRemoval: Bool, at address: LocationAddress,
-        hash: UInt64? = nil, now: LiveTimestamp
+        hash: UInt64? = nil, untracked: Bool = false, now: LiveTimestamp
     ) -> Outcome {
-        guard let (state, samePlacement) = location(address, hash: hash ?? LocationTable.hash(address)) else {
-            return .tooManyLocations
-        }
+        let found = location(address, hash: hash ?? LocationTable.hash(address), untracked: untracked)
+        guard let (state, samePlacement) = found else { return .tooManyLocations }
         let index = state.index(of: domain)
         var movedFrom: LocationAddress?
         if !samePlacement {
@@ -228,13 +230,13 @@ public final class LiveStore {
     }
 
     /// A tracked location, found by the bytes of an incoming topic, and where its value for
-    /// the topic's domain is (see ``target(path:hash:domain:)``). Valid until the store changes.
+    /// the topic's domain is (see ``target(path:hash:domain:untracked:)``). Valid until the store changes.
     struct Target {
         let state: LocationState
         let index: Int?
     }
 
-    /// A path's hash in the table of locations, for ``target(path:hash:domain:)``; the
+    /// A path's hash in the table of locations, for ``target(path:hash:domain:untracked:)``; the
     /// table's memory for it starts loading now. A caller with other work to do before it
     /// needs the location (decoding the payload) asks for this first: the location is
     /// then found without waiting for memory as long.
@@ -277,9 +279,16 @@ public final class LiveStore {
     /// `hash` is its ``hash(ofPath:)``) and where its value for `domain` is: slices of the
     /// incoming topic's bytes.
     /// - Returns: `nil` when no location is tracked at this path (a new one, or one the
-    /// topic places elsewhere): use ``apply(_:now:)``.
-    func target(path: UnsafeRawBufferPointer, hash: UInt64, domain: UnsafeRawBufferPointer) -> Target? {
-        guard let state = locations.find(path, hash: hash), state.address.hasPath(path) else { return nil }
+    /// topic places elsewhere): use ``apply(_:now:)``. `untracked` is set when none has the
+    /// path's identity at all (a new one).
+    func target(
+        path: UnsafeRawBufferPointer, hash: UInt64, domain: UnsafeRawBufferPointer, untracked: inout Bool
+    ) -> Target? {
+        guard let state = locations.find(path, hash: hash) else {
+            untracked = true
+            return nil
+        }
+        guard state.address.hasPath(path) else { return nil }
         return Target(state: state, index: state.index(ofBytes: domain))
     }
 
@@ -291,7 +300,7 @@ public final class LiveStore {
         return target.state.acceptedDomains & (1 << UInt64(index)) != 0
     }
 
-    /// Applies a decoded payload to a target found by ``target(path:hash:domain:)`` (`domain`
+    /// Applies a decoded payload to a target found by ``target(path:hash:domain:untracked:)`` (`domain`
     /// makes its domain's name, asked for only when the location has no value of it yet),
     /// and remembers that the subscriptions of `generation` accept its topic.
     func apply(
@@ -449,9 +458,13 @@ public final class LiveStore {
     /// The location with this address's identity (its dataset and id), and whether it is
     /// placed there; a new one (placed there) when none is tracked.
     /// `nil` when it would be new and ``maximumLocations`` are tracked. `hash`: the address's
-    /// ``LocationTable/hash(_:)``.
-    private func location(_ address: LocationAddress, hash: UInt64) -> (LocationState, samePlacement: Bool)? {
-        if let found = address.withPathBytes({ locations.find($0, hash: hash) }) { return (found, found.address == address) }
+    /// ``LocationTable/hash(_:)``; `untracked`: none has its identity (found just now).
+    private func location(
+        _ address: LocationAddress, hash: UInt64, untracked: Bool = false
+    ) -> (LocationState, samePlacement: Bool)? {
+        if !untracked, let found = address.withPathBytes({ locations.find($0, hash: hash) }) {
+            return (found, found.address == address)
+        }
         guard locations.count < maximumLocations else { return nil }
         return (insert(address, values: [], version: 0, hash: hash, published: .none), true)
     }
