@@ -122,35 +122,29 @@ public final class LiveCore {
         prefetch(count) { pathHash(topicBytes($0)) }
     }
 
-    /// ``prefetch(_:topic:)`` for topics lent one at a time: `withTopic(i, body)` calls
-    /// `body` with topic `i`'s bytes.
-    public func prefetch(_ count: Int, withTopic: (Int, (UnsafeRawBufferPointer) -> UInt64?) -> UInt64?) {
-        prefetch(count) { index in withTopic(index) { pathHash($0) } }
-    }
-
-    /// ``prefetch(_:withTopic:)`` that keeps each topic's path hash in `hashes` (0 for a
+    /// ``prefetch(_:topic:)`` for topics lent one at a time (`withTopic(i, body)` calls
+    /// `body` with topic `i`'s bytes), keeping each topic's path hash in `hashes` (0 for a
     /// topic without a path), to be handed to ``process(topicBytes:payload:receivedAt:retained:pathHash:)``
     /// with the topic: its path is then not hashed a second time.
     public func prefetch(
         _ count: Int, into hashes: UnsafeMutableBufferPointer<UInt64>,
         withTopic: (Int, (UnsafeRawBufferPointer) -> UInt64?) -> UInt64?
     ) {
-        let count = min(count, hashes.count)
-        for index in 0..<count { hashes[index] = withTopic(index) { pathHash($0) } ?? 0 }
-        store.prefetchLocations(UnsafeBufferPointer(rebasing: hashes[..<count]))
+        prefetch(count, into: hashes) { index in withTopic(index) { pathHash($0) } }
     }
 
     private func prefetch(_ count: Int, hash: (Int) -> UInt64?) {
-        let count = min(count, 32)
-        withUnsafeTemporaryAllocation(of: UInt64.self, capacity: count) { hashes in
-            var known = 0
-            for index in 0..<count {
-                guard let hash = hash(index) else { continue }
-                hashes[known] = hash
-                known += 1
-            }
-            store.prefetchLocations(UnsafeBufferPointer(rebasing: hashes[..<known]))
+        withUnsafeTemporaryAllocation(of: UInt64.self, capacity: min(count, 32)) { hashes in
+            prefetch(count, into: hashes, hash: hash)
         }
+    }
+
+    /// Keeps each topic's path hash in `hashes` (0 for none: a look at one slot, which no
+    /// location's hash is) and starts loading their locations.
+    private func prefetch(_ count: Int, into hashes: UnsafeMutableBufferPointer<UInt64>, hash: (Int) -> UInt64?) {
+        let count = min(count, hashes.count)
+        for index in 0..<count { hashes[index] = hash(index) ?? 0 }
+        store.prefetchLocations(UnsafeBufferPointer(rebasing: hashes[..<count]))
     }
 
     /// The hash of a topic's path (see ``LiveStore/hash(ofPath:)``: its slot starts loading).
@@ -214,8 +208,6 @@ public final class LiveCore {
         // A payload `id` other than the topic's location names the location (the topic
         // then only places it).
         let named = Self.namedLocation(payload, bytes, topic: topic, slash: split?.slash)
-        // Its topic need not go through the index again when the current subscriptions
-        // accepted it before (the same bytes: the same answer, and the same validity).
         // Whether no location has the path's identity (not one placed elsewhere either): a
         // new location is then inserted without looking for it a second time.
         var untracked = false
@@ -224,6 +216,8 @@ public final class LiveCore {
                 path: UnsafeRawBufferPointer(rebasing: topic[..<split.slash]), hash: split.hash,
                 domain: UnsafeRawBufferPointer(rebasing: topic[(split.slash + 1)...]), untracked: &untracked)
         }
+        // Its topic need not go through the index again when the current subscriptions
+        // accepted it before (the same bytes: the same answer, and the same validity).
         // A topic they have not accepted is checked against them; one that is well formed
         // of ASCII characters (a new location's, nearly always) is found so in the pass
         // that finds its levels for the index, and the index does not read it again.
