@@ -130,9 +130,13 @@ extension ClientCore {
         return unsafeBitCast(symbol, to: (@convention(c) (UnsafeMutableRawPointer) -> Int32).self)
     }()
 
+    /// Calls the read-end handler, keeping errno as the pass's last read left it: the
+    /// caller reports it when the read failed.
     private func finishReadPass() {
         guard let readEnd else { return }
+        let savedErrno = errno
         if case .refused = readEnd() { cutConnection() }
+        errno = savedErrno
     }
 
     /// Writes everything queued, corked: the packets leave together when the cork comes off.
