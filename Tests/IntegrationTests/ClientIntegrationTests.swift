@@ -436,6 +436,48 @@ struct ClientIntegrationTests {
     }
 
     @Test(
+        "a steady stream with room in the receive window is read in relaxed passes; a window filled halfway in a pass brings the short interval back",
+        arguments: [false, true])
+    func relaxedPasses(windowBound: Bool) async throws {
+        let broker = try await MosquittoBroker.start()
+        let passes = Atomic<Int>(0)
+        let received = Atomic<Int>(0)
+        var configuration = MQTTConfiguration.test(port: broker.port)
+        configuration.passInterval = .milliseconds(1)
+        configuration.relaxedPassInterval = .milliseconds(200)
+        // A receive window of 2: one message a pass fills it halfway.
+        if windowBound { configuration.receiveMaximum = 2 }
+        let subscriber = try MQTTClient(
+            configuration: configuration, logger: logger,
+            onMessage: { _ in
+                received.add(1, ordering: .relaxed)
+                return .taken
+            },
+            onReadEnd: {
+                passes.add(1, ordering: .relaxed)
+                return .taken
+            })
+        try await subscriber.connect()
+        try await subscriber.subscribe("steady/#", qos: .atLeastOnce)
+        let publisher = try await connectedClient(broker)
+        let count = 100
+        // One message every 10 ms: a pass of its own each at the short interval.
+        for index in 0..<count {
+            try publisher.send("steady/t", payload: Array("m\(index)".utf8), qos: .atLeastOnce)
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        try await eventually("all \(count) messages", timeout: .seconds(20)) { received.load(ordering: .relaxed) == count }
+        let counted = passes.load(ordering: .relaxed)
+        if windowBound {
+            #expect(counted > count / 2, "\(counted) passes for \(count) messages, one every 10 ms, at a window of 2")
+        } else {
+            #expect(counted < count / 2, "\(counted) passes for \(count) messages, one every 10 ms, 200 ms apart")
+        }
+        await subscriber.disconnect()
+        await publisher.disconnect()
+    }
+
+    @Test(
         "socket calls through buffers or not: a burst arrives whole and in order, a 12 MB message (more than a socket takes at once) crosses intact",
         arguments: [true, false])
     func bufferedSocket(buffered: Bool) async throws {

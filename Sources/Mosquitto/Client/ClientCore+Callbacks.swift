@@ -40,6 +40,7 @@ extension ClientCore {
         mosquitto_message_v5_callback_set(mosq) { _, userData, message, _ in
             guard let message = message?.pointee else { return }
             let core = ClientCore.from(userData)
+            core.readInPass.add(1, ordering: .relaxed)
             if let handler = core.handler {
                 // Read after a refusal cut the connection: it comes again, after the refused one.
                 if core.connectionCut.load(ordering: .relaxed) { return }

@@ -70,6 +70,17 @@ extension ClientCore {
         return describeResult(code, errno: errno)
     }
 
+    /// Whether a window sets this connection's pace (see ``MQTTConfiguration/passInterval``):
+    /// the pass that just ended read at least half the messages the broker may send before
+    /// our acknowledgements, or at least half of the send window is in flight. Starts the
+    /// next pass's count.
+    func windowNearFull() -> Bool {
+        let read = readInPass.exchange(0, ordering: .relaxed)
+        if read * 2 >= configuration.readWindow { return true }
+        let sendWindow = state.withLock { $0.session.sendWindow }
+        return inFlight.load(ordering: .relaxed) * 2 >= sendWindow
+    }
+
     /// Whether the connection's current attempt reached the broker's acceptance.
     var attemptConnected: Bool { state.withLock { $0.attemptConnected } }
 

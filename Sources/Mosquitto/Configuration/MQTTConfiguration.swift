@@ -44,7 +44,18 @@ public struct MQTTConfiguration: Sendable {
     /// write what is queued) at most this often, so that a pass carries many packets: one
     /// TCP segment out and a few system calls for a whole pass rather than for each packet.
     /// A message waits at most this long more. Zero: a pass for every wake-up. Default 1 ms.
+    ///
+    /// That is the interval while a window sets the pace: a pass read half the messages the
+    /// broker may send before our acknowledgements, or half of our send window is in
+    /// flight. Otherwise passes are ``relaxedPassInterval`` apart.
     public var passInterval: Duration
+    /// The interval between passes while traffic keeps coming and no window is near full
+    /// (see ``passInterval``): longer passes carry more packets each, for fewer system
+    /// calls and thread wake-ups per message, where the windows leave room for them (at a
+    /// receive window of 1,000 and 5 ms, up to 100,000 messages a second before the window
+    /// fills halfway and the short interval takes over). A message waits at most this long
+    /// more. Never shorter than ``passInterval``. Default 5 ms.
+    public var relaxedPassInterval: Duration = .milliseconds(5)
     /// MQTT 5: how many of our QoS 1 and 2 messages may await the broker's acknowledgement
     /// at once (the broker's Receive Maximum may lower it), and how many of its messages
     /// may await ours. libmosquitto's default, 20, caps a client that acknowledges in
@@ -96,6 +107,13 @@ public struct MQTTConfiguration: Sendable {
         self.sendMaximum = sendMaximum
         self.receiveMaximum = receiveMaximum
         self.bufferedSocket = bufferedSocket
+    }
+
+    /// How many messages the broker may send before our acknowledgements: our Receive
+    /// Maximum on MQTT 5; on 3.1.1 the broker's own setting, which it does not tell, taken
+    /// as mosquitto's default (20).
+    var readWindow: Int {
+        protocolVersion == .v5 ? ClientCore.windowLimit(receiveMaximum) : 20
     }
 
     /// Whether to ask for buffered socket calls: ``bufferedSocket`` on a plain TCP connection.
