@@ -477,6 +477,26 @@ struct ClientIntegrationTests {
         await publisher.disconnect()
     }
 
+    @Test("a publisher that waits for each acknowledgement through a window of 2 is not held to one message a relaxed pass")
+    func relaxedPassesAcknowledged() async throws {
+        let broker = try await MosquittoBroker.start()
+        var configuration = MQTTConfiguration.test(port: broker.port)
+        configuration.passInterval = .milliseconds(1)
+        configuration.relaxedPassInterval = .milliseconds(200)
+        configuration.sendMaximum = 2
+        let publisher = try MQTTClient(configuration: configuration, logger: logger)
+        try await publisher.connect()
+        // Each acknowledgement empties the window; the next message goes out in a pass
+        // after it. A relaxed pause between those passes would make this 40 × 200 ms.
+        let start = ContinuousClock.now
+        for index in 0..<40 {
+            try await publisher.publish("acknowledged/t", text: "m\(index)", qos: .atLeastOnce)
+        }
+        let took = ContinuousClock.now - start
+        #expect(took < .seconds(4), "40 publications, each after the last one's acknowledgement, took \(took)")
+        await publisher.disconnect()
+    }
+
     @Test(
         "socket calls through buffers or not: a burst arrives whole and in order, a 12 MB message (more than a socket takes at once) crosses intact",
         arguments: [true, false])

@@ -77,6 +77,8 @@ final class ClientCore: Sendable {
     let sentCount = Atomic<Int>(0)
     /// Messages received in the network loop's current pass (the loop resets it).
     let readInPass = Atomic<Int>(0)
+    /// ``acknowledgedCount`` when the network loop's current pass began.
+    let acknowledgedAtPass = Atomic<Int>(0)
     let acknowledgedCount = Atomic<Int>(0)
     /// Open from the broker's CONNACK until the network thread starts another connection.
     /// Every call that makes libmosquitto queue a packet (publish, subscribe, unsubscribe)
