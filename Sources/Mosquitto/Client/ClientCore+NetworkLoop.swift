@@ -70,20 +70,17 @@ extension ClientCore {
         return describeResult(code, errno: errno)
     }
 
-    /// Whether a window would set this connection's pace at the relaxed interval (see
-    /// ``MQTTConfiguration/passInterval``): at the pace of the pass that just ended,
-    /// `scale` times as long a pass would read at least half the messages the broker may
-    /// send before our acknowledgements, or have at least half of the send window
-    /// acknowledged; or half of it is in flight now. (A window that a pass empties is
-    /// refilled by the publisher's thread right after it: only its acknowledgements tell
-    /// how fast it turns.) Starts the next pass's counts.
-    func windowNearFull(scale: Double) -> Bool {
-        let read = readInPass.exchange(0, ordering: .relaxed)
+    /// What the pass that just ended saw (see ``PassPace``): the messages it read, the
+    /// acknowledgements of ours it read, and how many of ours are in flight. Starts the
+    /// next pass's counts.
+    func takePassCounts() -> PassPace.Counts {
         let acknowledged = acknowledgedCount.load(ordering: .relaxed)
-        let acknowledgedInPass = acknowledged - acknowledgedAtPass.exchange(acknowledged, ordering: .relaxed)
-        if Double(read) * scale * 2 >= Double(configuration.readWindow) { return true }
-        let sendWindow = Double(state.withLock { $0.session.sendWindow })
-        return max(Double(inFlight.load(ordering: .relaxed)), Double(acknowledgedInPass) * scale) * 2 >= sendWindow
+        return PassPace.Counts(
+            read: readInPass.exchange(0, ordering: .relaxed),
+            acknowledged: acknowledged - acknowledgedAtPass.exchange(acknowledged, ordering: .relaxed),
+            inFlight: inFlight.load(ordering: .relaxed),
+            readWindow: configuration.readWindow,
+            sendWindow: state.withLock { $0.session.sendWindow })
     }
 
     /// Whether the connection's current attempt reached the broker's acceptance.

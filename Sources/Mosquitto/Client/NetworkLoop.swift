@@ -168,7 +168,7 @@ final class NetworkLoop: Sendable {
     /// While passes find work, the next one starts no sooner than `passInterval` after the
     /// last one started: under a steady stream a pass then carries all that came meanwhile,
     /// rather than one message per pass and a TCP segment per acknowledgement. While the
-    /// windows would have room at the pace of the last pass (``ClientCore/windowNearFull(scale:)``),
+    /// windows would have room at the pace of the last pass (``PassPace``),
     /// `relaxedPassInterval` after: at a million locations 5 ms instead of 1 took the
     /// daemon's context switches from about 0.12 to 0.05 an update and its system CPU by a
     /// third, with the publication lag's p99 still at 50–100 ms. Where a window would fill
@@ -181,11 +181,14 @@ final class NetworkLoop: Sendable {
         let relaxedInterval = shortInterval > .zero ? max(shortInterval, first.configuration.relaxedPassInterval) : .zero
         var interval = shortInterval
         var lastPassStart = ContinuousClock.now
+        var paces = [PassPace](repeating: PassPace(), count: members.count)
         let count = members.count
         var descriptors = [pollfd](repeating: pollfd(fd: -1, events: 0, revents: 0), count: count + 1)
         var buffersInput = [Bool](repeating: false, count: count)
         while true {
+            var relaxedPause = false
             if let busySince, interval > .zero {
+                relaxedPause = interval > shortInterval
                 let wait = busySince + interval - .now
                 if wait > .zero { pause(wait) }
             }
@@ -238,14 +241,14 @@ final class NetworkLoop: Sendable {
             // What came in since the last pass began, over the relaxed interval instead.
             let scale = relaxedInterval / max(passStart - lastPassStart, shortInterval, .microseconds(1))
             lastPassStart = passStart
-            var windowNearFull = false
-            for member in members {
+            var keepShort = false
+            for (index, member) in members.enumerated() {
                 let code = mosquitto_loop_misc(member.mosq)
                 if code != MOSQ_ERR_SUCCESS.raw { return (member, code, errno) }
                 // Every member's count starts again: no short cut.
-                if member.windowNearFull(scale: scale) { windowNearFull = true }
+                if paces[index].keepsShort(member.takePassCounts(), scale: scale, afterRelaxedPause: relaxedPause) { keepShort = true }
             }
-            interval = windowNearFull ? shortInterval : relaxedInterval
+            interval = keepShort ? shortInterval : relaxedInterval
             if signals.stopFlag.load(ordering: .acquiring) {
                 let now = ContinuousClock.now
                 if let deadline {
@@ -319,5 +322,64 @@ final class ConnectionGroup: Sendable {
         if each.contains(.disconnecting) { return .disconnecting }
         if each.allSatisfy({ $0 == .connected }) { return .connected }
         return .connecting
+    }
+}
+
+/// Whether a connection's next pass comes after the short interval or the relaxed one (see
+/// ``MQTTConfiguration/passInterval``). The network thread keeps one for each connection.
+struct PassPace {
+    /// What a pass saw (``ClientCore/takePassCounts()``).
+    struct Counts {
+        var read: Int
+        var acknowledged: Int
+        var inFlight: Int
+        var readWindow: Int
+        var sendWindow: Int
+
+        /// The messages and acknowledgements of ours that the pass read.
+        var traffic: Int { read + acknowledged }
+    }
+
+    /// What the last pass after a short pause read (``Counts/traffic``); `nil` until one
+    /// has read any: a connection with traffic takes a short pass first, so that a relaxed
+    /// one has something to be compared with.
+    private var trafficAfterShortPause: Int?
+    /// Passes still to come after the short interval, whatever the counts say.
+    private var heldShort = 0
+
+    /// How many passes a stream paced by our acknowledgements keeps the short interval
+    /// before a relaxed pass tries again: about a tenth of a second at 1 ms.
+    static let heldPasses = 100
+
+    /// Whether the next pass comes after the short interval.
+    ///
+    /// When a window would set the pace at the relaxed interval: at the pace of the pass
+    /// that just ended, `scale` times as long a pass would read at least half the messages
+    /// the broker may send before our acknowledgements, or have at least half of the send
+    /// window acknowledged; or half of it is in flight now. (A window that a pass empties
+    /// is refilled by the publisher's thread right after it: only its acknowledgements tell
+    /// how fast it turns.)
+    ///
+    /// And when the traffic goes at the pace of our own passes whatever the windows say: a
+    /// broker with a window smaller than ours that it does not tell (an MQTT 3.1.1 session,
+    /// or ejabberd's one message in flight a subscriber), or a publisher that waits for
+    /// each acknowledgement, has a relaxed pass read no more than a short one did. That
+    /// keeps the short interval for ``heldPasses`` passes, then a relaxed pass looks again.
+    mutating func keepsShort(_ counts: Counts, scale: Double, afterRelaxedPause: Bool) -> Bool {
+        if counts.traffic > 0 {
+            if !afterRelaxedPause {
+                trafficAfterShortPause = counts.traffic
+            } else if let trafficAfterShortPause {
+                if counts.traffic <= trafficAfterShortPause { heldShort = Self.heldPasses }
+            } else {
+                return true
+            }
+        }
+        if heldShort > 0 {
+            heldShort -= 1
+            return true
+        }
+        if Double(counts.read) * scale * 2 >= Double(counts.readWindow) { return true }
+        return max(Double(counts.inFlight), Double(counts.acknowledged) * scale) * 2 >= Double(counts.sendWindow)
     }
 }
