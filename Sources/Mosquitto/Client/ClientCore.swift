@@ -75,11 +75,11 @@ final class ClientCore: Sendable {
     let inFlight = Atomic<Int>(0)
     /// QoS 1 and 2 publications handed to libmosquitto, and those acknowledged, ever.
     let sentCount = Atomic<Int>(0)
-    /// Messages received in the network loop's current pass (the loop resets it).
+    let acknowledgedCount = Atomic<Int>(0)
+    /// Messages received in the network loop's current pass (see `takePassCounts()`).
     let readInPass = Atomic<Int>(0)
     /// ``acknowledgedCount`` when the network loop's current pass began.
     let acknowledgedAtPass = Atomic<Int>(0)
-    let acknowledgedCount = Atomic<Int>(0)
     /// Open from the broker's CONNACK until the network thread starts another connection.
     /// Every call that makes libmosquitto queue a packet (publish, subscribe, unsubscribe)
     /// is made holding it open: libmosquitto opens the socket before it queues the CONNECT,

@@ -45,15 +45,16 @@ public struct MQTTConfiguration: Sendable {
     /// TCP segment out and a few system calls for a whole pass rather than for each packet.
     /// A message waits at most this long more. Zero: a pass for every wake-up. Default 1 ms.
     ///
-    /// That is the interval while a window sets the pace: a pass read half the messages the
-    /// broker may send before our acknowledgements, or half of our send window is in
-    /// flight. Otherwise passes are ``relaxedPassInterval`` apart.
+    /// That is the interval where a longer one would hold traffic back: a window would
+    /// fill halfway in a relaxed pass at the pace of the last one, or the traffic goes at
+    /// the pace of the passes themselves (see `PassPace`). Otherwise passes are
+    /// ``relaxedPassInterval`` apart.
     public var passInterval: Duration
-    /// The interval between passes while traffic keeps coming and no window is near full
-    /// (see ``passInterval``): longer passes carry more packets each, for fewer system
-    /// calls and thread wake-ups per message, where the windows leave room for them (at a
-    /// receive window of 1,000 and 5 ms, up to 100,000 messages a second before the window
-    /// fills halfway and the short interval takes over). A message waits at most this long
+    /// The interval between passes while traffic keeps coming and nothing holds it to
+    /// ``passInterval``: longer passes carry more packets each, for fewer system calls and
+    /// thread wake-ups per message, where the windows leave room for them (at a receive
+    /// window of 1,000 and 5 ms, up to 100,000 messages a second before the window would
+    /// fill halfway and the short interval takes over). A message waits at most this long
     /// more. Never shorter than ``passInterval``. Default 5 ms.
     public var relaxedPassInterval: Duration = .milliseconds(5)
     /// MQTT 5: how many of our QoS 1 and 2 messages may await the broker's acknowledgement
