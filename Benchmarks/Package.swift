@@ -118,6 +118,7 @@ let package = Package(
                 .product(name: "LiveTopics", package: "livedata"),
                 .product(name: "DisplayRules", package: "livedata"),
                 .product(name: "LiveState", package: "livedata"),
+                .product(name: "LiveStatePersistence", package: "livedata"),
             ],
             path: "Probes/FillProbe"
         ),

@@ -2,6 +2,12 @@ import DisplayRules
 import LiveState
 import LiveTopics
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// A compact binary form of a ``LocationRecord`` for the SQLite file: varints and
 /// length-prefixed UTF-8, fields in a fixed order, a format byte first so that a later
 /// format can still read this one.
@@ -22,26 +28,43 @@ public enum RecordCodec {
     }
 
     /// Writes a record's bytes into `out`, replacing what it held (a writer of many records
-    /// reuses one buffer).
-    public static func encode(_ record: LocationRecord, into out: inout ByteWriter) {
-        out.reset()
+    /// reuses one buffer), or after it with `appending`.
+    public static func encode(_ record: LocationRecord, into out: inout ByteWriter, appending: Bool = false) {
+        if !appending { out.reset() }
+        encode(address: record.address, values: record.values, published: record.published, version: record.version, into: &out)
+    }
+
+    /// Writes the bytes of a record of these parts after what `out` holds.
+    static func encode(
+        address: LocationAddress, values: [DomainValue], published: DerivedStyle?, version: UInt64, into out: inout ByteWriter
+    ) {
         out.append(format)
-        // The six components, each as a string (the path cut at its first five slashes).
-        record.address.withPathBytes { path in
+        // The six components, each as a string (the path cut at its first five slashes),
+        // written in one piece of room: a length takes at most three bytes (a path is
+        // shorter than a topic's 65,535).
+        address.withPathBytes { path in
+            let at = out.room(path.count + 18)
+            var written = 0
             var start = 0
-            var slashes = 0
-            for index in path.indices where slashes < 5 && path[index] == UInt8(ascii: "/") {
-                out.appendVarint(UInt64(index - start))
-                out.append(UnsafeRawBufferPointer(rebasing: path[start..<index]))
-                start = index + 1
-                slashes += 1
+            func component(to end: Int) {
+                written += putVarint(UInt64(end - start), at + written)
+                if end > start { (at + written).update(from: path.baseAddress!.assumingMemoryBound(to: UInt8.self) + start, count: end - start) }
+                written += end - start
             }
-            out.appendVarint(UInt64(path.count - start))
-            out.append(UnsafeRawBufferPointer(rebasing: path[start...]))
+            if let base = path.baseAddress {
+                for _ in 0..<5 {
+                    guard let slash = memchr(base + start, Int32(UInt8(ascii: "/")), path.count - start) else { break }
+                    let end = base.distance(to: UnsafeRawPointer(slash))
+                    component(to: end)
+                    start = end + 1
+                }
+            }
+            component(to: path.count)
+            out.advance(written)
         }
-        out.appendVarint(record.version)
-        out.appendVarint(UInt64(record.values.count))
-        for value in record.values {
+        out.appendVarint(version)
+        out.appendVarint(UInt64(values.count))
+        for value in values {
             string(value.domain, &out)
             out.appendVarint(zigzag(value.timestamp.millisecondsSince1970))
             out.append(value.stale ? 1 : 0)
@@ -51,7 +74,7 @@ public enum RecordCodec {
                 string(property.value, &out)
             }
         }
-        if let published = record.published {
+        if let published {
             out.append(1)
             style(published.style, &out)
             out.appendVarint(UInt64(published.rules.count))
@@ -80,6 +103,19 @@ public enum RecordCodec {
                 out.appendVarint(badge.backgroundColor.map { UInt64($0.rgb) + 1 } ?? 0)
             }
         }
+    }
+
+    /// Writes a varint (as ``ByteWriter/appendVarint(_:)`` does) at `at`; returns its length.
+    private static func putVarint(_ value: UInt64, _ at: UnsafeMutablePointer<UInt8>) -> Int {
+        var value = value
+        var index = 0
+        while value >= 0x80 {
+            at[index] = UInt8(truncatingIfNeeded: value) | 0x80
+            value >>= 7
+            index += 1
+        }
+        at[index] = UInt8(value)
+        return index + 1
     }
 
     private static func zigzag(_ value: Int64) -> UInt64 { UInt64(bitPattern: (value << 1) ^ (value >> 63)) }

@@ -39,12 +39,12 @@ public actor StoreWriter {
     /// - Returns: `nil` when written, or the failure (the caller keeps the batch for the next try).
     @discardableResult
     public func write(
-        _ rows: [LocationRow], deleting vacated: [Int64] = [], journalPosition: UInt64? = nil,
+        _ records: EncodedRecords, deleting vacated: [Int64] = [], journalPosition: UInt64? = nil,
         journal: IntakeJournal? = nil
     ) -> StateDatabase.Failure? {
         do {
-            try database.write(rows, deleting: vacated, journalPosition: journalPosition)
-            written += rows.count
+            try database.write(records, deleting: vacated, journalPosition: journalPosition)
+            written += records.count
             if let journal, let journalPosition { journal.covered(through: journalPosition) }
             return nil
         } catch {

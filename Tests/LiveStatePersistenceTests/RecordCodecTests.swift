@@ -70,4 +70,54 @@ struct RecordCodecTests {
         #expect(records.first { $0.address.location == "b" } == sampleRecord("b"))
         try? FileManager.default.removeItem(at: directory)
     }
+
+    @Test("a snapshot's records, encoded from the store's locations in place, are the records' own bytes, and a write of many statements' worth reads back whole, rewritten rows replaced")
+    func encodedSnapshotRoundTrip() throws {
+        let rules = RuleSet(
+            main: try StyleTemplate(Style([.visible: .flag(true)]), domain: nil),
+            rules: [
+                Rule(
+                    name: "occupied", domain: "occupancy", condition: try CompiledExpression("nrOfPeople > 0", domain: "occupancy"),
+                    style: try StyleTemplate(Style([.label: .text("{nrOfPeople}/8"), .polygonFillColor: .color(Color("#D64545")!)]), domain: "occupancy"),
+                    legend: "Occupied", layer: nil, priority: 0, order: 0)
+            ])
+        let store = LiveStore(ruleEngine: RuleEngine(rules))
+        func occupy(_ number: Int, _ people: Int) throws {
+            _ = store.apply(
+                LiveUpdate(
+                    topic: try LiveTopic(parsing: "ds1/hq/B/F\(number % 3)/R7/loc-\(number)/occupancy"),
+                    timestamp: .init(millisecondsSince1970: 1_763_720_000_000 + Int64(number)), properties: ["nrOfPeople": "\(people)"]),
+                now: .init(millisecondsSince1970: 1_763_720_000_000 + Int64(number)))
+        }
+        // More than two statements' worth of rows and a few more, then 40 of them again: a
+        // rewrite that is one statement's worth and some rows on their own.
+        let count = 2 * StateDatabase.rowsAtOnce + 6
+        for number in 0..<count { try occupy(number, number % 4) }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("livedata-db-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("state.db").path
+        var expected: [Int64: LocationRecord] = [:]
+        do {
+            let database = try StateDatabase(path: path)
+            for round in 0..<2 {
+                if round == 1 { for number in 0..<40 { try occupy(number, 9) } }
+                let changed = store.takeChangedLocations()
+                let encoded = EncodedRecords(changed, in: 0..<changed.count, of: store)
+                let records = store.records(changed, in: 0..<changed.count)
+                #expect(encoded.rows == records.map(\.row))
+                encoded.withRecords { bytes in
+                    for (index, record) in records.enumerated() {
+                        #expect(Array(bytes(index)) == RecordCodec.encode(record.record), "record \(index)")
+                    }
+                }
+                try database.write(encoded)
+                for record in records { expected[record.row] = record.record }
+            }
+        }
+        var read: [Int64: LocationRecord] = [:]
+        try StateDatabase(path: path).forEachRecord { read[$0.row] = $0.record }
+        #expect(read.count == count)
+        #expect(read == expected)
+        #expect(read.values.filter { $0.values.first?.properties["nrOfPeople"] == "9" }.count == 40)
+    }
 }

@@ -1,5 +1,7 @@
 import DisplayRules
+import Foundation
 import LiveState
+import LiveStatePersistence
 import LiveTopics
 
 // The pipeline thread's work for each update of the end-to-end benchmark's fill at a
@@ -14,6 +16,10 @@ import LiveTopics
 //   valgrind --tool=callgrind --collect-atstart=no --toggle-collect='*measuredRegion*' /tmp/fill [LOCATIONS [MEASURED]]
 //
 // divides the reported total by the measured updates (100,000 unless given).
+//
+// With a third argument, a path: the snapshot that follows instead, every location the fill
+// changed written to a new state file at that path in the daemon's parts
+// (`LivePipeline.flush`), counted with `--toggle-collect='*measuredSnapshot*'`.
 
 /// The measured updates; not inlined, so that callgrind can count it alone.
 @inline(never)
@@ -83,8 +89,30 @@ for sent in 0..<before {
 let updates = (before..<(before + measured)).map {
     update($0, locations: locations, seed: &seed, milliseconds: now.millisecondsSince1970 + Int64($0 - before))
 }
+/// The snapshot after the fill: the changed locations' records, encoded and written to the
+/// state file in parts of 8,192 as the daemon's flush writes them (here on one thread).
+@inline(never)
+func measuredSnapshot(_ store: LiveStore, _ database: StateDatabase) throws -> Int {
+    let changed = store.takeChangedLocations()
+    var start = 0
+    while start < changed.count {
+        let end = min(start + 8_192, changed.count)
+        try database.write(EncodedRecords(changed, in: start..<end, of: store))
+        start = end
+    }
+    return changed.count
+}
+
 let clock = ContinuousClock()
 var bytes = 0
 let elapsed = clock.measure { bytes = measuredRegion(engine, format, updates, &now) }
 let nanoseconds = Double(elapsed.components.seconds) * 1e9 + Double(elapsed.components.attoseconds) / 1e9
 print("\(updates.count) new locations of \(locations), \(bytes / max(updates.count, 1)) bytes published each, \(Int(nanoseconds / Double(updates.count))) ns each")
+if let path = CommandLine.arguments.dropFirst(3).first {
+    for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+    let database = try StateDatabase(path: path)
+    var written = 0
+    let snapshot = try clock.measure { written = try measuredSnapshot(engine.store, database) }
+    let snapshotNanoseconds = Double(snapshot.components.seconds) * 1e9 + Double(snapshot.components.attoseconds) / 1e9
+    print("snapshot: \(written) locations written, \(Int(snapshotNanoseconds / Double(max(written, 1)))) ns each")
+}

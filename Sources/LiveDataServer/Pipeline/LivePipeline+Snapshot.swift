@@ -62,7 +62,7 @@ extension LivePipeline {
         var start = 0
         repeat {
             let end = min(start + Self.snapshotPart, changed.count)
-            let records = core.store.records(changed, in: start..<end)
+            let records = EncodedRecords(changed, in: start..<end, of: core.store)
             let isLast = end == changed.count
             if let failure = await writer.write(
                 records, deleting: start == 0 ? vacated : [], journalPosition: isLast ? position : nil,

@@ -33,6 +33,18 @@ extension LiveStore {
         public var count: Int { states.count }
     }
 
+    /// Calls `body` with the parts of the record of each of some of the changed locations,
+    /// as they are now, with its row: what ``records(_:in:)`` gives, read from the locations
+    /// in place (a snapshot encodes them at once; no record is built or copied).
+    package func forEachRecord(
+        _ changed: ChangedLocations, in range: Range<Int>,
+        _ body: (_ row: Int64, _ address: LocationAddress, _ values: [DomainValue], _ published: DerivedStyle?, _ version: UInt64) -> Void
+    ) {
+        for state in changed.states[range] {
+            body(Int64(state.row), state.address, state.values, state.publishedStyle(ruleEngine), state.version)
+        }
+    }
+
     /// The records of some of the changed locations, as they are now, with their rows.
     public func records(_ changed: ChangedLocations, in range: Range<Int>) -> [LocationRow] {
         changed.states[range].map { LocationRow(row: Int64($0.row), record: $0.record(ruleEngine)) }

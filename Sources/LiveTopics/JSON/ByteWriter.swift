@@ -3,8 +3,10 @@
 /// What the daemon writes for every change goes through one: the published JSON
 /// (``JSONStream``) and the state file's records.
 ///
-/// A copy is a buffer of its own: the storage is shared until one of them writes.
-public struct ByteWriter {
+/// A copy is a buffer of its own: the storage is shared until one of them writes. So it can
+/// be handed from one thread to another as an array can (`@unchecked`: the check that
+/// a writer holds the only reference is the one an array makes).
+public struct ByteWriter: @unchecked Sendable {
     /// Owns the storage; shared by copies until one of them writes.
     @usableFromInline
     final class Owner {

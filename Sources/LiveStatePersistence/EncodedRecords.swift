@@ -1,0 +1,63 @@
+import DisplayRules
+import LiveState
+import LiveTopics
+
+/// Records in the state file's form (``RecordCodec``), one after the other in one buffer,
+/// with their rows: what a snapshot hands the writer. Encoded on the pipeline's thread from
+/// the locations in place (``init(_:in:of:)``), so that no record is built, copied across
+/// threads and destroyed on the writer's: at a million new locations, building the
+/// records, copying them into the writer's array and releasing them there cost about as
+/// much as encoding them.
+public struct EncodedRecords: Sendable {
+    /// The rows, in the order the records are in.
+    public private(set) var rows: [Int64] = []
+    /// Where each record ends in `bytes`.
+    private var ends: [Int] = []
+    private var bytes: ByteWriter
+
+    public var count: Int { rows.count }
+    public var isEmpty: Bool { rows.isEmpty }
+
+    /// Room for about `capacity` records.
+    public init(capacity: Int = 0) {
+        rows.reserveCapacity(capacity)
+        ends.reserveCapacity(capacity)
+        bytes = ByteWriter(capacity: max(capacity, 1) * 256)
+    }
+
+    /// The records of the changed locations in `range`, as they are now.
+    public init(_ changed: LiveStore.ChangedLocations, in range: Range<Int>, of store: LiveStore) {
+        self.init(capacity: range.count)
+        store.forEachRecord(changed, in: range) { row, address, values, published, version in
+            RecordCodec.encode(address: address, values: values, published: published, version: version, into: &bytes)
+            rows.append(row)
+            ends.append(bytes.count)
+        }
+    }
+
+    /// These records.
+    public init(_ records: [LocationRow]) {
+        self.init(capacity: records.count)
+        for record in records { append(record) }
+    }
+
+    public mutating func append(_ record: LocationRow) {
+        RecordCodec.encode(record.record, into: &bytes, appending: true)
+        rows.append(record.row)
+        ends.append(bytes.count)
+    }
+
+    /// Lends the buffer and a function that finds record `index`'s bytes in it.
+    func withRecords<Result, Failure: Error>(
+        _ body: (_ record: (Int) -> UnsafeRawBufferPointer) throws(Failure) -> Result
+    ) throws(Failure) -> Result {
+        try ends.withUnsafeBufferPointer { ends throws(Failure) in
+            try bytes.withUnsafeBytes { (buffer) throws(Failure) in
+                try body { index in
+                    let start = index == 0 ? 0 : ends[index - 1]
+                    return UnsafeRawBufferPointer(rebasing: buffer[start..<ends[index]])
+                }
+            }
+        }
+    }
+}
