@@ -392,18 +392,26 @@ final class ClientCore: Sendable {
     /// usual length), with no string made of them.
     static func withCString<Result>(_ first: String, then second: String, _ body: (UnsafePointer<CChar>) -> Result) -> Result {
         if second.isEmpty { return first.withCString(body) }
+        // Native strings lend their bytes in place (no copy of either, which would retain it).
+        let lent = first.utf8.withContiguousStorageIfAvailable { first in
+            second.utf8.withContiguousStorageIfAvailable { second in joined(first, second, body) }
+        }
+        if case .some(.some(let result)) = lent { return result }
         var first = first
         var second = second
-        return first.withUTF8 { first in
-            second.withUTF8 { second in
-                withUnsafeTemporaryAllocation(of: CChar.self, capacity: first.count + second.count + 1) { buffer in
-                    let raw = UnsafeMutableRawBufferPointer(buffer)
-                    raw.copyMemory(from: UnsafeRawBufferPointer(first))
-                    UnsafeMutableRawBufferPointer(rebasing: raw[first.count...]).copyMemory(from: UnsafeRawBufferPointer(second))
-                    buffer[first.count + second.count] = 0
-                    return body(buffer.baseAddress!)
-                }
-            }
+        return first.withUTF8 { first in second.withUTF8 { second in joined(first, second, body) } }
+    }
+
+    /// `first` and `second` copied one after the other into memory on the stack, NUL-terminated.
+    private static func joined<Result>(
+        _ first: UnsafeBufferPointer<UInt8>, _ second: UnsafeBufferPointer<UInt8>, _ body: (UnsafePointer<CChar>) -> Result
+    ) -> Result {
+        withUnsafeTemporaryAllocation(of: CChar.self, capacity: first.count + second.count + 1) { buffer in
+            let raw = UnsafeMutableRawBufferPointer(buffer)
+            raw.copyMemory(from: UnsafeRawBufferPointer(first))
+            UnsafeMutableRawBufferPointer(rebasing: raw[first.count...]).copyMemory(from: UnsafeRawBufferPointer(second))
+            buffer[first.count + second.count] = 0
+            return body(buffer.baseAddress!)
         }
     }
 

@@ -85,9 +85,12 @@ public final class MQTTClient: Sendable {
         self.cores = cores
         loop = NetworkLoop(members: cores, signals: signals)
         // ``connect()`` returns once every connection is up.
-        // (Weakly: the connections hold the group.)
-        group?.onConnected { [weak first = cores[0]] in
-            first?.state.withLock { state -> ClientCore.Waiter? in
+        // Unowned, not strong: the connections hold the group. Not weak either: a weak
+        // reference gives the object a side table, and then every retain and release of
+        // the first connection (a pair a publication) takes the slow path. Only a running
+        // connection calls this, and the loop that runs them holds them all.
+        group?.onConnected { [unowned first = cores[0]] in
+            first.state.withLock { state -> ClientCore.Waiter? in
                 defer { state.firstConnect = nil }
                 return state.firstConnect
             }?.resume()
