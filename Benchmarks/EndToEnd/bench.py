@@ -268,7 +268,7 @@ def daemon_run(tools, args, folder):
         broker_cpu = cpu_seconds(broker.process.pid) - broker_before
         publisher_cpu = wait_cpu(publisher)
         # Until the broker has acknowledged every style the stream changed.
-        drain = wait_drained(http)
+        drain = wait_drained(http, args.drain_timeout)
         if profiler:
             profiler.send_signal(signal.SIGINT)
             profiler.wait(timeout=60)
@@ -397,6 +397,10 @@ def main():
     parser.add_argument("--updates", type=int, default=200_000)
     parser.add_argument("--locations", type=int, default=10_000)
     parser.add_argument("--window", type=int, default=1_000)
+    parser.add_argument(
+        "--drain-timeout", type=float, default=300, metavar="SECONDS",
+        help="how long to wait after the stream for the broker to acknowledge every style (an older build "
+        "without the output metrics never says it has: give it a few seconds)")
     parser.add_argument("--check", action="store_true",
                         help="after the stream, count the locations GET /v1/floors shows and the retained styles (each should be every location)")
     parser.add_argument("--restart", action="store_true",
