@@ -228,6 +228,7 @@ def daemon_run(tools, args, folder):
         http = free_port()
         rules = RULES.replace("output: {qos: 1, retain: true}", f"output: {{qos: 1, retain: true, minInterval: {args.min_interval}}}") if args.min_interval else RULES
         plain = ", bufferedSocket: false" if args.plain_socket else ", bufferedSocket: true" if args.buffered_socket else ""
+        if args.output_connections: plain += f", outputConnections: {args.output_connections}"
         f.write(rules + f"store: {{path: {folder}/state.db}}\nbroker: {{host: 127.0.0.1, port: {broker.port}, clientId: bench-daemon{plain}}}\n"
                 + f"http: {{listen: \"127.0.0.1:{http}\"}}\n")
     daemon, _ = start_daemon(args, config, os.path.join(folder, "daemon.log"), http)
@@ -413,6 +414,8 @@ def main():
     parser.add_argument("--min-interval", metavar="DURATION", help="run the daemon with output.minInterval, e.g. 100ms")
     parser.add_argument("--perf", metavar="FILE", help="record the daemon with `perf record -g` into FILE")
     parser.add_argument("--plain-socket", action="store_true", help="run the daemon with broker.bufferedSocket: false (libmosquitto's own socket calls; the default)")
+    parser.add_argument("--output-connections", type=int, default=0, metavar="N",
+                        help="run the daemon with broker.outputConnections: N (default: the daemon's own)")
     parser.add_argument("--buffered-socket", action="store_true", help="run the daemon with broker.bufferedSocket: true (socket calls through buffers)")
     parser.add_argument("--keep-state", metavar="DIR", help="after the stream, copy the daemon's state file to DIR/state.db (for a restore probe)")
     parser.add_argument("--daemon-only", action="store_true", help="leave out the bare baselines (to compare two builds of the daemon)")

@@ -208,8 +208,9 @@ public final class StateDatabase {
 
     private func upsert(row: Int64, record blob: UnsafeRawBufferPointer) throws(Failure) {
         sqlite3_bind_int64(upsert, 1, row)
-        // The bytes are bound in place, not copied (they outlive the step), and the statement
-        // is reset before they go: it holds no pointer to them after this call.
+        // The bytes are bound in place, not copied (they outlive the step); the statement is
+        // reset after it, and every use binds its values afresh: the pointer it keeps is
+        // never read again.
         _ = sqlite3_bind_blob(upsert, 2, blob.baseAddress, Int32(blob.count), inPlace)
         defer { sqlite3_reset(upsert) }
         guard sqlite3_step(upsert) == SQLITE_DONE else { throw failure("writing row \(row)") }
