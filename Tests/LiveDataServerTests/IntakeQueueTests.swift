@@ -56,6 +56,31 @@ struct IntakeQueueTests {
         #expect(try #require(await queue.next()).map(\.topic) == Self.messages(22..<25).map(\.topic))
     }
 
+    @Test("batches taken from the front of a long queue, with passes arriving between them, come out in order, each message once, the depth and the room counted right")
+    func longQueueInBatches() async throws {
+        let queue = IntakeQueue(capacity: 40, byteCapacity: 1 << 20, batchLimit: 8)
+        var sent = 0
+        var received: [String] = []
+        // Passes of 5 and 11 between takes of 8: the queue's front moves many times, and
+        // is dropped once it is half the array, while passes land behind what waits.
+        for round in 0..<30 {
+            let count = round % 2 == 0 ? 5 : 11
+            var pass = Self.messages(sent..<(sent + count))
+            #expect(queue.push(moving: &pass) || pass.isEmpty)
+            if !pass.isEmpty { #expect(queue.push(contentsOf: pass)) }
+            sent += count
+            let batch = try #require(await queue.next())
+            #expect(batch.count <= 8)
+            received += batch.map(\.topic)
+            #expect(queue.statistics.depth == sent - received.count)
+        }
+        while queue.statistics.depth > 0 { received += try #require(await queue.next()).map(\.topic) }
+        #expect(received == Self.messages(0..<sent).map(\.topic))
+        // The bytes left count nothing taken: a full queue's worth fits again.
+        #expect(queue.push(contentsOf: Self.messages(sent..<(sent + 40))))
+        #expect(queue.statistics.depth == 40)
+    }
+
     @Test("a pass larger than the queue's bounds goes in as it fits, as push(contentsOf:) does it")
     func overBounds() async throws {
         let queue = IntakeQueue(capacity: 4, byteCapacity: 1 << 20)

@@ -121,7 +121,21 @@ public final class IntakeBytes: Sendable {
 /// pipeline takes everything that waits in one batch: one hop per batch, not per message.
 final class IntakeQueue: Sendable {
     struct State {
+        /// What waits is `pending[head...]`: a batch taken from the front moves `head`, not
+        /// the rest down (a read of a million retained messages at a start kept ten
+        /// thousand waiting, and moved them at every batch). The front is dropped once it
+        /// is half the array, so each message is moved once at most, and what it holds is
+        /// never more than what waits.
         var pending: [IntakeMessage] = []
+        var head = 0
+        var waiting: Int { pending.count - head }
+        var isEmpty: Bool { head == pending.count }
+        /// Drops what was taken from the front.
+        mutating func dropTaken() {
+            guard head > 0 else { return }
+            pending.removeFirst(head)
+            head = 0
+        }
         var bytes = 0
         var consumer: CheckedContinuation<[IntakeMessage], Never>?
         /// The most messages the waiting consumer takes (see ``next(limit:)``).
@@ -185,7 +199,7 @@ final class IntakeQueue: Sendable {
                 while next < messages.count {
                     let size = messages[next].size
                     // One message always fits, however large: the queue must never stall on it.
-                    guard state.pending.isEmpty || (state.pending.count < capacity && state.bytes + size <= byteCapacity)
+                    guard state.isEmpty || (state.waiting < capacity && state.bytes + size <= byteCapacity)
                     else { break }
                     state.pending.append(messages[next])
                     state.bytes += size
@@ -212,9 +226,9 @@ final class IntakeQueue: Sendable {
     /// After messages were added (under the lock): records the depth, and takes the batch
     /// for a consumer that waits, if one does.
     private func handedOver(_ state: inout State) -> (CheckedContinuation<[IntakeMessage], Never>?, [IntakeMessage]) {
-        depthNow.store(state.pending.count, ordering: .relaxed)
-        if state.pending.count > depthPeak.load(ordering: .relaxed) {
-            depthPeak.store(state.pending.count, ordering: .relaxed)
+        depthNow.store(state.waiting, ordering: .relaxed)
+        if state.waiting > depthPeak.load(ordering: .relaxed) {
+            depthPeak.store(state.waiting, ordering: .relaxed)
         }
         guard let consumer = state.consumer else { return (nil, []) }
         state.consumer = nil
@@ -236,8 +250,9 @@ final class IntakeQueue: Sendable {
         let step = state.withLock { state -> Step in
             if state.closed { return .closed }
             // One message always fits, however large (as in `push(contentsOf:)`).
-            guard state.pending.isEmpty, messages.count == 1 || (messages.count <= capacity && size <= byteCapacity)
+            guard state.isEmpty, messages.count == 1 || (messages.count <= capacity && size <= byteCapacity)
             else { return .copy }
+            state.dropTaken()
             swap(&state.pending, &messages)
             state.bytes = size
             let (consumer, batch) = handedOver(&state)
@@ -265,7 +280,7 @@ final class IntakeQueue: Sendable {
     func next(limit: Int = .max) async -> [IntakeMessage]? {
         enum Next { case batch([IntakeMessage]), end, wait }
         let immediate = state.withLock { state -> Next in
-            if !state.pending.isEmpty { return .batch(take(&state, limit: limit)) }
+            if !state.isEmpty { return .batch(take(&state, limit: limit)) }
             return state.closed ? .end : .wait
         }
         switch immediate {
@@ -275,7 +290,7 @@ final class IntakeQueue: Sendable {
         }
         let batch = await withCheckedContinuation { (continuation: CheckedContinuation<[IntakeMessage], Never>) in
             let ready = state.withLock { state -> [IntakeMessage]? in
-                if !state.pending.isEmpty || state.closed { return take(&state, limit: limit) }
+                if !state.isEmpty || state.closed { return take(&state, limit: limit) }
                 state.consumer = continuation
                 state.consumerLimit = limit
                 return nil
@@ -300,7 +315,7 @@ final class IntakeQueue: Sendable {
         let consumer = state.withLock { state -> CheckedContinuation<[IntakeMessage], Never>? in
             state.closed = true
             defer { state.consumer = nil }
-            return state.pending.isEmpty ? state.consumer : nil
+            return state.isEmpty ? state.consumer : nil
         }
         consumer?.resume(returning: [])
         room.signal()
@@ -313,17 +328,27 @@ final class IntakeQueue: Sendable {
         let batchLimit = min(self.batchLimit, max(limit, 1))
         var batch = state.spare
         state.spare = []
-        if state.pending.count > batchLimit {
+        if state.waiting > batchLimit {
             // The first `batchLimit` go; the rest wait for the next call.
             batch.removeAll(keepingCapacity: true)
-            batch.append(contentsOf: state.pending[..<batchLimit])
-            state.pending.removeFirst(batchLimit)
+            batch.append(contentsOf: state.pending[state.head..<(state.head + batchLimit)])
+            state.head += batchLimit
+            if state.head * 2 >= state.pending.count {
+                state.pending.removeFirst(state.head)
+                state.head = 0
+            }
             for message in batch { state.bytes -= message.size }
+        } else if state.head > 0 {
+            batch.removeAll(keepingCapacity: true)
+            batch.append(contentsOf: state.pending[state.head...])
+            state.pending.removeAll(keepingCapacity: true)
+            state.head = 0
+            state.bytes = 0
         } else {
             swap(&batch, &state.pending)
             state.bytes = 0
         }
-        depthNow.store(state.pending.count, ordering: .relaxed)
+        depthNow.store(state.waiting, ordering: .relaxed)
         if state.producerWaiting {
             state.producerWaiting = false
             room.signal()
