@@ -47,7 +47,7 @@ public enum RecordCodec {
             var written = 0
             var start = 0
             func component(to end: Int) {
-                written += putVarint(UInt64(end - start), at + written)
+                written += ByteWriter.putVarint(UInt64(end - start), at: at + written)
                 if end > start { (at + written).update(from: path.baseAddress!.assumingMemoryBound(to: UInt8.self) + start, count: end - start) }
                 written += end - start
             }
@@ -103,19 +103,6 @@ public enum RecordCodec {
                 out.appendVarint(badge.backgroundColor.map { UInt64($0.rgb) + 1 } ?? 0)
             }
         }
-    }
-
-    /// Writes a varint (as ``ByteWriter/appendVarint(_:)`` does) at `at`; returns its length.
-    private static func putVarint(_ value: UInt64, _ at: UnsafeMutablePointer<UInt8>) -> Int {
-        var value = value
-        var index = 0
-        while value >= 0x80 {
-            at[index] = UInt8(truncatingIfNeeded: value) | 0x80
-            value >>= 7
-            index += 1
-        }
-        at[index] = UInt8(value)
-        return index + 1
     }
 
     private static func zigzag(_ value: Int64) -> UInt64 { UInt64(bitPattern: (value << 1) ^ (value >> 63)) }

@@ -85,7 +85,13 @@ public struct ByteWriter: @unchecked Sendable {
     /// all but the last.
     @inlinable
     public mutating func appendVarint(_ value: UInt64) {
-        let at = room(10)
+        count += Self.putVarint(value, at: room(10))
+    }
+
+    /// Writes ``appendVarint(_:)``'s bytes at `at` (room for up to 10), for a writer that
+    /// took room for several pieces at once; returns how many it wrote.
+    @inlinable
+    public static func putVarint(_ value: UInt64, at: UnsafeMutablePointer<UInt8>) -> Int {
         var value = value
         var index = 0
         while value >= 0x80 {
@@ -94,7 +100,7 @@ public struct ByteWriter: @unchecked Sendable {
             index += 1
         }
         at[index] = UInt8(value)
-        count += index + 1
+        return index + 1
     }
 
     /// A buffer of this writer's own with room for `needed` bytes in all.
