@@ -74,12 +74,13 @@ public final class Intake: Sendable {
             refuseOversize(message)
             return .taken
         }
-        let arrived = ContinuousClock.now
-        let receivedAt = LiveTimestamp.now
-        let end =
-            journal?.stage(topic: message.topic, payload: message.payload, receivedAt: receivedAt, retain: message.retain)
-            ?? 0
-        batch.withLock { $0.add(message, receivedAt: receivedAt, journalEnd: end, arrived: arrived) }
+        batch.withLock { pass in
+            let (arrived, receivedAt) = pass.arrival()
+            let end =
+                journal?.stage(topic: message.topic, payload: message.payload, receivedAt: receivedAt, retain: message.retain)
+                ?? 0
+            pass.add(message, receivedAt: receivedAt, journalEnd: end, arrived: arrived)
+        }
         return .taken
     }
 
