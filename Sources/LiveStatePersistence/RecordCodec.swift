@@ -38,6 +38,12 @@ public enum RecordCodec {
     static func encode(
         address: LocationAddress, values: [DomainValue], published: DerivedStyle?, version: UInt64, into out: inout ByteWriter
     ) {
+        encode(address: address, values: values, version: version, into: &out)
+        encode(published: published, into: &out)
+    }
+
+    /// Writes a record's first part, all but its published style, after what `out` holds.
+    static func encode(address: LocationAddress, values: [DomainValue], version: UInt64, into out: inout ByteWriter) {
         out.append(format)
         // The six components, each as a string (the path cut at its first five slashes),
         // written in one piece of room: a length takes at most three bytes (a path is
@@ -74,6 +80,11 @@ public enum RecordCodec {
                 string(property.value, &out)
             }
         }
+    }
+
+    /// Writes a record's last part, its published style (the same bytes for the same style),
+    /// after what `out` holds.
+    static func encode(published: DerivedStyle?, into out: inout ByteWriter) {
         if let published {
             out.append(1)
             style(published.style, &out)

@@ -71,7 +71,7 @@ struct RecordCodecTests {
         try? FileManager.default.removeItem(at: directory)
     }
 
-    @Test("a snapshot's records, encoded from the store's locations in place, are the records' own bytes, and a write of many statements' worth reads back whole, rewritten rows replaced")
+    @Test("a snapshot's records, encoded from the store's locations in place (a style its key keeps encoded once), are the records' own bytes, and a write of many statements' worth reads back whole, rewritten rows replaced")
     func encodedSnapshotRoundTrip() throws {
         let rules = RuleSet(
             main: try StyleTemplate(Style([.visible: .flag(true)]), domain: nil),
@@ -104,6 +104,12 @@ struct RecordCodecTests {
                 let changed = store.takeChangedLocations()
                 let encoded = EncodedRecords(changed, in: 0..<changed.count, of: store)
                 let records = store.records(changed, in: 0..<changed.count)
+                // Four styles, each kept with its key: each encoded once and copied for the rest.
+                var kept = 0
+                store.forEachRecord(changed, in: 0..<changed.count) { _, _, _, published, _ in
+                    if case .kept = published { kept += 1 }
+                }
+                #expect(kept == changed.count)
                 #expect(encoded.rows == records.map(\.row))
                 encoded.withRecords { bytes in
                     for (index, record) in records.enumerated() {

@@ -38,10 +38,11 @@ extension LiveStore {
     /// in place (a snapshot encodes them at once; no record is built or copied).
     package func forEachRecord(
         _ changed: ChangedLocations, in range: Range<Int>,
-        _ body: (_ row: Int64, _ address: LocationAddress, _ values: [DomainValue], _ published: DerivedStyle?, _ version: UInt64) -> Void
+        _ body: (_ row: Int64, _ address: LocationAddress, _ values: [DomainValue], _ published: RecordStyle, _ version: UInt64) -> Void
     ) {
+        let ruleEngine = self.ruleEngine
         for state in changed.states[range] {
-            body(Int64(state.row), state.address, state.values, state.publishedStyle(ruleEngine), state.version)
+            body(Int64(state.row), state.address, state.values, state.recordStyle(ruleEngine), state.version)
         }
     }
 

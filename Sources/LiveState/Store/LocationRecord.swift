@@ -121,6 +121,16 @@ final class LocationState {
         return publishedStyle(ruleEngine)?.style.json.utf8.elementsEqual(json) ?? false
     }
 
+    /// The last published style as ``LiveStore/forEachRecord(_:in:_:)`` gives it: the
+    /// rendering its key keeps when there is one (shared by every location of that style),
+    /// so that a writer of many records encodes each kept style once.
+    func recordStyle(_ ruleEngine: RuleEngine) -> RecordStyle {
+        if let foreign { return .derived(foreign.derived) }
+        guard let shared = published else { return .none }
+        if let rendered = shared.rendered(under: ruleEngine, at: address) { return .kept(rendered) }
+        return .derived(ruleEngine.derivedStyle(shared.key, at: address))
+    }
+
     func record(_ ruleEngine: RuleEngine) -> LocationRecord {
         LocationRecord(address: address, values: values, published: publishedStyle(ruleEngine), version: version)
     }

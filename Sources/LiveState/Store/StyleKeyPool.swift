@@ -53,12 +53,12 @@ final class SharedStyleKey: Sendable {
 ///
 /// The bytes kept by all keys together are bounded (``budget``): past it, a change renders
 /// its style as it goes.
-final class RenderedStyle: Sendable {
+package final class RenderedStyle: Sendable {
     let generation: Int
     /// ``RuleEngine/styleVariant(at:)`` of the locations it serves.
     let variant: Int32
     /// The style and the names of its rules.
-    let derived: DerivedStyle
+    package let derived: DerivedStyle
     var style: Style { derived.style }
     let styleJSON: [UInt8]
     let rulesJSON: [UInt8]
@@ -179,5 +179,24 @@ struct StyleKeyPool {
             if !isKnownUniquelyReferenced(&object) { pool[key] = object }
         }
         sweepAt = max(1024, pool.count * 2)
+    }
+}
+
+/// A location's last published style, as a record of it is written
+/// (``LiveStore/forEachRecord(_:in:_:)``).
+package enum RecordStyle {
+    /// None was published.
+    case none
+    /// Its key's kept rendering: every location that shows this object shows the same style.
+    case kept(RenderedStyle)
+    /// Derived for this location alone (a style of its own, or a key with nothing kept).
+    case derived(DerivedStyle)
+
+    package var derived: DerivedStyle? {
+        switch self {
+        case .none: nil
+        case .kept(let rendered): rendered.derived
+        case .derived(let derived): derived
+        }
     }
 }

@@ -73,6 +73,15 @@ public struct ByteWriter: @unchecked Sendable {
         count += bytes.count
     }
 
+    /// Writes again bytes this buffer already holds, at `range`, after what it holds.
+    @inlinable
+    public mutating func appendCopy(of range: Range<Int>) {
+        precondition(range.lowerBound >= 0 && range.upperBound <= count, "a copy of bytes not written")
+        let at = room(range.count)
+        at.update(from: base + range.lowerBound, count: range.count)
+        count += range.count
+    }
+
     /// A string's UTF-8.
     @inlinable
     public mutating func append(_ text: String) {
