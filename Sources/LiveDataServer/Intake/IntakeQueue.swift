@@ -333,10 +333,7 @@ final class IntakeQueue: Sendable {
             batch.removeAll(keepingCapacity: true)
             batch.append(contentsOf: state.pending[state.head..<(state.head + batchLimit)])
             state.head += batchLimit
-            if state.head * 2 >= state.pending.count {
-                state.pending.removeFirst(state.head)
-                state.head = 0
-            }
+            if state.head * 2 >= state.pending.count { state.dropTaken() }
             for message in batch { state.bytes -= message.size }
         } else if state.head > 0 {
             batch.removeAll(keepingCapacity: true)

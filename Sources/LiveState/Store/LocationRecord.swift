@@ -106,19 +106,16 @@ final class LocationState {
     }
 
     /// The last published style and its rules, as `ruleEngine` (the current rules) tells them.
-    func publishedStyle(_ ruleEngine: RuleEngine) -> DerivedStyle? {
-        if let foreign { return foreign.derived }
-        guard let shared = published else { return nil }
-        return shared.rendered(under: ruleEngine, at: address)?.derived ?? ruleEngine.derivedStyle(shared.key, at: address)
-    }
+    func publishedStyle(_ ruleEngine: RuleEngine) -> DerivedStyle? { recordStyle(ruleEngine).derived }
 
     /// Whether the last published style's JSON is `json` (`false` when none is).
     func publishedStyle(_ ruleEngine: RuleEngine, isJSON json: UnsafeRawBufferPointer) -> Bool {
-        if foreign == nil, let shared = published, let rendered = shared.rendered(under: ruleEngine, at: address) {
-            // The JSON its key keeps: compared without writing it again.
-            return rendered.styleJSON.elementsEqual(json)
+        switch recordStyle(ruleEngine) {
+        case .none: false
+        // The JSON its key keeps: compared without writing it again.
+        case .kept(let rendered): rendered.styleJSON.elementsEqual(json)
+        case .derived(let derived): derived.style.json.utf8.elementsEqual(json)
         }
-        return publishedStyle(ruleEngine)?.style.json.utf8.elementsEqual(json) ?? false
     }
 
     /// The last published style as ``LiveStore/forEachRecord(_:in:_:)`` gives it: the
