@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -192,6 +193,15 @@ static int claiming_socketpair(int domain, int type, int protocol, int descripto
     return result;
 }
 
+/* libmosquitto reads the monotonic clock for its keepalive bookkeeping (mosquitto_time,
+ * which keeps whole seconds) several times for every packet it reads or writes: six reads an
+ * update in a fill, 1.5 % of the daemon's CPU. The coarse clock (the time of the kernel's last
+ * tick, a few milliseconds behind) gives the same seconds from a load instead of a read of the
+ * processor's counter. Every other clock (the real-time one) is read as asked. */
+static int coarse_clock_gettime(clockid_t clock, struct timespec *time) {
+    return clock_gettime(clock == CLOCK_MONOTONIC ? CLOCK_MONOTONIC_COARSE : clock, time);
+}
+
 /* MARK: Redirecting the imports
  *
  * What this relies on in libmosquitto, checked before anything is changed (any doubt, and
@@ -205,6 +215,7 @@ static int claiming_socketpair(int domain, int type, int protocol, int descripto
  *   readv, a fortified __read_chk, dup...): one would reach its socket around the buffers
  *   and reorder its bytes;
  * - one socket pair made in mosquitto_new, the wake-up pair (see livedata_io_claim_pairs).
+ * Its clock_gettime import, where it has one, is redirected with the rest (coarse_clock_gettime).
  * Then every slot is rewritten, or none: a failed step puts back the slots already done. */
 
 #if defined(__x86_64__)
@@ -220,16 +231,18 @@ enum { FAILURE_TEXT = 160 };
 enum mode { REDIRECT, PUT_BACK, CHECK };
 
 #ifdef JUMP_SLOT
-enum { REDIRECTION_COUNT = 4, MAXIMUM_SLOTS = 16, MAXIMUM_SEGMENTS = 16 };
+/* The first REQUIRED_COUNT must all be imported; clock_gettime is redirected where it is. */
+enum { REDIRECTION_COUNT = 5, REQUIRED_COUNT = 4, MAXIMUM_SLOTS = 16, MAXIMUM_SEGMENTS = 16 };
 
-static const char *const redirectedNames[REDIRECTION_COUNT] = {"read", "write", "close", "socketpair"};
+static const char *const redirectedNames[REDIRECTION_COUNT] = {"read", "write", "close", "socketpair", "clock_gettime"};
 
 static void *replacement(int which) {
     switch (which) {
     case 0: return (void *)buffered_read;
     case 1: return (void *)buffered_write;
     case 2: return (void *)buffered_close;
-    default: return (void *)claiming_socketpair;
+    case 3: return (void *)claiming_socketpair;
+    default: return (void *)coarse_clock_gettime;
     }
 }
 
@@ -240,7 +253,8 @@ static void *original(int which) {
     case 0: return (void *)read;
     case 1: return (void *)write;
     case 2: return (void *)close;
-    default: return (void *)socketpair;
+    case 3: return (void *)socketpair;
+    default: return (void *)clock_gettime;
     }
 }
 
@@ -420,7 +434,7 @@ static int find_slots(const struct object *object, struct plan *plan) {
     int failure = scan_relocations(object, &tables, plt, pltSize, plan);
     if (!failure) failure = scan_relocations(object, &tables, data, dataSize, plan);
     if (failure) return failure;
-    for (int which = 0; which < REDIRECTION_COUNT; which++) {
+    for (int which = 0; which < REQUIRED_COUNT; which++) {
         int imported = 0;
         for (int index = 0; index < plan->count; index++) imported |= plan->slots[index].which == which;
         /* Buffering needs all four: a buffer not dropped on close would serve a reused descriptor. */

@@ -337,6 +337,8 @@ struct SocketLayerTests {
         #expect(object.write(pair.ours, [1, 2, 3]) == 3)
         #expect(livedata_io_pending_output(pair.ours) == 3, "its write is collected")
         #expect(livedata_io_flush(pair.ours) == 0)
+        #expect(object.monotonicReadings().allSatisfy { $0 == .coarse }, "its monotonic clock is the coarse one")
+        #expect(abs(object.clock(realtime: true) - nanoseconds(CLOCK_REALTIME)) < 1_000_000_000, "its real-time clock as asked")
 
         #expect(object.redirect(on: false) == 0)
         #expect(object.pageProtections() == protections)
@@ -344,6 +346,7 @@ struct SocketLayerTests {
         pair.peerSend(Array(repeating: 2, count: 10))
         #expect(object.read(pair.ours, 1) == 1)
         #expect(livedata_io_buffered_input(pair.ours) == 0, "its read goes straight to the socket again")
+        #expect(object.monotonicReadings().contains(.ahead), "its monotonic clock is the C library's own again")
         #expect(object.touch() == 2)
     }
 
@@ -400,6 +403,13 @@ struct SocketLayerTests {
 
 /// Where two byte streams first differ (a length counts), or nil: for streams of megabytes,
 /// whose element-by-element difference would take the test library ages to show.
+/// The clock's time in nanoseconds, read by this process's own `clock_gettime`.
+func nanoseconds(_ clock: clockid_t) -> Int64 {
+    var now = timespec()
+    clock_gettime(clock, &now)
+    return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
+}
+
 func firstDifference(_ received: [UInt8], _ expected: [UInt8]) -> Int? {
     let common = min(received.count, expected.count)
     if let index = (0..<common).first(where: { received[$0] != expected[$0] }) { return index }
@@ -560,8 +570,14 @@ final class TestObject: @unchecked Sendable {
         static let functions = """
             #include <sys/socket.h>
             #include <sys/uio.h>
+            #include <time.h>
             #include <unistd.h>
             int counter;
+            long long object_clock(int realtime) {
+                struct timespec now;
+                clock_gettime(realtime ? CLOCK_REALTIME : CLOCK_MONOTONIC, &now);
+                return now.tv_sec * 1000000000LL + now.tv_nsec;
+            }
             ssize_t object_read(int fd, void *buffer, size_t length) { return read(fd, buffer, length); }
             ssize_t object_write(int fd, const void *buffer, size_t length) { return write(fd, buffer, length); }
             int object_touch(void) { return ++counter; }
@@ -666,6 +682,26 @@ final class TestObject: @unchecked Sendable {
 
     func remove() {
         try? FileManager.default.removeItem(at: directory)
+    }
+
+    /// The object's `clock_gettime` of the real-time clock, or of the monotonic one, in nanoseconds.
+    func clock(realtime: Bool) -> Int64 {
+        let call = function("object_clock", as: (@convention(c) (Int32) -> Int64).self)
+        return call(realtime ? 1 : 0)
+    }
+
+    enum Reading { case coarse, ahead }
+
+    /// Twenty readings of the object's monotonic clock, each between two of the coarse clock
+    /// (`.coarse`) or past the second (`.ahead`): the C library's own clock is ahead of the
+    /// coarse one, which keeps the time of the kernel's last tick, nearly always.
+    func monotonicReadings() -> [Reading] {
+        (0..<20).map { _ in
+            let before = nanoseconds(CLOCK_MONOTONIC_COARSE)
+            let reading = clock(realtime: false)
+            let after = nanoseconds(CLOCK_MONOTONIC_COARSE)
+            return reading >= before && reading <= after ? .coarse : .ahead
+        }
     }
 
     func redirect(on: Bool, failAtStep: Int32 = -1) -> Int32 {

@@ -13,12 +13,15 @@
  * queues, it also writes a byte to a socket pair that only its own `mosquitto_loop` reads.
  * At tens of thousands of packets a second those calls are most of a client's CPU.
  *
- * `livedata_io_install` points libmosquitto's imports of `read`, `write`, `close` and
- * `socketpair` (its GOT entries, nothing else in the process) at functions here:
+ * `livedata_io_install` points libmosquitto's imports of `read`, `write`, `close`,
+ * `socketpair` and, where it has one, `clock_gettime` (its GOT entries, nothing else in the
+ * process) at functions here:
  * - on an attached socket, `read` is served from a 64 KiB buffer filled by one system call,
  *   and `write` is collected while the caller collects, to go out in one call on flush;
  * - the write end of a socket pair made while claiming (see `livedata_io_claim_pairs`) is
  *   never written: the owner of that client never waits in `mosquitto_loop`;
+ * - its monotonic clock is the coarse one (the time of the kernel's last tick): libmosquitto
+ *   keeps whole seconds of it for its keepalive, and reads it several times a packet;
  * - every other descriptor, and every other library, goes straight to the C library.
  */
 

@@ -17,6 +17,9 @@ import Glibc
 /// - collects the writes of a pass's write step and sends them in one call at its end;
 /// - leaves out the writes to the wake-up pair of a client made here: this client's
 ///   network loop never waits in `mosquitto_loop`, and wakes through its own eventfd.
+/// - gives libmosquitto the coarse monotonic clock (the time of the kernel's last tick)
+///   where it imports `clock_gettime`: it keeps whole seconds of it for its keepalive and
+///   reads it several times for every packet.
 ///
 /// Every other descriptor goes straight to the C library, and so does everything when
 /// the redirection cannot be made: libmosquitto linked statically, an unknown architecture,
@@ -30,6 +33,8 @@ public enum MQTTSocketBuffering {
     /// Made once per process, when the first client that asks for buffering is created:
     /// `nil` when it is in place, else why not.
     public static let unavailableReason: String? = {
+        // Its own set-up first: it seeds its random numbers from the clock as asked.
+        LibMosquitto.initialized
         let code = livedata_io_install()
         guard code != 0 else { return nil }
         let reason = String(cString: livedata_io_install_failure())
