@@ -27,7 +27,7 @@ extension LivePipeline {
         }
         // A failover replica whose lease is not (or no longer) its own publishes nothing: the
         // tick that finds the lease unrenewed may not have come yet.
-        if failover != nil && !publishes { return }
+        if isReplica && !publishes { return }
         if case .inDoubt = versions, !(runs.current?.hasSeen(change.address) ?? false) {
             // Its version may be below the broker's: the convergence publishes it (its
             // retained style is still to be read, or it is among those the end of the read

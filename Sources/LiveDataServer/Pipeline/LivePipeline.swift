@@ -67,6 +67,9 @@ public actor LivePipeline {
     /// the connection that holds the lease while claiming or active, and the retained
     /// lease's topic. Nil without failover.
     var failover: FailoverState?
+    /// `failover != nil`, fixed at the start: the test every change makes reads this flag
+    /// instead of copying the state out to compare it with nil.
+    let isReplica: Bool
     var holder: MQTTClient?
     let ownerTopic: String?
     /// Times this replica stopped being active (or gave a claim up).
@@ -148,8 +151,10 @@ public actor LivePipeline {
         if config.failover, let partition = config.partition {
             ownerTopic = topics.owner(partition.name)
             failover = FailoverState(instance: config.instanceName, keepalive: max(config.broker.keepalive, .seconds(5)))
+            isReplica = true
         } else {
             ownerTopic = nil
+            isReplica = false
         }
         publisher = Publisher(client: self.output, qos: MQTTQoS(rawValue: Int32(config.output.qos)) ?? .atLeastOnce, topics: topics)
         coalescer = config.output.minInterval > .zero ? PublishCoalescer(interval: config.output.minInterval) : nil

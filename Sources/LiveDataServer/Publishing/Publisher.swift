@@ -175,8 +175,15 @@ struct Publisher {
         guard roomAtOnce[connection] > 0, lines[connection].isEmpty else { return lines[connection].put(change, since: since) }
         roomAtOnce[connection] -= 1
         sentAtOnce += 1
-        if handOver(key, PendingOutput.Entry(item: .change(change), since: since), on: connection) == .disconnected {
-            roomAtOnce[connection] = 0
+        // Lent as it is: wrapped in an entry only when it has to wait (a copy of the change,
+        // a retain of each of its references and a release at its end, for every change).
+        do throws(MQTTError) {
+            try write(change, since: since, on: connection)
+            handedOver(styleOf: change.address)
+        } catch {
+            if failed(key, PendingOutput.Entry(item: .change(change), since: since), error, on: connection) == .disconnected {
+                roomAtOnce[connection] = 0
+            }
         }
     }
 
@@ -260,18 +267,8 @@ struct Publisher {
         do throws(MQTTError) {
             switch entry.item {
             case .change(let change):
-                // Written into the one reused buffer and lent to the client, which copies it;
-                // the topic is the style prefix and the address, put together by the client.
+                try write(change, since: entry.since, on: connection)
                 styleOf = change.address
-                let retain = topics.retain
-                scratch.reset()
-                change.write(to: &scratch, epoch: topics.epoch)
-                try scratch.withUnsafeBytes { (bytes) throws(MQTTError) in
-                    try client.send(
-                        topics.stylePrefix, then: change.address.path, bytes: bytes, qos: qos, retain: retain, origin: entry.since,
-                        connection: connection)
-                }
-                changes += 1
             case .publication(let ready):
                 let topic = ready.topic
                 let retain = ready.retain
@@ -284,27 +281,54 @@ struct Publisher {
                 if retain && ready.payload.isEmpty { rememberClear(topic) }
                 styleOf = topics.address(ofStyleTopic: topic)
             }
-            if recent.count < Self.recentLimit && overflowedAt == nil {
-                recent.append(styleOf)
-            } else if overflowedAt == nil {
-                overflowedAt = handedOver
-            }
-            handedOver += 1
-            return .sent
-        } catch .disconnected {
+        } catch {
+            return failed(key, entry, error, on: connection)
+        }
+        handedOver(styleOf: styleOf)
+        return .sent
+    }
+
+    /// Hands a derived change's style to the client: written into the one reused buffer and
+    /// lent to the client, which copies it; the topic is the style prefix and the address,
+    /// put together by the client.
+    private mutating func write(_ change: DerivedChange, since: ContinuousClock.Instant?, on connection: Int) throws(MQTTError) {
+        let retain = topics.retain
+        scratch.reset()
+        change.write(to: &scratch, epoch: topics.epoch)
+        try scratch.withUnsafeBytes { (bytes) throws(MQTTError) in
+            try client.send(
+                topics.stylePrefix, then: change.address.path, bytes: bytes, qos: qos, retain: retain, origin: since,
+                connection: connection)
+        }
+        changes += 1
+    }
+
+    /// Counts a publication handed over, and notes its location for the sync markers.
+    private mutating func handedOver(styleOf: LocationAddress?) {
+        if recent.count < Self.recentLimit && overflowedAt == nil {
+            recent.append(styleOf)
+        } else if overflowedAt == nil {
+            overflowedAt = handedOver
+        }
+        handedOver += 1
+    }
+
+    /// One the client did not take: back first in line without a connection, else tried
+    /// again later, or dropped after ``maximumAttempts``.
+    private mutating func failed(_ key: PendingOutput.Key, _ entry: PendingOutput.Entry, _ error: MQTTError, on connection: Int) -> HandOver {
+        if case .disconnected = error {
             lines[connection].putBack(key, entry)
             return .disconnected
-        } catch {
-            var entry = entry
-            entry.refusals += 1
-            if entry.refusals < Self.maximumAttempts {
-                refused.append((key, entry))
-            } else {
-                dropped += 1
-                lastDropped = "\(Self.topic(of: entry.item, topics)): \(error)"
-            }
-            return .refused
         }
+        var entry = entry
+        entry.refusals += 1
+        if entry.refusals < Self.maximumAttempts {
+            refused.append((key, entry))
+        } else {
+            dropped += 1
+            lastDropped = "\(Self.topic(of: entry.item, topics)): \(error)"
+        }
+        return .refused
     }
 
     /// The topic an item is published at.

@@ -32,7 +32,7 @@ struct PendingPublishes<Waiter, Ack> {
 
     /// The sender registers after the send call returned `mid`.
     /// - Returns: the ack if it already arrived; the caller completes `waiter` with it now.
-    mutating func sent(mid: Int32, waiter: Waiter) -> Ack? {
+    mutating func sent(mid: Int32, waiter: consuming Waiter) -> Ack? {
         let index = slot(mid)
         switch kinds[index] {
         case .early where mids[index] == mid:
