@@ -67,4 +67,31 @@ struct RetainedReaderTests {
         #expect(liveRead * 4 < published, "\(liveRead) live messages read of \(published) published over \(batches) batches")
         await writer.disconnect()
     }
+
+    @Test("an end marker the broker dropped goes again once nothing arrives: the read ends with every retained message, well before its quiet timeout")
+    func markerAgain() async throws {
+        let broker = try await MosquittoBroker.start()
+        let writer = try MQTTClient(configuration: .test(port: broker.port), logger: logger)
+        try await writer.connect()
+        let retained = 500
+        for number in 0..<retained {
+            try writer.send("p/style/ds/v/b/f/r/loc-\(number)", payload: Array("{}".utf8), qos: .atLeastOnce, retain: true)
+            if number % 100 == 99 { try await writer.publish("p/sync", payload: [], qos: .atLeastOnce) }
+        }
+        try await writer.publish("p/sync", payload: [], qos: .atLeastOnce)
+        var configuration = MQTTConfiguration.test(port: broker.port)
+        configuration.clientID = "reader-marker-test"
+        let reader = try RetainedReader(
+            configuration: configuration, prefix: "p", filters: ["p/style/#"], logger: logger, losesFirstMarker: true)
+        let started = ContinuousClock.now
+        reader.begin()
+        var read = 0
+        while let batch = await reader.next(quietTimeout: .seconds(10)) { read += batch.count(where: \.retain) }
+        try await reader.end()
+        let elapsed = ContinuousClock.now - started
+        #expect(read == retained)
+        #expect(reader.markersSentAgain >= 1)
+        #expect(elapsed < .seconds(8), "ended \(elapsed) after it began: by the marker sent again, not the quiet timeout")
+        await writer.disconnect()
+    }
 }

@@ -17,17 +17,29 @@ import Synchronization
 /// Every wait is bounded: when nothing arrives for `quietTimeout` (a broker that stopped
 /// sending, a connection that hangs) the read fails with ``Failure/stalled``, and so does
 /// a connection or subscription that fails; a read that fails is never taken as complete.
+///
+/// A broker drops what comes for a client whose queue is full (mosquitto's
+/// `max_queued_messages`), the end marker too: a read of about as many retained messages
+/// as that limit, with the daemon's own live publications matching its filters until it
+/// unsubscribes, can find its queue full when the marker comes. Its retained messages all
+/// arrive, and then nothing: so while nothing arrives, the marker goes again every
+/// ``markerAgainAfter`` (a marker can only come after the messages the subscriptions
+/// queued), instead of the whole read failing at `quietTimeout` and starting over. Were
+/// retained messages dropped too, the caller's check of a sample of the styles it did
+/// not see finds the read short.
 final class RetainedReader: Sendable {
     enum Failure: Error, CustomStringConvertible {
         /// Connecting or subscribing failed.
         case cannotRead(String)
-        /// Nothing arrived for this long before the end marker.
-        case stalled(Duration, received: Int)
+        /// Nothing arrived for this long before the end marker, which went again `markersAgain` times.
+        case stalled(Duration, received: Int, markersAgain: Int = 0)
 
         var description: String {
             switch self {
             case .cannotRead(let reason): reason
-            case .stalled(let quiet, let received):
+            case .stalled(let quiet, let received, let markersAgain) where markersAgain > 0:
+                "nothing arrived for \(quiet) after \(received) retained messages, before the end of the read, though its end marker went \(markersAgain + 1) times: the broker drops what comes for the read's session (mosquitto: raise max_queued_messages well above the retained messages under the prefix, which a read counts against it)"
+            case .stalled(let quiet, let received, _):
                 "nothing arrived for \(quiet) after \(received) retained messages, before the end of the read"
             }
         }
@@ -40,9 +52,19 @@ final class RetainedReader: Sendable {
     private let failure = Mutex<Failure?>(nil)
     private let received = Atomic<Int>(0)
     private let starting = Mutex<Task<Void, Never>?>(nil)
+    private let markerSent = Atomic<Bool>(false)
+    private let markersAgain = Atomic<Int>(0)
+
+    /// How long nothing arrives before the end marker goes again.
+    static let markerAgainAfter: Duration = .seconds(2)
+    /// Tests: the first end marker is not published, as if the broker had dropped it.
+    let losesFirstMarker: Bool
 
     /// - Parameter filters: what to read; the end marker's topic is added.
-    init(configuration: MQTTConfiguration, prefix: String, filters: [String], logger: Logger) throws(MQTTError) {
+    init(
+        configuration: MQTTConfiguration, prefix: String, filters: [String], logger: Logger, losesFirstMarker: Bool = false
+    ) throws(MQTTError) {
+        self.losesFirstMarker = losesFirstMarker
         var configuration = configuration
         let id = (configuration.clientID ?? "livedata") + "-converge"
         configuration.clientID = id
@@ -67,6 +89,9 @@ final class RetainedReader: Sendable {
 
     /// Messages read so far, the end marker included.
     var count: Int { received.load(ordering: .relaxed) }
+
+    /// Times the end marker went again (see ``markerAgainAfter``).
+    var markersSentAgain: Int { markersAgain.load(ordering: .relaxed) }
 
     /// Starts ``start()`` beside the reading (the queue is bounded); ``end()`` waits for it.
     func begin() {
@@ -115,7 +140,8 @@ final class RetainedReader: Sendable {
                 }
                 try await group.waitForAll()
             }
-            try await client.publish(marker, payload: Array("end".utf8), qos: .atLeastOnce)
+            if !losesFirstMarker { try await client.publish(marker, payload: Array("end".utf8), qos: .atLeastOnce) }
+            markerSent.store(true, ordering: .releasing)
         } catch {
             fail(.cannotRead("\(error)"))
         }
@@ -152,8 +178,14 @@ final class RetainedReader: Sendable {
     /// failed (see ``failed``), or when the caller's task is cancelled.
     func next(quietTimeout: Duration = .seconds(10)) async -> [IntakeMessage]? {
         let timeout = Task { [self] in
-            try await Task.sleep(for: quietTimeout)
-            fail(.stalled(quietTimeout, received: count))
+            var waited = Duration.zero
+            while waited < quietTimeout {
+                let step = min(Self.markerAgainAfter, quietTimeout - waited)
+                try await Task.sleep(for: step)
+                waited += step
+                if waited < quietTimeout { sendMarkerAgain() }
+            }
+            fail(.stalled(quietTimeout, received: count, markersAgain: markersSentAgain))
         }
         defer { timeout.cancel() }
         guard var batch = await withTaskCancellationHandler(operation: { await queue.next() }, onCancel: { queue.close() })
@@ -166,6 +198,15 @@ final class RetainedReader: Sendable {
             while await queue.next() != nil {}
         }
         return batch
+    }
+
+    /// The end marker again, once the first has gone (without waiting for its acknowledgement:
+    /// a stalled broker must not hold up the quiet timeout).
+    private func sendMarkerAgain() {
+        guard markerSent.load(ordering: .acquiring) else { return }
+        if (try? client.send(marker, payload: Array("end".utf8), qos: .atLeastOnce)) != nil {
+            markersAgain.add(1, ordering: .relaxed)
+        }
     }
 
     private func stop() async {

@@ -214,6 +214,10 @@ extension LivePipeline {
             }
         }
         try await reader.end()
+        if reader.markersSentAgain > 0 {
+            logger.notice(
+                "the end of the read was marked again \(reader.markersSentAgain) times: the broker dropped the first marker, most likely for a full queue (raise max_queued_messages above the retained messages under the prefix)")
+        }
         // A broker that returns fewer retained styles than its own marker says it held (a
         // limit on retained messages per SUBSCRIBE, such as ejabberd's match_retained_limit,
         // or a cluster node that does not see every retained topic) is not taken at its
