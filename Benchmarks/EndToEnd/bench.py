@@ -35,7 +35,7 @@ class Broker:
         config = os.path.join(folder, "mosquitto.conf")
         with open(config, "w") as f:
             f.write(f"listener {self.port} 127.0.0.1\nallow_anonymous true\npersistence false\n"
-                    f"max_queued_messages 1000000\nmax_queued_bytes 0\nmax_inflight_messages {inflight}\n"
+                    f"max_queued_messages 2000000\nmax_queued_bytes 0\nmax_inflight_messages {inflight}\n"
                     f"log_dest file {folder}/mosquitto.log\n")
         os.chmod(folder, 0o777)
         self.process = subprocess.Popen(["mosquitto", "-c", config], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
