@@ -53,6 +53,8 @@ final class RetainedReader: Sendable {
     private let received = Atomic<Int>(0)
     private let starting = Mutex<Task<Void, Never>?>(nil)
     private let markerSent = Atomic<Bool>(false)
+    /// The end marker came: the read is complete.
+    private let reachedEnd = Atomic<Bool>(false)
     private let markersAgain = Atomic<Int>(0)
 
     /// How long nothing arrives before the end marker goes again.
@@ -104,7 +106,10 @@ final class RetainedReader: Sendable {
     func end() async throws {
         // A failed read stops its client first: the start may be waiting for a SUBACK that
         // a broker which keeps closing the connection never sends.
-        if failed != nil { await stop() }
+        // So does one that ended: a marker sent again may have ended it while the start still
+        // waits for the first one's acknowledgement, which a broker dropping what comes for
+        // the session never sends (what the start then fails with comes after the end).
+        if failed != nil || reachedEnd.load(ordering: .acquiring) { await stop() }
         await starting.withLock { $0 }?.value
         await stop()
         try Task.checkCancellation()
@@ -140,10 +145,13 @@ final class RetainedReader: Sendable {
                 }
                 try await group.waitForAll()
             }
-            if !losesFirstMarker { try await client.publish(marker, payload: Array("end".utf8), qos: .atLeastOnce) }
+            // From now on the marker may go again: its acknowledgement, like the UNSUBACKs
+            // before it, can come behind the whole read, or not at all when the broker drops
+            // what comes for the session.
             markerSent.store(true, ordering: .releasing)
+            if !losesFirstMarker { try await client.publish(marker, payload: Array("end".utf8), qos: .atLeastOnce) }
         } catch {
-            fail(.cannotRead("\(error)"))
+            if !reachedEnd.load(ordering: .acquiring) { fail(.cannotRead("\(error)")) }
         }
     }
 
@@ -193,6 +201,7 @@ final class RetainedReader: Sendable {
         received.add(batch.count, ordering: .relaxed)
         if let end = batch.firstIndex(where: { !$0.retain && $0.withTopic { $0.elementsEqual(marker.utf8) } }) {
             batch.removeSubrange(end...)
+            reachedEnd.store(true, ordering: .releasing)
             queue.close()
             // What is still queued came after the marker: not retained messages of this read.
             while await queue.next() != nil {}
