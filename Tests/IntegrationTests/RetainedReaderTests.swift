@@ -14,14 +14,8 @@ struct RetainedReaderTests {
     @Test("a slow read of more retained messages than its queue holds gets every one and ends, live publications going on meanwhile")
     func retainedOnly() async throws {
         let broker = try await MosquittoBroker.start()
-        let writer = try MQTTClient(configuration: .test(port: broker.port), logger: logger)
-        try await writer.connect()
         let retained = 20_000
-        for number in 0..<retained {
-            try writer.send("p/style/ds/v/b/f/r/loc-\(number)", payload: Array("{}".utf8), qos: .atLeastOnce, retain: true)
-            if number % 500 == 499 { try await writer.publish("p/sync", payload: [], qos: .atLeastOnce) }
-        }
-        try await writer.publish("p/sync", payload: [], qos: .atLeastOnce)
+        let writer = try await retainedStyles(retained, at: broker, syncEvery: 500)
         // Live publications under the read's filter while it runs, as a daemon's are during a
         // convergence that publishes again what it finds behind. A read that stayed subscribed
         // would have them all queued for it behind the retained ones, until the broker gives
@@ -71,14 +65,8 @@ struct RetainedReaderTests {
     @Test("an end marker the broker dropped goes again once nothing arrives: the read ends with every retained message, well before its quiet timeout")
     func markerAgain() async throws {
         let broker = try await MosquittoBroker.start()
-        let writer = try MQTTClient(configuration: .test(port: broker.port), logger: logger)
-        try await writer.connect()
         let retained = 500
-        for number in 0..<retained {
-            try writer.send("p/style/ds/v/b/f/r/loc-\(number)", payload: Array("{}".utf8), qos: .atLeastOnce, retain: true)
-            if number % 100 == 99 { try await writer.publish("p/sync", payload: [], qos: .atLeastOnce) }
-        }
-        try await writer.publish("p/sync", payload: [], qos: .atLeastOnce)
+        let writer = try await retainedStyles(retained, at: broker, syncEvery: 100)
         var configuration = MQTTConfiguration.test(port: broker.port)
         configuration.clientID = "reader-marker-test"
         let reader = try RetainedReader(
@@ -93,5 +81,18 @@ struct RetainedReaderTests {
         #expect(reader.markersSentAgain >= 1)
         #expect(elapsed < .seconds(8), "ended \(elapsed) after it began: by the marker sent again, not the quiet timeout")
         await writer.disconnect()
+    }
+
+    /// A connected client that has left `count` retained styles under `p/style/` at the
+    /// broker, waiting for the broker's acknowledgement every `syncEvery` of them.
+    func retainedStyles(_ count: Int, at broker: MosquittoBroker, syncEvery: Int) async throws -> MQTTClient {
+        let writer = try MQTTClient(configuration: .test(port: broker.port), logger: logger)
+        try await writer.connect()
+        for number in 0..<count {
+            try writer.send("p/style/ds/v/b/f/r/loc-\(number)", payload: Array("{}".utf8), qos: .atLeastOnce, retain: true)
+            if number % syncEvery == syncEvery - 1 { try await writer.publish("p/sync", payload: [], qos: .atLeastOnce) }
+        }
+        try await writer.publish("p/sync", payload: [], qos: .atLeastOnce)
+        return writer
     }
 }

@@ -401,8 +401,6 @@ struct SocketLayerTests {
 
 // MARK: - Helpers
 
-/// Where two byte streams first differ (a length counts), or nil: for streams of megabytes,
-/// whose element-by-element difference would take the test library ages to show.
 /// The clock's time in nanoseconds, read by this process's own `clock_gettime`.
 func nanoseconds(_ clock: clockid_t) -> Int64 {
     var now = timespec()
@@ -410,6 +408,8 @@ func nanoseconds(_ clock: clockid_t) -> Int64 {
     return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
 }
 
+/// Where two byte streams first differ (a length counts), or nil: for streams of megabytes,
+/// whose element-by-element difference would take the test library ages to show.
 func firstDifference(_ received: [UInt8], _ expected: [UInt8]) -> Int? {
     let common = min(received.count, expected.count)
     if let index = (0..<common).first(where: { received[$0] != expected[$0] }) { return index }

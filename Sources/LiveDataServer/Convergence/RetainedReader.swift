@@ -38,7 +38,7 @@ final class RetainedReader: Sendable {
             switch self {
             case .cannotRead(let reason): reason
             case .stalled(let quiet, let received, let markersAgain) where markersAgain > 0:
-                "nothing arrived for \(quiet) after \(received) retained messages, before the end of the read, though its end marker went \(markersAgain + 1) times: the broker drops what comes for the read's session (mosquitto: raise max_queued_messages well above the retained messages under the prefix, which a read counts against it)"
+                "nothing arrived for \(quiet) after \(received) retained messages, before the end of the read, though its end marker went \(markersAgain + 1) times: the broker delivers nothing more to the read's session (one cause is a full queue: with mosquitto, max_queued_messages must be well above the retained messages under the prefix, which a read counts against it)"
             case .stalled(let quiet, let received, _):
                 "nothing arrived for \(quiet) after \(received) retained messages, before the end of the read"
             }
@@ -57,6 +57,8 @@ final class RetainedReader: Sendable {
     private let reachedEnd = Atomic<Bool>(false)
     private let markersAgain = Atomic<Int>(0)
 
+    /// What the end marker carries.
+    static let markerPayload = Array("end".utf8)
     /// How long nothing arrives before the end marker goes again.
     static let markerAgainAfter: Duration = .seconds(2)
     /// Tests: the first end marker is not published, as if the broker had dropped it.
@@ -149,7 +151,7 @@ final class RetainedReader: Sendable {
             // before it, can come behind the whole read, or not at all when the broker drops
             // what comes for the session.
             markerSent.store(true, ordering: .releasing)
-            if !losesFirstMarker { try await client.publish(marker, payload: Array("end".utf8), qos: .atLeastOnce) }
+            if !losesFirstMarker { try await client.publish(marker, payload: Self.markerPayload, qos: .atLeastOnce) }
         } catch {
             if !reachedEnd.load(ordering: .acquiring) { fail(.cannotRead("\(error)")) }
         }
@@ -213,7 +215,7 @@ final class RetainedReader: Sendable {
     /// a stalled broker must not hold up the quiet timeout).
     private func sendMarkerAgain() {
         guard markerSent.load(ordering: .acquiring) else { return }
-        if (try? client.send(marker, payload: Array("end".utf8), qos: .atLeastOnce)) != nil {
+        if (try? client.send(marker, payload: Self.markerPayload, qos: .atLeastOnce)) != nil {
             markersAgain.add(1, ordering: .relaxed)
         }
     }

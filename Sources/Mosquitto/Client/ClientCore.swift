@@ -382,12 +382,11 @@ final class ClientCore: Sendable {
         signals.wakeNetworkLoop()
         // Made where it is kept: moved into the table, not copied there from a local and
         // destroyed here (a retain and a release of each of its references a publication).
-        let early = state.withLock { state in
-            state.publishes.sent(
-                mid: mid, waiter: PublishWaiter(topic: topic, topicRest: rest, continuation: waiter, inFlight: counted, origin: origin))
+        func pending() -> PublishWaiter {
+            PublishWaiter(topic: topic, topicRest: rest, continuation: waiter, inFlight: counted, origin: origin)
         }
-        if let reason = early {
-            complete(PublishWaiter(topic: topic, topicRest: rest, continuation: waiter, inFlight: counted, origin: origin), reason: reason)
+        if let reason = state.withLock({ $0.publishes.sent(mid: mid, waiter: pending()) }) {
+            complete(pending(), reason: reason)
         }
     }
 
