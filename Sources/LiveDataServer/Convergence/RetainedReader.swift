@@ -3,16 +3,29 @@ import Mosquitto
 import Synchronization
 
 /// Reads back what the broker holds retained under the daemon's prefix (styles, summaries,
-/// legends), over a connection of its own (a clean session, so nothing of it lingers), in
+/// legends), over connections of its own (clean sessions, so nothing of them lingers), in
 /// batches through a bounded ``IntakeQueue``.
 ///
 /// Nothing of it waits on the daemon's own connection, whose network thread a backlog of
 /// updates can hold up: the reader subscribes to every filter at once while its caller
 /// already takes what arrives (retained messages start to flow before the last SUBACK),
-/// and once every filter is granted it publishes its end marker itself, to a topic only it
+/// and once every filter is granted, it publishes its end marker itself, to a topic only it
 /// subscribes to. The broker queues a subscription's retained messages for a client while
-/// it handles the SUBSCRIBE, before it reads that client's next packet, and delivers a
-/// client's messages in order: so the marker arrives after the last retained message.
+/// it handles the SUBSCRIBE, before its SUBACK, and delivers a client's messages in order:
+/// so the marker arrives after the last retained message.
+///
+/// The marker goes on a second connection (`{clientId}-converge-2`), which sends nothing
+/// else. What the reading connection sends after its SUBSCRIBEs waits behind its
+/// acknowledgements of the retained messages, and a broker reads them slowly: mosquitto
+/// reads one packet of a connection per pass of its loop, and 2.0.11 (Debian 12's) lets a
+/// whole window of queued messages out for each acknowledgement it reads, so the
+/// retained messages of a million locations all arrive long before their million PUBACKs
+/// are read. A marker behind them came 10–20 s after the last retained message at a
+/// million (longer than the quiet timeout, so the read failed and started over). The
+/// second connection's marker is read at once, and takes its place in the reading
+/// session's queue behind the retained messages. For the same reason the reader does not
+/// unsubscribe: an UNSUBSCRIBE would take effect only when the read is over, and the read
+/// ends at the marker, before the daemon's own publications that follow it.
 ///
 /// Every wait is bounded: when nothing arrives for `quietTimeout` (a broker that stopped
 /// sending, a connection that hangs) the read fails with ``Failure/stalled``, and so does
@@ -20,13 +33,12 @@ import Synchronization
 ///
 /// A broker drops what comes for a client whose queue is full (mosquitto's
 /// `max_queued_messages`), the end marker too: a read of about as many retained messages
-/// as that limit, with the daemon's own live publications matching its filters until it
-/// unsubscribes, can find its queue full when the marker comes. Its retained messages all
-/// arrive, and then nothing: so while nothing arrives, the marker goes again every
-/// ``markerAgainAfter`` (a marker can only come after the messages the subscriptions
-/// queued), instead of the whole read failing at `quietTimeout` and starting over. Were
-/// retained messages dropped too, the caller's check of a sample of the styles it did
-/// not see finds the read short.
+/// as that limit, with the daemon's own live publications matching its filters, can find
+/// its queue full when the marker comes. Its retained messages all arrive, and then
+/// nothing: so while nothing arrives, the marker goes again every ``markerAgainAfter`` (a
+/// marker can only come after the messages the subscriptions queued), instead of the whole
+/// read failing at `quietTimeout` and starting over. Were retained messages dropped too,
+/// the caller's check of a sample of the styles it did not see finds the read short.
 final class RetainedReader: Sendable {
     enum Failure: Error, CustomStringConvertible {
         /// Connecting or subscribing failed.
@@ -57,6 +69,8 @@ final class RetainedReader: Sendable {
     private let reachedEnd = Atomic<Bool>(false)
     private let markersAgain = Atomic<Int>(0)
 
+    /// The connection that publishes the end marker.
+    static let markerConnection = 1
     /// What the end marker carries.
     static let markerPayload = Array("end".utf8)
     /// How long nothing arrives before the end marker goes again.
@@ -73,6 +87,8 @@ final class RetainedReader: Sendable {
         let id = (configuration.clientID ?? "livedata") + "-converge"
         configuration.clientID = id
         configuration.cleanStart = true
+        // The first reads; the second (`{id}-2`) publishes the end marker (see above).
+        configuration.connections = 2
         configuration.will = nil
         configuration.maximumPacketSize = nil
         let marker = "\(prefix)/converge/\(id)"
@@ -88,7 +104,12 @@ final class RetainedReader: Sendable {
                 pass.withLock { $0.add(message) }
                 return .taken
             },
-            onReadEnd: { pass.withLock { $0.isEmpty || $0.hand(to: queue) } ? .taken : .refused })
+            onReadEnd: {
+                // The queue closes when the read ends (what comes after its marker is no part of
+                // it) or fails: either way nothing more is wanted, and ``end()`` stops the client.
+                pass.withLock { if !$0.isEmpty { _ = $0.hand(to: queue) } }
+                return .taken
+            })
     }
 
     /// Messages read so far, the end marker included.
@@ -118,19 +139,9 @@ final class RetainedReader: Sendable {
         if let failed { throw failed }
     }
 
-    /// Connects, subscribes to every filter at once, unsubscribes again from all but the
-    /// end marker's, and publishes the end marker; a failure ends the read
-    /// (``next(quietTimeout:)`` returns `nil` and ``failed`` says why).
-    ///
-    /// The broker queues a filter's retained messages for the session as it handles the
-    /// SUBSCRIBE, before its SUBACK; what is queued stays queued after an UNSUBSCRIBE. So
-    /// once subscribed, the read needs its filters no more, and keeping them would bring it
-    /// every live publication under the prefix as well: the daemon's own, hundreds of
-    /// thousands of them when a convergence at a million locations publishes again what a
-    /// crash left behind, each one more message for the broker to route and the read to
-    /// skip, and enough, with the retained ones, to fill the session's queue
-    /// (`max_queued_messages`): the broker then drops the rest, the end marker among them,
-    /// and the read stalls.
+    /// Connects, subscribes to every filter at once and publishes the end marker on the
+    /// second connection; a failure ends the read (``next(quietTimeout:)`` returns `nil`
+    /// and ``failed`` says why).
     private func start() async {
         do {
             try await client.connect()
@@ -141,17 +152,12 @@ final class RetainedReader: Sendable {
                 }
                 try await group.waitForAll()
             }
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                for filter in filters where filter != marker {
-                    group.addTask { try await self.client.unsubscribe(filter) }
-                }
-                try await group.waitForAll()
-            }
-            // From now on the marker may go again: its acknowledgement, like the UNSUBACKs
-            // before it, can come behind the whole read, or not at all when the broker drops
-            // what comes for the session.
+            // From now on the marker may go again: its acknowledgement can come late, or not
+            // at all from a broker that stalls.
             markerSent.store(true, ordering: .releasing)
-            if !losesFirstMarker { try await client.publish(marker, payload: Self.markerPayload, qos: .atLeastOnce) }
+            if !losesFirstMarker {
+                try await client.publish(marker, payload: Self.markerPayload, qos: .atLeastOnce, connection: Self.markerConnection)
+            }
         } catch {
             if !reachedEnd.load(ordering: .acquiring) { fail(.cannotRead("\(error)")) }
         }
@@ -180,6 +186,8 @@ final class RetainedReader: Sendable {
     var failed: Failure? { failure.withLock { $0 } }
 
     private func fail(_ reason: Failure) {
+        // A read that ended is complete, whatever happens to its connections afterwards.
+        guard !reachedEnd.load(ordering: .acquiring) else { return }
         failure.withLock { $0 = $0 ?? reason }
         queue.close()
     }
@@ -215,7 +223,10 @@ final class RetainedReader: Sendable {
     /// a stalled broker must not hold up the quiet timeout).
     private func sendMarkerAgain() {
         guard markerSent.load(ordering: .acquiring) else { return }
-        if (try? client.send(marker, payload: Self.markerPayload, qos: .atLeastOnce)) != nil {
+        let sent = Self.markerPayload.withUnsafeBytes { bytes in
+            (try? client.send(marker, bytes: bytes, qos: .atLeastOnce, connection: Self.markerConnection)) != nil
+        }
+        if sent {
             markersAgain.add(1, ordering: .relaxed)
         }
     }

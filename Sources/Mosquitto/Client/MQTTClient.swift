@@ -221,11 +221,14 @@ public final class MQTTClient: Sendable {
     /// - Throws: ``MQTTError/library(function:code:reason:)`` (not connected, invalid topic,
     ///   payload too large), ``MQTTError/publishRefused(topic:reasonCode:reason:)`` when an
     ///   MQTT 5 broker refuses it.
-    public func publish(_ topic: String, payload: [UInt8], qos: MQTTQoS = .atMostOnce, retain: Bool = false)
-        async throws
-    {
+    ///
+    /// `connection`: which of the client's connections carries it (see
+    /// ``MQTTConfiguration/connections``).
+    public func publish(
+        _ topic: String, payload: [UInt8], qos: MQTTQoS = .atMostOnce, retain: Bool = false, connection: Int = 0
+    ) async throws {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            try? core.publish(topic, payload: payload, qos: qos, retain: retain, waiter: continuation)
+            try? cores[connection].publish(topic, payload: payload, qos: qos, retain: retain, waiter: continuation)
         }
     }
 
