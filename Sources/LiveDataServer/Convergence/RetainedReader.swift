@@ -23,9 +23,18 @@ import Synchronization
 /// are read. A marker behind them came 10–20 s after the last retained message at a
 /// million (longer than the quiet timeout, so the read failed and started over). The
 /// second connection's marker is read at once, and takes its place in the reading
-/// session's queue behind the retained messages. For the same reason the reader does not
-/// unsubscribe: an UNSUBSCRIBE would take effect only when the read is over, and the read
-/// ends at the marker, before the daemon's own publications that follow it.
+/// session's queue behind the retained messages.
+///
+/// Once its filters are granted, the read needs them no more (the broker queues a filter's
+/// retained messages as it handles the SUBSCRIBE, and what is queued stays queued after an
+/// UNSUBSCRIBE), and keeping them would bring it every live publication under the prefix
+/// as well: the daemon's own, hundreds of thousands when a convergence at a million
+/// locations publishes again what a crash left behind. Those that follow the marker do not
+/// hold the read up, but a broker counts them against the session's queue, and one may
+/// close a session whose queue is long (ejabberd's `max_queue`). So the reader unsubscribes
+/// from all but the marker's filter as it publishes the marker, without waiting for it: an
+/// UNSUBSCRIBE waits at mosquitto behind the read's acknowledgements like anything else the
+/// reading connection sends, and takes effect only near the read's end there.
 ///
 /// Every wait is bounded: when nothing arrives for `quietTimeout` (a broker that stopped
 /// sending, a connection that hangs) the read fails with ``Failure/stalled``, and so does
@@ -139,9 +148,10 @@ final class RetainedReader: Sendable {
         if let failed { throw failed }
     }
 
-    /// Connects, subscribes to every filter at once and publishes the end marker on the
-    /// second connection; a failure ends the read (``next(quietTimeout:)`` returns `nil`
-    /// and ``failed`` says why).
+    /// Connects, subscribes to every filter at once, then publishes the end marker on the
+    /// second connection as it unsubscribes from all but the marker's filter on the first;
+    /// a failure ends the read (``next(quietTimeout:)`` returns `nil` and ``failed`` says
+    /// why).
     private func start() async {
         do {
             try await client.connect()
@@ -155,8 +165,17 @@ final class RetainedReader: Sendable {
             // From now on the marker may go again: its acknowledgement can come late, or not
             // at all from a broker that stalls.
             markerSent.store(true, ordering: .releasing)
-            if !losesFirstMarker {
-                try await client.publish(marker, payload: Self.markerPayload, qos: .atLeastOnce, connection: Self.markerConnection)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                if !losesFirstMarker {
+                    group.addTask {
+                        try await self.client.publish(
+                            self.marker, payload: Self.markerPayload, qos: .atLeastOnce, connection: Self.markerConnection)
+                    }
+                }
+                for filter in filters where filter != marker {
+                    group.addTask { try await self.client.unsubscribe(filter) }
+                }
+                try await group.waitForAll()
             }
         } catch {
             if !reachedEnd.load(ordering: .acquiring) { fail(.cannotRead("\(error)")) }
