@@ -476,13 +476,15 @@ struct ClientIntegrationTests {
         let publisher = try MQTTClient(configuration: configuration, logger: logger)
         try await publisher.connect()
         // Each acknowledgement empties the window; the next message goes out in a pass
-        // after it. A relaxed pause between those passes would make this 20 × 1 s.
+        // after it. A relaxed pause between those passes would make this 20 × 1 s. About 2 s
+        // alone, and once 10.1 s with the whole suite loading both cores: the bound lies
+        // between that and the 20 s of being held.
         let start = ContinuousClock.now
         for index in 0..<20 {
             try await publisher.publish("acknowledged/t", text: "m\(index)", qos: .atLeastOnce)
         }
         let took = ContinuousClock.now - start
-        #expect(took < .seconds(10), "20 publications, each after the last one's acknowledgement, took \(took)")
+        #expect(took < .seconds(15), "20 publications, each after the last one's acknowledgement, took \(took)")
         await publisher.disconnect()
     }
 
