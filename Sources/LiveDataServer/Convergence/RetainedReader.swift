@@ -20,8 +20,8 @@ import Synchronization
 /// reads one packet of a connection per pass of its loop, and 2.0.11 (Debian 12's) lets a
 /// whole window of queued messages out for each acknowledgement it reads, so the
 /// retained messages of a million locations all arrive long before their million PUBACKs
-/// are read. A marker behind them came 10–20 s after the last retained message at a
-/// million (longer than the quiet timeout, so the read failed and started over). The
+/// are read. A marker behind them would have come 10–20 s after the last retained message
+/// at a million, past the quiet timeout: the read failed and started over. The
 /// second connection's marker is read at once, and takes its place in the reading
 /// session's queue behind the retained messages.
 ///
