@@ -178,7 +178,8 @@ final class RetainedReader: Sendable {
                 try await group.waitForAll()
             }
         } catch {
-            if !reachedEnd.load(ordering: .acquiring) { fail(.cannotRead("\(error)")) }
+            // What a start still waiting when the read ended fails with is ignored (see ``fail(_:)``).
+            fail(.cannotRead("\(error)"))
         }
     }
 
@@ -242,10 +243,7 @@ final class RetainedReader: Sendable {
     /// a stalled broker must not hold up the quiet timeout).
     private func sendMarkerAgain() {
         guard markerSent.load(ordering: .acquiring) else { return }
-        let sent = Self.markerPayload.withUnsafeBytes { bytes in
-            (try? client.send(marker, bytes: bytes, qos: .atLeastOnce, connection: Self.markerConnection)) != nil
-        }
-        if sent {
+        if (try? client.send(marker, payload: Self.markerPayload, qos: .atLeastOnce, connection: Self.markerConnection)) != nil {
             markersAgain.add(1, ordering: .relaxed)
         }
     }

@@ -239,12 +239,14 @@ public final class MQTTClient: Sendable {
     ///   still needs to send); ``MQTTError/library(function:code:reason:)`` when the library
     ///   refuses it (an invalid topic, a payload too large).
     ///
-    /// `origin` comes back with the message's acknowledgement (see ``AcknowledgementHandler``).
+    /// `origin` comes back with the message's acknowledgement (see ``AcknowledgementHandler``);
+    /// `connection`: which of the client's connections carries it (see
+    /// ``MQTTConfiguration/connections``).
     public func send(
         _ topic: String, payload: [UInt8], qos: MQTTQoS = .atLeastOnce, retain: Bool = false,
-        origin: ContinuousClock.Instant? = nil
+        origin: ContinuousClock.Instant? = nil, connection: Int = 0
     ) throws(MQTTError) {
-        try core.publish(topic, payload: payload, qos: qos, retain: retain, waiter: nil, origin: origin)
+        try cores[connection].publish(topic, payload: payload, qos: qos, retain: retain, waiter: nil, origin: origin)
     }
 
     /// ``send(_:payload:qos:retain:origin:)`` of bytes the caller lends: libmosquitto copies
