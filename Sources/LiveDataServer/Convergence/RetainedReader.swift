@@ -59,7 +59,7 @@ final class RetainedReader: Sendable {
             switch self {
             case .cannotRead(let reason): reason
             case .stalled(let quiet, let received, let markersAgain) where markersAgain > 0:
-                "nothing arrived for \(quiet) after \(received) retained messages, before the end of the read, though its end marker went \(markersAgain + 1) times: the broker delivers nothing more to the read's session (one cause is a full queue: with mosquitto, max_queued_messages must be well above the retained messages under the prefix, which a read counts against it)"
+                "nothing arrived for \(quiet) after \(received) retained messages, before the end of the read, though its end marker went \(markersAgain + 1) times: the broker delivers nothing more to the read's session (\(RetainedReader.fullQueueCause))"
             case .stalled(let quiet, let received, _):
                 "nothing arrived for \(quiet) after \(received) retained messages, before the end of the read"
             }
@@ -84,6 +84,9 @@ final class RetainedReader: Sendable {
     static let markerPayload = Array("end".utf8)
     /// How long nothing arrives before the end marker goes again.
     static let markerAgainAfter: Duration = .seconds(2)
+    /// Why a broker may not deliver an end marker, for the messages that say it did not.
+    static let fullQueueCause =
+        "one cause is a full queue: with mosquitto, max_queued_messages must be well above the retained messages under the prefix, which a read counts against it"
     /// Tests: the first end marker is not published, as if the broker had dropped it.
     let losesFirstMarker: Bool
 

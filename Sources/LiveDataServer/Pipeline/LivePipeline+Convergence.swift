@@ -216,7 +216,7 @@ extension LivePipeline {
         try await reader.end()
         if reader.markersSentAgain > 0 {
             logger.notice(
-                "the end of the read was marked again \(reader.markersSentAgain) times: the broker did not deliver the first marker (one cause is a full queue: with mosquitto, max_queued_messages must be above the retained messages under the prefix)")
+                "the end of the read was marked again \(reader.markersSentAgain) times: the broker did not deliver the first marker (\(RetainedReader.fullQueueCause))")
         }
         // A broker that returns fewer retained styles than its own marker says it held (a
         // limit on retained messages per SUBSCRIBE, such as ejabberd's match_retained_limit,
