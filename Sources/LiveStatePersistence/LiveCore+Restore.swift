@@ -60,8 +60,8 @@ extension LiveCore {
         progress(0, total)
         var count = 0
         let unreadable = try StateDatabase.readAll(path: path, preparing: {
-            var names = RecordCodec.RuleNames()
-            return { row, bytes in try RecordCodec.prepare(bytes, row: row, ruleEngine: ruleEngine, sameRules: sameRules, names: &names) }
+            var cache = RecordCodec.PreparationCache()
+            return { row, bytes in try RecordCodec.prepare(bytes, row: row, ruleEngine: ruleEngine, sameRules: sameRules, cache: &cache) }
         }) { batch in
             let size = batch.count
             // Each location moved out of the batch into the store, with what finding it

@@ -149,18 +149,28 @@ public enum RecordCodec {
     /// A record read straight into what a restore puts back (``LiveStore/prepare(address:values:version:row:published:ruleEngine:)``),
     /// with no ``LocationRecord`` in between. With `sameRules` (the file's styles were
     /// derived by these very rules) a published style is read no further than its key
-    /// needs: its label, badge text and visibility, and its rule names, which consecutive
-    /// records mostly share (`names` keeps the last ones and their selection). A style whose
-    /// names these rules do not have is read whole, as ``decode(_:)`` reads it.
+    /// needs: its label, badge text and visibility, and its rule names; and a published
+    /// style stored in the same bytes as one of the last ones read is not read at all (see
+    /// ``PreparationCache``). A style whose names these rules do not have is read whole, as
+    /// ``decode(_:)`` reads it.
     package static func prepare(
-        _ bytes: UnsafeRawBufferPointer, row: Int64, ruleEngine: RuleEngine, sameRules: Bool, names: inout RuleNames
+        _ bytes: UnsafeRawBufferPointer, row: Int64, ruleEngine: RuleEngine, sameRules: Bool, cache: inout PreparationCache
     ) throws(DecodingError) -> LiveStore.PreparedLocation {
         var reader = Reader(bytes: bytes)
         let (address, version, values) = try head(&reader)
         var published = PublishedStyle.none
         if try reader.byte() == 1 {
             let start = reader.position
-            if sameRules, let key = try trustedKey(&reader, at: address, ruleEngine: ruleEngine, names: &names) {
+            // A record's published style is its last part: the rest of its bytes.
+            let stored = UnsafeRawBufferPointer(rebasing: bytes[start...])
+            if sameRules, let key = cache.key(stored: stored) {
+                published = .key(key)
+            } else if sameRules, let parts = try trustedKey(&reader, ruleEngine: ruleEngine, cache: &cache) {
+                let key = ruleEngine.styleKey(
+                    trusting: parts.selection, label: parts.label, badgeText: parts.badgeText, invisible: parts.invisible, at: address)
+                // An invisible style's key depends on the address (its layer, see
+                // RuleEngine.styleKey(trusting:label:badgeText:invisible:at:)): not kept for others.
+                if !parts.invisible { cache.keep(key, stored: stored) }
                 published = .key(key)
             } else {
                 reader.position = start
@@ -170,13 +180,78 @@ public enum RecordCodec {
         return LiveStore.prepare(address: address, values: values, version: version, row: row, published: published, ruleEngine: ruleEngine)
     }
 
-    /// The last few lists of rule names a restore read (their bytes as stored) and the
-    /// selections they map to, the latest first.
-    package struct RuleNames {
+    /// What a restore's reading thread keeps from one record to the next: the last few lists
+    /// of rule names (their bytes as stored) with the selections they map to, the latest
+    /// first; and the keys of recently read published styles, by their stored bytes.
+    ///
+    /// Most records of a venue share their published style's bytes with many others (the
+    /// same rules and label: an occupied room showing 3), and reading a style into its key
+    /// was a fifth of the reading thread's time at a million locations, the thread that
+    /// sets a restore's pace. A style whose bytes are those of a kept one has its key,
+    /// found by a hash of the bytes and one comparison. Only inline keys are kept
+    /// (``StyleKey/isInline``): the copies handed out share no storage, so the thread that
+    /// fills the store never changes a count of references this thread changes too.
+    package struct PreparationCache {
         var lists: [(bytes: [UInt8], selection: RuleSelection?)] = []
-        static let kept = 8
+        static let keptLists = 8
 
-        package init() {}
+        /// Direct-mapped: slot `i` holds the bytes of one published style (at most
+        /// `longest`) at `i * longest` in `keptBytes`, their count (-1: empty), and its key.
+        private var keptBytes: [UInt8]
+        private var keptCounts: [Int]
+        private var keptKeys: [StyleKey?]
+        static let slots = 64
+        static let longest = 120
+        /// Styles whose key came from the kept ones.
+        package private(set) var hits = 0
+
+        package init() {
+            keptBytes = Array(repeating: 0, count: Self.slots * Self.longest)
+            keptCounts = Array(repeating: -1, count: Self.slots)
+            keptKeys = Array(repeating: nil, count: Self.slots)
+        }
+
+        /// The slot of some stored bytes: a multiplicative hash of their words.
+        private static func slot(_ stored: UnsafeRawBufferPointer) -> Int {
+            var hash = UInt64(truncatingIfNeeded: stored.count) &* 0x9E37_79B9_7F4A_7C15
+            var offset = 0
+            while offset + 8 <= stored.count {
+                hash = (hash ^ stored.loadUnaligned(fromByteOffset: offset, as: UInt64.self)) &* 0xA076_1D64_78BD_642F
+                hash ^= hash >> 29
+                offset += 8
+            }
+            var tail: UInt64 = 0
+            while offset < stored.count {
+                tail = tail << 8 | UInt64(stored[offset])
+                offset += 1
+            }
+            hash = (hash ^ tail) &* 0xA076_1D64_78BD_642F
+            return Int(truncatingIfNeeded: hash >> 58)
+        }
+
+        /// The kept key of a published style stored as `stored`, if it is kept.
+        mutating func key(stored: UnsafeRawBufferPointer) -> StyleKey? {
+            guard stored.count <= Self.longest else { return nil }
+            let slot = Self.slot(stored)
+            guard keptCounts[slot] == stored.count,
+                keptBytes.withUnsafeBytes({ kept in
+                    memcmp(kept.baseAddress! + slot * Self.longest, stored.baseAddress!, stored.count) == 0
+                })
+            else { return nil }
+            hits += 1
+            return keptKeys[slot]
+        }
+
+        /// Keeps the key of a published style stored as `stored` (when inline and short).
+        mutating func keep(_ key: StyleKey, stored: UnsafeRawBufferPointer) {
+            guard stored.count <= Self.longest, key.isInline else { return }
+            let slot = Self.slot(stored)
+            keptBytes.withUnsafeMutableBytes { kept in
+                if let source = stored.baseAddress { (kept.baseAddress! + slot * Self.longest).copyMemory(from: source, byteCount: stored.count) }
+            }
+            keptCounts[slot] = stored.count
+            keptKeys[slot] = key
+        }
 
         /// The selection of the names stored as `bytes`, read with `read` when they are not
         /// among the kept ones.
@@ -188,7 +263,7 @@ public enum RecordCodec {
                 return lists[0].selection
             }
             let selection = try read()
-            if lists.count == Self.kept { lists.removeLast() }
+            if lists.count == Self.keptLists { lists.removeLast() }
             lists.insert((Array(bytes), selection), at: 0)
             return selection
         }
@@ -201,17 +276,18 @@ public enum RecordCodec {
         return fields
     }()
 
-    /// Reads a published style (style, rule names, legend state) into its key under rules
-    /// that derived it; `nil` when its names do not map onto these rules.
+    /// Reads a published style (style, rule names, legend state) into what its key under
+    /// rules that derived it is made of (see ``RuleEngine/styleKey(trusting:label:badgeText:invisible:at:)``);
+    /// `nil` when its names do not map onto these rules.
     private static func trustedKey(
-        _ reader: inout Reader, at address: LocationAddress, ruleEngine: RuleEngine, names: inout RuleNames
-    ) throws(DecodingError) -> StyleKey? {
+        _ reader: inout Reader, ruleEngine: RuleEngine, cache: inout PreparationCache
+    ) throws(DecodingError) -> (selection: RuleSelection, label: String?, badgeText: String?, invisible: Bool)? {
         let style = try decodeStyle(&reader, keeping: keyFields)
         let namesStart = reader.position
         let count = try reader.count()
         for _ in 0..<count { try reader.skipString() }
         let stored = UnsafeRawBufferPointer(rebasing: reader.bytes[namesStart..<reader.position])
-        let selection = try names.selection(stored) { () throws(DecodingError) in
+        let selection = try cache.selection(stored) { () throws(DecodingError) in
             var decoded = Reader(bytes: stored)
             var list: [String] = []
             for _ in 0..<(try decoded.count()) { list.append(try decoded.string()) }
@@ -219,9 +295,7 @@ public enum RecordCodec {
         }
         try reader.skipOptionalString()
         guard let selection else { return nil }
-        return ruleEngine.styleKey(
-            trusting: selection, label: style[text: .label], badgeText: style[badge: .badge]?.text,
-            invisible: style[flag: .visible] == false, at: address)
+        return (selection, style[text: .label], style[badge: .badge]?.text, style[flag: .visible] == false)
     }
 
     /// The parts of a record before its published style: address, version and values.

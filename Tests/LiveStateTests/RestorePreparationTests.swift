@@ -8,7 +8,7 @@ import Testing
 @testable import LiveStatePersistence
 
 /// A restore reads each stored record straight into what the store puts back
-/// (``RecordCodec/prepare(_:row:ruleEngine:sameRules:names:)``), reading no more of a style
+/// (``RecordCodec/prepare(_:row:ruleEngine:sameRules:cache:)``), reading no more of a style
 /// than its key needs when the rules are the ones that derived it. What it makes must be
 /// what decoding the whole record and preparing that makes.
 @Suite("Restore from the stored bytes")
@@ -68,13 +68,13 @@ struct RestorePreparationTests {
     @Test("a record read straight from its bytes is prepared as the decoded record is, with the same rules or not", arguments: [true, false])
     func sameAsDecoded(sameRules: Bool) throws {
         let engine = try LiveStoreTests.engine()
-        var names = RecordCodec.RuleNames()
+        var cache = RecordCodec.PreparationCache()
         var keys = 0
         for (index, record) in Self.records(engine).enumerated() {
             let bytes = RecordCodec.encode(record)
             let row = Int64(index + 1)
             let straight = try bytes.withUnsafeBytes {
-                Self.parts(try RecordCodec.prepare($0, row: row, ruleEngine: engine, sameRules: sameRules, names: &names))
+                Self.parts(try RecordCodec.prepare($0, row: row, ruleEngine: engine, sameRules: sameRules, cache: &cache))
             }
             let decoded = try bytes.withUnsafeBytes { try RecordCodec.decode($0) }
             let expected = Self.parts(LiveStore.prepare(LocationRow(row: row, record: decoded), ruleEngine: engine, sameRules: sameRules))
@@ -85,6 +85,33 @@ struct RestorePreparationTests {
         }
         // Not a comparison of two empty results: most of them are kept by key.
         #expect(keys >= 5)
+    }
+
+    @Test("a style stored in the bytes of one read before takes the key kept for them, and is prepared as decoding prepares it")
+    func keptKeys() throws {
+        let engine = try LiveStoreTests.engine()
+        var cache = RecordCodec.PreparationCache()
+        let records = Self.records(engine)
+        var hitsByPass: [Int] = []
+        for _ in 0..<2 {
+            let before = cache.hits
+            for (index, record) in records.enumerated() {
+                let bytes = RecordCodec.encode(record)
+                let row = Int64(index + 1)
+                let straight = try bytes.withUnsafeBytes {
+                    Self.parts(try RecordCodec.prepare($0, row: row, ruleEngine: engine, sameRules: true, cache: &cache))
+                }
+                let decoded = try bytes.withUnsafeBytes { try RecordCodec.decode($0) }
+                let expected = Self.parts(LiveStore.prepare(LocationRow(row: row, record: decoded), ruleEngine: engine, sameRules: true))
+                #expect(straight == expected, "record \(index)")
+            }
+            hitsByPass.append(cache.hits - before)
+        }
+        // The first pass reads eight different styles; the second finds the four kept ones:
+        // not the invisible style (its key depends on the address), the one whose names
+        // these rules lack, the one with none, nor the one whose label is too long to be
+        // held inline.
+        #expect(hitsByPass == [0, 4])
     }
 
     @Test("a damaged record is refused by the straight read exactly when decoding refuses it")
@@ -99,10 +126,10 @@ struct RestorePreparationTests {
                 damaged[Int(random.next() % UInt64(damaged.count))] = UInt8(truncatingIfNeeded: random.next())
             }
             if random.next() % 4 == 0 { damaged.removeLast(Int(random.next() % UInt64(damaged.count))) }
-            var names = RecordCodec.RuleNames()
+            var cache = RecordCodec.PreparationCache()
             let decoded = damaged.withUnsafeBytes { try? RecordCodec.decode($0) }
             let straight = damaged.withUnsafeBytes {
-                try? Self.parts(RecordCodec.prepare($0, row: 1, ruleEngine: engine, sameRules: true, names: &names))
+                try? Self.parts(RecordCodec.prepare($0, row: 1, ruleEngine: engine, sameRules: true, cache: &cache))
             }
             #expect((decoded == nil) == (straight == nil))
             if decoded == nil { refused += 1 }

@@ -416,6 +416,13 @@ public struct StyleKey: Hashable, Sendable {
     public var badgeText: String?
     /// The style's layer is hidden: the location is not visible.
     public var hidden: Bool
+
+    /// Whether the key holds its parts inline, with no storage on the heap: texts short
+    /// enough for a string's inline form (15 bytes of UTF-8) and at most 128 rules. Copies
+    /// of such a key share no count of references (see `RecordCodec.PreparationCache`).
+    package var isInline: Bool {
+        selection.overflow == nil && (label?.utf8.count ?? 0) <= 15 && (badgeText?.utf8.count ?? 0) <= 15
+    }
 }
 
 /// Accumulates style layers and the templates of the winning label and badge text.
