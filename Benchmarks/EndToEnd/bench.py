@@ -300,6 +300,15 @@ def daemon_run(tools, args, folder):
                 daemon.wait(timeout=60)
                 backlog = publish(tools, broker.port, args, count=args.locations, seed=777 + stop)
                 backlog.wait(timeout=600)
+                if args.keep_state:
+                    # The state file as this start finds it, byte for byte (with its WAL, if
+                    # the stop left one): for a restore probe on the very file.
+                    import shutil
+                    kept = os.path.join(args.keep_state, f"before-start-after-{name}")
+                    os.makedirs(kept, exist_ok=True)
+                    for suffix in ["", "-wal"]:
+                        if os.path.exists(os.path.join(folder, "state.db" + suffix)):
+                            shutil.copyfile(os.path.join(folder, "state.db" + suffix), os.path.join(kept, "state.db" + suffix))
                 # At info level: the start logs its restore time.
                 text = open(config).read().replace("log: {level: warning}", "log: {level: info}")
                 open(config, "w").write(text)
@@ -417,7 +426,7 @@ def main():
     parser.add_argument("--output-connections", type=int, default=0, metavar="N",
                         help="run the daemon with broker.outputConnections: N (default: the daemon's own)")
     parser.add_argument("--buffered-socket", action="store_true", help="run the daemon with broker.bufferedSocket: true (socket calls through buffers)")
-    parser.add_argument("--keep-state", metavar="DIR", help="after the stream, copy the daemon's state file to DIR/state.db (for a restore probe)")
+    parser.add_argument("--keep-state", metavar="DIR", help="after the stream, copy the daemon's state file to DIR/state.db (for a restore probe); with --restart, also the state file as each start finds it, byte for byte, to DIR/before-start-after-SIGNAL/")
     parser.add_argument("--daemon-only", action="store_true", help="leave out the bare baselines (to compare two builds of the daemon)")
     parser.add_argument("--pin", action="store_true",
                         help="keep the publisher on CPU 0 and the broker on CPU 1 in every run (bare and daemon alike); "
