@@ -38,7 +38,8 @@ extension LiveCore {
     /// while this one fills the store), without catching up: a start replays the journal's
     /// tail first, then calls ``finishRestore(_:now:)`` once, so that a location the journal
     /// updates is not expired and derived again for nothing.
-    /// `progress` is told the locations read so far and how many the file holds, after
+    /// `progress` is told the locations read so far and how many the file holds (its highest
+    /// row, ``StateDatabase/highestRow()``: a file whose rows have gaps ends below it), after
     /// each batch.
     /// - Throws: ``StateDatabase/Failure`` when the file cannot be opened or read.
     public func restore(
@@ -55,7 +56,7 @@ extension LiveCore {
         let ruleEngine = store.ruleEngine
         let fingerprint = ruleEngine.fingerprint
         let sameRules = try database.meta("rules") == fingerprint
-        let total = try database.countRows()
+        let total = try database.highestRow()
         store.reserveCapacity(total)
         progress(0, total)
         var count = 0

@@ -250,6 +250,32 @@ struct MovingLocationTests {
         #expect(core.store.summaries.summary(Place(dataset: "ds1", venue: "v", building: "B"))?.locations == 1)
     }
 
+    @Test("a file's highest row is 0 when empty, at least its count, and its count but for deleted rows")
+    func highestRow() throws {
+        let database = try StateDatabase(path: try temporaryStore())
+        #expect(try database.highestRow() == 0)
+        func row(_ number: Int64, _ address: LocationAddress) -> LocationRow {
+            LocationRow(
+                row: number,
+                record: LocationRecord(
+                    address: address,
+                    values: [DomainValue(domain: "position", properties: ["latitude": "1"], timestamp: Self.at(number))]))
+        }
+        try database.write([row(1, Self.f1), row(2, Self.f2)])
+        #expect(try database.highestRow() == 2)
+        #expect(try database.countRows() == 2)
+        try database.write([], deleting: [1])
+        #expect(try database.highestRow() == 2)
+        #expect(try database.countRows() == 1)
+        // A restore's progress counts to the highest row: here it ends below it.
+        let core = LiveCore(ruleSet: try Self.ruleSet(), subscriptions: [try TopicCriteria(dataset: "ds1")])
+        var told: [(Int, Int)] = []
+        let restored = try core.restore(fromFile: database.path) { told.append(($0, $1)) }
+        #expect(restored.count == 1)
+        #expect(told.first.map { [$0.0, $0.1] } == [0, 2])
+        #expect(told.last.map { [$0.0, $0.1] } == [1, 2])
+    }
+
     @Test("a payload id other than the topic's location names the location; the topic places it")
     func payloadID() throws {
         let core = LiveCore(ruleSet: try Self.ruleSet(), subscriptions: [try TopicCriteria(dataset: "ds1")])
