@@ -65,19 +65,26 @@ struct RestorePreparationTests {
             "\(prepared.address) \(prepared.values) \(prepared.version) \(prepared.row) \(prepared.hash) \(published) \(prepared.contribution) \(prepared.outOfScope)"
     }
 
+    /// A record prepared straight from its bytes (with `cache`) and prepared from the record
+    /// decoded whole, as ``parts(_:)`` describes each.
+    static func preparedBothWays(
+        _ record: LocationRecord, row: Int64, _ engine: RuleEngine, sameRules: Bool, cache: inout RecordCodec.PreparationCache
+    ) throws -> (straight: String, expected: String) {
+        let bytes = RecordCodec.encode(record)
+        let straight = try bytes.withUnsafeBytes {
+            parts(try RecordCodec.prepare($0, row: row, ruleEngine: engine, sameRules: sameRules, cache: &cache))
+        }
+        let decoded = try bytes.withUnsafeBytes { try RecordCodec.decode($0) }
+        return (straight, parts(LiveStore.prepare(LocationRow(row: row, record: decoded), ruleEngine: engine, sameRules: sameRules)))
+    }
+
     @Test("a record read straight from its bytes is prepared as the decoded record is, with the same rules or not", arguments: [true, false])
     func sameAsDecoded(sameRules: Bool) throws {
         let engine = try LiveStoreTests.engine()
         var cache = RecordCodec.PreparationCache()
         var keys = 0
         for (index, record) in Self.records(engine).enumerated() {
-            let bytes = RecordCodec.encode(record)
-            let row = Int64(index + 1)
-            let straight = try bytes.withUnsafeBytes {
-                Self.parts(try RecordCodec.prepare($0, row: row, ruleEngine: engine, sameRules: sameRules, cache: &cache))
-            }
-            let decoded = try bytes.withUnsafeBytes { try RecordCodec.decode($0) }
-            let expected = Self.parts(LiveStore.prepare(LocationRow(row: row, record: decoded), ruleEngine: engine, sameRules: sameRules))
+            let (straight, expected) = try Self.preparedBothWays(record, row: Int64(index + 1), engine, sameRules: sameRules, cache: &cache)
             #expect(straight == expected, "record \(index)")
             if straight.contains(" key ") { keys += 1 }
             // Its key read from the style's visibility alone: the hidden layer found again.
@@ -96,13 +103,7 @@ struct RestorePreparationTests {
         for _ in 0..<2 {
             let before = cache.hits
             for (index, record) in records.enumerated() {
-                let bytes = RecordCodec.encode(record)
-                let row = Int64(index + 1)
-                let straight = try bytes.withUnsafeBytes {
-                    Self.parts(try RecordCodec.prepare($0, row: row, ruleEngine: engine, sameRules: true, cache: &cache))
-                }
-                let decoded = try bytes.withUnsafeBytes { try RecordCodec.decode($0) }
-                let expected = Self.parts(LiveStore.prepare(LocationRow(row: row, record: decoded), ruleEngine: engine, sameRules: true))
+                let (straight, expected) = try Self.preparedBothWays(record, row: Int64(index + 1), engine, sameRules: true, cache: &cache)
                 #expect(straight == expected, "record \(index)")
             }
             hitsByPass.append(cache.hits - before)
