@@ -140,9 +140,19 @@ extension LiveStore {
     /// reference taken: taking one is the very write that would wait for the line.
     package func prefetch(_ prepared: UnsafePointer<PreparedLocation>) {
         locations.prefetch(hash: prepared.pointee.hash)
-        livedata_prefetch_for_writing(Self.storageHint(prepared.pointee.address.path))
-        livedata_prefetch_for_writing(unsafeBitCast(prepared.pointee.values, to: UnsafeRawPointer.self))
+        // The path's storage and the values' buffer, their addresses read as words where
+        // they lie: reading the properties themselves copied them (a retain and a release
+        // of each, on the other thread's objects).
+        let raw = UnsafeRawPointer(prepared)
+        livedata_prefetch_for_writing(Self.storageHint(stringAt: raw + Self.pathOffset))
+        livedata_prefetch_for_writing(UnsafeRawPointer(bitPattern: raw.load(fromByteOffset: Self.valuesOffset, as: UInt.self)))
     }
+
+    /// Where a prepared location's path (a `String`: its two words) and its values (an
+    /// array: one word, its buffer's address) lie in it.
+    private static let pathOffset = MemoryLayout<PreparedLocation>.offset(of: \PreparedLocation.address)!
+        + MemoryLayout<LocationAddress>.offset(of: \LocationAddress.path)!
+    private static let valuesOffset = MemoryLayout<PreparedLocation>.offset(of: \PreparedLocation.values)!
 
     /// Starts loading a prepared location itself, further ahead than ``prefetch(_:)`` reads
     /// it: the thread that prepared it wrote it last, so its lines are in the other core's

@@ -275,6 +275,12 @@ public final class LiveStore {
         return UnsafeRawPointer(bitPattern: UInt(truncatingIfNeeded: object & 0x0FFF_FFFF_FFFF_FFFF))
     }
 
+    /// ``storageHint(_:)`` of the string whose two words are at `string`, read there.
+    static func storageHint(stringAt string: UnsafeRawPointer) -> UnsafeRawPointer? {
+        let object = string.load(fromByteOffset: 8, as: UInt64.self)
+        return UnsafeRawPointer(bitPattern: UInt(truncatingIfNeeded: object & 0x0FFF_FFFF_FFFF_FFFF))
+    }
+
     /// The tracked location with this path (`dataset/venue/building/floor/room/location`;
     /// `hash` is its ``hash(ofPath:)``) and where its value for `domain` is: slices of the
     /// incoming topic's bytes.
@@ -513,6 +519,9 @@ public final class LiveStore {
 
     /// Schedules the expiry of every fresh value of a location.
     func scheduleAll(_ state: LocationState) {
+        // Rules with no `staleAfter`: nothing to schedule, and no value read (each a copy:
+        // a restore of a million would take and drop a reference to every one).
+        guard !staleDomains.isEmpty else { return }
         for value in state.values where !value.stale {
             if let number = staleNumber(value.domain) {
                 schedule(state, number: number, deadline: value.timestamp.adding(milliseconds: staleAfter[number]))
