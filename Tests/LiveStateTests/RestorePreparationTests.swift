@@ -138,3 +138,34 @@ struct RestorePreparationTests {
         #expect(refused > 1_000)
     }
 }
+
+extension RestorePreparationTests {
+    @Test("damaged records read one after another with one cache are each prepared as a fresh cache prepares them")
+    func damagedThroughOneCache() throws {
+        let engine = try LiveStoreTests.engine()
+        let records = Self.records(engine).map { RecordCodec.encode($0) }
+        var random = SplitMix64(seed: 29)
+        var shared = RecordCodec.PreparationCache()
+        var compared = 0
+        for _ in 0..<5_000 {
+            var damaged = records[Int(random.next() % UInt64(records.count))]
+            // Half of them intact, so that the cache holds keys the damaged ones may resemble.
+            if random.next() % 2 == 0 {
+                for _ in 0..<(1 + Int(random.next() % 2)) {
+                    damaged[Int(random.next() % UInt64(damaged.count))] = UInt8(truncatingIfNeeded: random.next())
+                }
+            }
+            var fresh = RecordCodec.PreparationCache()
+            let alone = damaged.withUnsafeBytes {
+                try? Self.parts(RecordCodec.prepare($0, row: 1, ruleEngine: engine, sameRules: true, cache: &fresh))
+            }
+            let cached = damaged.withUnsafeBytes {
+                try? Self.parts(RecordCodec.prepare($0, row: 1, ruleEngine: engine, sameRules: true, cache: &shared))
+            }
+            #expect(alone == cached)
+            if alone != nil { compared += 1 }
+        }
+        #expect(compared > 2_000)
+        #expect(shared.hits > 1_000)
+    }
+}
