@@ -221,7 +221,7 @@ public final class StateDatabase {
     ///   skipped and counted in `unreadable`.
     public func readAll() throws(Failure) -> (records: [LocationRecord], unreadable: Int) {
         var records: [LocationRecord] = []
-        if let count = try? countRows() { records.reserveCapacity(count) }
+        if let count = try? highestRow() { records.reserveCapacity(count) }
         let unreadable = try forEachRecord { records.append($0.record) }
         return (records, unreadable)
     }
@@ -258,7 +258,6 @@ public final class StateDatabase {
         return unreadable
     }
 
-    /// How many locations are stored.
     /// The highest row number the file holds (0 when it holds none): at least how many
     /// locations it holds, and that many unless rows were deleted (the second of two stored
     /// placements of one location, see `LiveStore.restore`). Read from the end of the
@@ -271,6 +270,7 @@ public final class StateDatabase {
         return Int(sqlite3_column_int64(statement, 0))
     }
 
+    /// How many locations are stored.
     public func countRows() throws(Failure) -> Int {
         let statement = try prepare("SELECT count(*) FROM location_rows")
         defer { sqlite3_finalize(statement) }

@@ -271,14 +271,17 @@ public final class LiveStore {
     /// a prefetch only: for a small or bridged string the address means nothing, which a
     /// prefetch ignores.
     static func storageHint(_ string: borrowing String) -> UnsafeRawPointer? {
-        let object = unsafeBitCast(copy string, to: (UInt64, UInt64).self).1
-        return UnsafeRawPointer(bitPattern: UInt(truncatingIfNeeded: object & 0x0FFF_FFFF_FFFF_FFFF))
+        storageHint(objectBits: unsafeBitCast(copy string, to: (UInt64, UInt64).self).1)
     }
 
     /// ``storageHint(_:)`` of the string whose two words are at `string`, read there.
     static func storageHint(stringAt string: UnsafeRawPointer) -> UnsafeRawPointer? {
-        let object = string.load(fromByteOffset: 8, as: UInt64.self)
-        return UnsafeRawPointer(bitPattern: UInt(truncatingIfNeeded: object & 0x0FFF_FFFF_FFFF_FFFF))
+        storageHint(objectBits: string.load(fromByteOffset: 8, as: UInt64.self))
+    }
+
+    /// The storage object's address in a string's second word (its flags in the top bits).
+    private static func storageHint(objectBits object: UInt64) -> UnsafeRawPointer? {
+        UnsafeRawPointer(bitPattern: UInt(truncatingIfNeeded: object & 0x0FFF_FFFF_FFFF_FFFF))
     }
 
     /// The tracked location with this path (`dataset/venue/building/floor/room/location`;

@@ -18,7 +18,7 @@ final class ClientCore: Sendable {
         var continuation: Waiter?
         /// QoS 1 or 2: it holds a place in the in-flight window until acknowledged.
         var inFlight = false
-        /// What the owner passed with ``MQTTClient/send(_:payload:qos:retain:origin:)``.
+        /// What the owner passed with ``MQTTClient/send(_:payload:qos:retain:origin:connection:)``.
         var origin: ContinuousClock.Instant?
     }
 

@@ -249,7 +249,7 @@ public final class MQTTClient: Sendable {
         try cores[connection].publish(topic, payload: payload, qos: qos, retain: retain, waiter: nil, origin: origin)
     }
 
-    /// ``send(_:payload:qos:retain:origin:)`` of bytes the caller lends: libmosquitto copies
+    /// ``send(_:payload:qos:retain:origin:connection:)`` of bytes the caller lends: libmosquitto copies
     /// them before this returns, so a caller can build each payload in one reused buffer.
     ///
     /// `connection`: which of the client's connections carries it (see

@@ -114,7 +114,7 @@ public struct MQTTSession: Sendable, Equatable {
 
 /// The broker acknowledged one of our QoS 1 or 2 publications (or refused it).
 public struct MQTTAcknowledgement: Sendable {
-    /// What the sender passed with it (``MQTTClient/send(_:payload:qos:retain:origin:)``).
+    /// What the sender passed with it (``MQTTClient/send(_:payload:qos:retain:origin:connection:)``).
     public var origin: ContinuousClock.Instant?
     /// Publications still awaiting acknowledgement after this one.
     public var inFlight: Int
