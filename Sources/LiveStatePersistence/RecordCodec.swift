@@ -211,22 +211,10 @@ public enum RecordCodec {
             keptKeys = Array(repeating: nil, count: Self.slots)
         }
 
-        /// The slot of some stored bytes: a multiplicative hash of their words.
+        /// The slot of some stored bytes: the top bits of their hash (the one the store's
+        /// table of locations uses).
         private static func slot(_ stored: UnsafeRawBufferPointer) -> Int {
-            var hash = UInt64(truncatingIfNeeded: stored.count) &* 0x9E37_79B9_7F4A_7C15
-            var offset = 0
-            while offset + 8 <= stored.count {
-                hash = (hash ^ stored.loadUnaligned(fromByteOffset: offset, as: UInt64.self)) &* 0xA076_1D64_78BD_642F
-                hash ^= hash >> 29
-                offset += 8
-            }
-            var tail: UInt64 = 0
-            while offset < stored.count {
-                tail = tail << 8 | UInt64(stored[offset])
-                offset += 1
-            }
-            hash = (hash ^ tail) &* 0xA076_1D64_78BD_642F
-            return Int(truncatingIfNeeded: hash >> 58)
+            Int(truncatingIfNeeded: LocationTable.hash(stored, continuing: 0) >> 58)
         }
 
         /// The kept key of a published style stored as `stored`, if it is kept.

@@ -12,7 +12,7 @@ import LiveTopics
 /// of the path and a lookup reads one slot and the location it needs anyway. One table
 /// serves the updates, the moves and the queries by id: at a million locations a second
 /// index by identity would cost 32 bytes a location.
-struct LocationTable {
+package struct LocationTable {
     private struct Slot {
         /// The identity's hash; 0 marks an empty slot (``hash(_:)`` never returns 0).
         var hash: UInt64 = 0
@@ -166,8 +166,9 @@ struct LocationTable {
 
     /// The hash of some bytes, continuing from `start` (a seed, or the hash of what came
     /// before them): 8 bytes at a time, each folded in by a 64×64→128-bit multiply (as
-    /// wyhash does). Never 0.
-    static func hash(_ bytes: UnsafeRawBufferPointer, continuing start: UInt64) -> UInt64 {
+    /// wyhash does). Never 0. (Also the slot of a style a restore keeps, see
+    /// `RecordCodec.PreparationCache`.)
+    package static func hash(_ bytes: UnsafeRawBufferPointer, continuing start: UInt64) -> UInt64 {
         @inline(__always) func mix(_ value: UInt64) -> UInt64 {
             let product = value.multipliedFullWidth(by: 0xA076_1D64_78BD_642F)
             return product.high ^ product.low
