@@ -609,4 +609,56 @@ struct ClientIntegrationTests {
         await subscriber.disconnect()
         await publisher.disconnect()
     }
+
+    @Test("sends and waited-for publishes leave in the order handed over; one the library refuses is dropped and counted, and the rest go out")
+    func handedOverInOrder() async throws {
+        let broker = try await MosquittoBroker.start(.init(extra: ["max_packet_size 1000"]))
+        let subscriber = try await connectedClient(broker)
+        let inbox = await Inbox.collecting(subscriber.messages)
+        try await subscriber.subscribe("order/#", qos: .atLeastOnce)
+        let publisher = try await connectedClient(broker) { $0.sendMaximum = 16 }
+        let count = 2_000
+        let tooLarge = 700
+        for number in 0..<count {
+            var payload = Array("\(number)".utf8)
+            if number == tooLarge { payload += Array(repeating: 0x41, count: 2_000) }
+            // From another thread than the network thread, over a window far smaller than
+            // the burst: libmosquitto queues the rest behind it, in order.
+            try payload.withUnsafeBytes { bytes in
+                try publisher.send("order/", then: "n", bytes: bytes, qos: .atLeastOnce, connection: 0)
+            }
+        }
+        // A publish with a waiter after them: acknowledged only after every earlier one went.
+        try await publisher.publish("order/end", text: "end", qos: .atLeastOnce)
+        #expect(await inbox.wait(timeout: .seconds(20)) { $0.contains { $0.topic == "order/end" } })
+        let received = await inbox.items.filter { $0.topic == "order/n" }.map { String(decoding: $0.payload, as: UTF8.self) }
+        #expect(received == (0..<count).filter { $0 != tooLarge }.map { "\($0)" })
+        #expect(await inbox.items.last?.topic == "order/end")
+        let refused = publisher.refusedSends
+        #expect(refused.count == 1)
+        #expect(refused.last?.contains("order/n") == true, "\(refused.last ?? "")")
+        #expect(publisher.inFlight == 0)
+        await subscriber.disconnect()
+        await publisher.disconnect()
+    }
+
+    @Test("a send without a connection is refused at once; a publish with a waiter waits for the connection")
+    func handOverWithoutConnection() async throws {
+        let broker = try await MosquittoBroker.start()
+        let publisher = try MQTTClient(configuration: .test(port: broker.port), logger: logger)
+        let subscriber = try await connectedClient(broker)
+        let inbox = await Inbox.collecting(subscriber.messages)
+        try await subscriber.subscribe("held/#", qos: .atLeastOnce)
+        // Not started: nothing is connected.
+        #expect(throws: MQTTError.self) { try publisher.send("held/send", payload: [1], qos: .atLeastOnce) }
+        let waited = Task { try await publisher.publish("held/waited", text: "w", qos: .atLeastOnce) }
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(await inbox.items.isEmpty)
+        publisher.start()
+        try await waited.value
+        #expect(await inbox.wait(timeout: .seconds(5)) { $0.contains { $0.topic == "held/waited" } })
+        #expect(await !inbox.items.contains { $0.topic == "held/send" })
+        await publisher.disconnect()
+        await subscriber.disconnect()
+    }
 }

@@ -56,7 +56,7 @@ struct CommandLineTests {
         #expect(objects.last?["id"] as? String == "desk-2")
         // Keys come in the documented order.
         #expect(lines.first?.hasPrefix(#"{"topic": "ds1/hq/B/F3/R7/room-7/occupancy", "dataset": "ds1", "venue": "hq""#) == true)
-        #expect(result.errorLines.count == 1)
+        #expect(result.errorLines.count == 1, "stderr: \(result.errorLines)")
         #expect(result.errorLines.first?.hasPrefix("warning: ignoring the message on ds1/hq/B/F3/R7/room-7/occupancy: payload is not JSON") == true)
     }
 

@@ -56,8 +56,8 @@ public final class DaemonMetrics: Sendable {
             "Derived changes and summaries replaced by a newer one of their topic before they went out (output.minInterval, or a broker that takes them more slowly than they change).",
             statistics.coalesced)
         total("summaries_published", "Summaries published.", statistics.summariesPublished)
-        total("publishes_refused", "Publications refused, by whom: the broker, or the MQTT library (dropped after retries).", statistics.publishesRefused, label: ("by", "broker"))
-        total("publishes_refused", "Publications refused, by whom: the broker, or the MQTT library (dropped after retries).", statistics.publishesDropped, label: ("by", "library"))
+        total("publishes_refused", "Publications refused, by whom: the broker, or the MQTT library (dropped: too large for the broker, an invalid topic).", statistics.publishesRefused, label: ("by", "broker"))
+        total("publishes_refused", "Publications refused, by whom: the broker, or the MQTT library (dropped: too large for the broker, an invalid topic).", statistics.publishesDropped, label: ("by", "library"))
         gauge("output_waiting", "Publications waiting for room in the broker's in-flight window (at most one per topic).", statistics.outputWaiting)
         gauge("output_in_flight", "Publications awaiting the broker's acknowledgement.", statistics.outputInFlight)
         total("convergences", "Convergences with the broker's retained messages, by outcome.", statistics.convergences, label: ("outcome", "finished"))

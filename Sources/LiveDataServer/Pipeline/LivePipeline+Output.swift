@@ -125,7 +125,6 @@ extension LivePipeline {
         let each = connections.map(\.refusedPublishes)
         return (each.reduce(0) { $0 + $1.count }, each.reversed().lazy.compactMap(\.last).first)
     }
-
     /// The datasets this daemon serves: its partition's, or those its subscriptions name,
     /// and those it holds locations of.
     func knownDatasets() -> Set<String> {
@@ -134,7 +133,7 @@ extension LivePipeline {
     }
 
     /// Logs the publications refused since the last report, at most every 10 s: by the
-    /// broker (not sent again) and by the MQTT library (dropped after retries).
+    /// broker (not sent again) and by the MQTT library (dropped).
     func reportRefusals() {
         let broker = refusedPublishes
         let library = publisher.dropped
@@ -145,7 +144,7 @@ extension LivePipeline {
         }
         if library > reportedRefusals.library {
             logger.warning(
-                "dropped \(library - reportedRefusals.library) publications the MQTT library refused \(Publisher.maximumAttempts) times; the last: \(publisher.lastDropped ?? "")")
+                "dropped \(library - reportedRefusals.library) publications the MQTT library refused (too large for the broker, or an invalid topic); the last: \(publisher.lastDropped ?? "")")
         }
         reportedRefusals = (broker.count, library)
     }

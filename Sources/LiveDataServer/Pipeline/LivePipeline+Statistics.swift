@@ -16,8 +16,8 @@ extension LivePipeline {
         public var intake = Intake.Statistics()
         public var replayed = IntakeJournal.ReplayStatistics()
         public var snapshotFailures = 0
-        /// Publications the broker refused (PUBACK), and ones dropped after the library
-        /// refused them ``Publisher/maximumAttempts`` times.
+        /// Publications the broker refused (PUBACK), and ones dropped because the MQTT
+        /// library refused them (too large for the broker, an invalid topic).
         public var publishesRefused = 0
         public var publishesDropped = 0
         /// Publications waiting for room in the broker's in-flight window (one per topic).

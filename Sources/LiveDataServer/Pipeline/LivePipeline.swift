@@ -110,7 +110,7 @@ public actor LivePipeline {
     /// `output.minInterval`, when set.
     var coalescer: PublishCoalescer?
     var rejections = RateLimitedLog()
-    /// Publications the broker refused and the publisher dropped, as of the last report.
+    /// Publications the broker refused and the MQTT library refused, as of the last report.
     var reportedRefusals = (broker: 0, library: 0)
     var refusalLog = RateLimitedLog(interval: .seconds(10))
     /// Restored, connected and subscribed (see ``isReady``).
@@ -357,7 +357,6 @@ public actor LivePipeline {
             lastHeartbeat = .now
             events.heartbeat()
         }
-        publisher.retryRefused()
         drainOutput()
         publishMarkerIfDue()
         reportRefusals()

@@ -23,15 +23,27 @@ import Mosquitto
 ///
 /// Also counts what went out, and remembers whose legend is published. One publication the
 /// library refuses (too large for the broker's Maximum Packet Size, an invalid topic) is
-/// tried ``maximumAttempts`` times in all, then dropped and counted: it would be refused
-/// for ever.
+/// dropped by the client and counted there (``MQTTClient/refusedSends``): the same bytes
+/// would be refused for ever.
 struct Publisher {
     /// The connection publications go out on: the daemon's output connection, or, for the
     /// active replica of a failover partition, the connection that holds its lease (what
     /// it had in flight then dies with the lease, never sent on a later connection).
     var client: MQTTClient {
-        didSet { if client !== oldValue { regroup() } }
+        didSet {
+            guard client !== oldValue else { return }
+            droppedBefore += oldValue.refusedSends.count - droppedBaseline
+            droppedBaseline = client.refusedSends.count
+            regroup()
+        }
     }
+    /// Publications the library refused on this publisher's clients while they were its:
+    /// dropped by the client, the same bytes would be refused again.
+    var dropped: Int { droppedBefore + client.refusedSends.count - droppedBaseline }
+    /// The last of them: its topic and the library's error.
+    var lastDropped: String? { client.refusedSends.last }
+    private var droppedBefore = 0
+    private var droppedBaseline: Int
     let qos: MQTTQoS
     /// The formats, with the failover epoch the payloads carry (see ``OutputFormat/epoch``).
     var topics: OutputFormat
@@ -107,18 +119,13 @@ struct Publisher {
             recentBase = handedOver
         }
     }
-    /// Publications the library refused, tried again on the pipeline's tick.
-    private var refused: [(key: PendingOutput.Key, entry: PendingOutput.Entry)] = []
-    /// Publications dropped after ``maximumAttempts`` refusals, and the last reason.
-    private(set) var dropped = 0
-    private(set) var lastDropped: String?
-    static let maximumAttempts = 3
     /// At most this many publications leave in one ``drain()`` at QoS 0 (no window), so
     /// that the pipeline gets back to its updates.
     static let unwindowedBatch = 4096
 
     init(client: MQTTClient, qos: MQTTQoS, topics: OutputFormat) {
         self.client = client
+        droppedBaseline = client.refusedSends.count
         self.qos = qos
         self.topics = topics
         lines = Array(repeating: PendingOutput(), count: client.connectionCount)
@@ -166,7 +173,7 @@ struct Publisher {
     }
 
     /// Derived changes and other publications waiting for the window.
-    var waiting: Int { lines.reduce(0) { $0 + $1.count } + refused.count }
+    var waiting: Int { lines.reduce(0) { $0 + $1.count } }
 
     /// Puts a derived change in line; `since` is when the update behind it arrived.
     mutating func send(change: DerivedChange, since: ContinuousClock.Instant? = nil) {
@@ -181,9 +188,9 @@ struct Publisher {
             try write(change, since: since, on: connection)
             handedOver(styleOf: change.address)
         } catch {
-            if failed(key, PendingOutput.Entry(item: .change(change), since: since), error, on: connection) == .disconnected {
-                roomAtOnce[connection] = 0
-            }
+            // Not connected (the one error a send throws): it leaves after the next connection.
+            lines[connection].putBack(key, PendingOutput.Entry(item: .change(change), since: since))
+            roomAtOnce[connection] = 0
         }
     }
 
@@ -213,7 +220,7 @@ struct Publisher {
     /// Hands the client what waits, oldest first on each connection, while its window has room.
     mutating func drain() -> Drained {
         for connection in roomAtOnce.indices { roomAtOnce[connection] = 0 }
-        guard client.state == .connected else { return waiting - refused.count == 0 ? .empty : .disconnected }
+        guard client.state == .connected else { return waiting == 0 ? .empty : .disconnected }
         let windowed = qos != .atMostOnce
         let window = self.window
         return client.withBatchedSends { () -> Drained in
@@ -221,11 +228,8 @@ struct Publisher {
             for connection in lines.indices {
                 var room = windowed ? window - client.inFlight(connection: connection) : Self.unwindowedBatch
                 while room > 0, let (key, entry) = lines[connection].take() {
-                    switch handOver(key, entry, on: connection) {
-                    case .sent: room -= 1
-                    case .disconnected: return .disconnected
-                    case .refused: break
-                    }
+                    guard handOver(key, entry, on: connection) else { return .disconnected }
+                    room -= 1
                 }
                 if lines[connection].isEmpty {
                     roomAtOnce[connection] = max(room, 0)
@@ -258,11 +262,9 @@ struct Publisher {
         return lines.indices.contains { !lines[$0].isEmpty && client.inFlight(connection: $0) <= half }
     }
 
-    private enum HandOver { case sent, disconnected, refused }
-
     /// Gives one publication to the client; one it cannot take for want of a connection
-    /// goes back first in line, one it refuses is tried again later or dropped.
-    private mutating func handOver(_ key: PendingOutput.Key, _ entry: PendingOutput.Entry, on connection: Int) -> HandOver {
+    /// goes back first in line (`false`).
+    private mutating func handOver(_ key: PendingOutput.Key, _ entry: PendingOutput.Entry, on connection: Int) -> Bool {
         let styleOf: LocationAddress?
         do throws(MQTTError) {
             switch entry.item {
@@ -282,10 +284,11 @@ struct Publisher {
                 styleOf = topics.address(ofStyleTopic: topic)
             }
         } catch {
-            return failed(key, entry, error, on: connection)
+            lines[connection].putBack(key, entry)
+            return false
         }
         handedOver(styleOf: styleOf)
-        return .sent
+        return true
     }
 
     /// Hands a derived change's style to the client: written into the one reused buffer and
@@ -311,32 +314,6 @@ struct Publisher {
             overflowedAt = handedOver
         }
         handedOver += 1
-    }
-
-    /// One the client did not take: back first in line without a connection, else tried
-    /// again later, or dropped after ``maximumAttempts``.
-    private mutating func failed(_ key: PendingOutput.Key, _ entry: PendingOutput.Entry, _ error: MQTTError, on connection: Int) -> HandOver {
-        if case .disconnected = error {
-            lines[connection].putBack(key, entry)
-            return .disconnected
-        }
-        var entry = entry
-        entry.refusals += 1
-        if entry.refusals < Self.maximumAttempts {
-            refused.append((key, entry))
-        } else {
-            dropped += 1
-            lastDropped = "\(Self.topic(of: entry.item, topics)): \(error)"
-        }
-        return .refused
-    }
-
-    /// The topic an item is published at.
-    private static func topic(of item: PendingOutput.Item, _ topics: OutputFormat) -> String {
-        switch item {
-        case .change(let change): topics.style(change.address)
-        case .publication(let publication): publication.topic
-        }
     }
 
     /// Whether `dataset`'s legend still needs publishing; marks it published. Never while
@@ -371,18 +348,7 @@ struct Publisher {
         let count = waiting
         discardedPuts += lines.reduce(0) { $0 + $1.puts }
         lines = Array(repeating: PendingOutput(), count: lines.count)
-        refused.removeAll()
         for connection in roomAtOnce.indices { roomAtOnce[connection] = 0 }
         return count
-    }
-
-    /// Puts what the library refused back in line (on the pipeline's tick): each one is
-    /// tried at most ``maximumAttempts`` times in all.
-    mutating func retryRefused() {
-        let again = refused
-        refused.removeAll()
-        for (key, entry) in again {
-            lines[connection(for: key)].putBack(key, entry)
-        }
     }
 }

@@ -92,7 +92,7 @@ extension ClientCore {
             state.withLock { $0.refusal = "the broker refused the connection: \(reason)" }
             return
         }
-        sendGate.withLock { $0 = true }
+        setGate(true)
         setLibraryLog(on: false)
         // The broker's Receive Maximum caps ours (libmosquitto applies it the same way);
         // MQTT 3.1.1 has none.
@@ -103,18 +103,15 @@ extension ClientCore {
         let session = MQTTSession(
             present: flags & 1 == 1,
             sendWindow: max(1, min(Self.windowLimit(configuration.sendMaximum), Int(receiveMaximum))))
-        let (resubscribe, firstConnect, held) = state.withLock { state in
+        let (resubscribe, firstConnect) = state.withLock { state in
             state.attemptConnected = true
             state.hasConnected = true
             state.session = session
             setConnection(&state, .connected)
             // One of several connections: the first connection's waiter waits for all.
             let firstConnect = group == nil ? state.firstConnect : nil
-            defer {
-                if group == nil { state.firstConnect = nil }
-                state.held = []
-            }
-            return (state.subscriptions.connected(), firstConnect, state.held)
+            defer { if group == nil { state.firstConnect = nil } }
+            return (state.subscriptions.connected(), firstConnect)
         }
         logger.info(
             "connected to the MQTT broker",
@@ -122,8 +119,5 @@ extension ClientCore {
         firstConnect?.resume()
         if let group, group.state == .connected { group.allConnected() }
         for subscription in resubscribe { send(subscription) }
-        for publish in held {
-            try? self.publish(publish.topic, payload: publish.payload, qos: publish.qos, retain: publish.retain, waiter: publish.waiter)
-        }
     }
 }

@@ -25,7 +25,9 @@ extension ClientCore {
     /// - Returns: why it failed, or `nil`.
     func connect() -> String? {
         // Nothing may be queued between the socket's opening and the CONNECT.
-        sendGate.withLock { $0 = false }
+        setGate(false)
+        // A DISCONNECT asked for on the last connection is not the new one's.
+        disconnectRequested.store(false, ordering: .relaxed)
         connectionCut.store(false, ordering: .relaxed)
         setLibraryLog(on: true)
         logger.debug("connecting to the MQTT broker")
@@ -50,7 +52,7 @@ extension ClientCore {
     /// Closes a connection that is still open (another of its loop's ended): cut, as a
     /// network failure would, and closed by libmosquitto.
     func drop() {
-        sendGate.withLock { $0 = false }
+        setGate(false)
         guard mosquitto_socket(mosq) >= 0 else { return }
         cutConnection()
         // The cut socket reads as ended: libmosquitto closes it (after what was buffered).
@@ -94,11 +96,22 @@ extension ClientCore {
 
     /// Queued in libmosquitto, or collected and not yet taken by a full socket.
     func wantsWrite(_ socket: Int32) -> Bool {
-        mosquitto_want_write(mosq) || (buffered && livedata_io_pending_output(socket) > 0)
+        mosquitto_want_write(mosq) || (buffered && livedata_io_pending_output(socket) > 0) || outboxWaits
+            || (disconnectRequested.load(ordering: .sequentiallyConsistent) && signals.stopFlag.load(ordering: .acquiring))
     }
 
-    /// The write phase of a pass (see ``NetworkLoop``).
-    func writePass(_ socket: Int32) -> Int32 { buffered ? bufferedWritePass(socket) : plainWritePass() }
+    /// The write phase of a pass (see ``NetworkLoop``): what the outbox holds goes to
+    /// libmosquitto, then a DISCONNECT a stop asked for, then everything is written.
+    func writePass(_ socket: Int32) -> Int32 {
+        publishOutbox()
+        // Once the loop is told to stop: the end of this connection is then a stop, not a loss.
+        if signals.stopFlag.load(ordering: .acquiring), disconnectRequested.exchange(false, ordering: .sequentiallyConsistent),
+            gateOpen.load(ordering: .relaxed)
+        {
+            _ = mosquitto_disconnect_v5(mosq, 0, nil)
+        }
+        return buffered ? bufferedWritePass(socket) : plainWritePass()
+    }
 
     /// At most this many `mosquitto_loop_read` calls in one pass (each reads one packet,
     /// or, while errno stays clear, as many as there are messages in flight), so that

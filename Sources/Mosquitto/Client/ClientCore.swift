@@ -11,24 +11,13 @@ final class ClientCore: Sendable {
     typealias Waiter = CheckedContinuation<Void, any Error>
 
     struct PublishWaiter {
-        /// The topic is `topic` followed by `topicRest` (see ``MQTTClient/send(_:then:bytes:qos:retain:origin:connection:)``).
         var topic: String
-        var topicRest = ""
         /// `nil` for a publish nobody waits for; its ack is only consumed.
         var continuation: Waiter?
         /// QoS 1 or 2: it holds a place in the in-flight window until acknowledged.
         var inFlight = false
         /// What the owner passed with ``MQTTClient/send(_:payload:qos:retain:origin:connection:)``.
         var origin: ContinuousClock.Instant?
-    }
-
-    /// A publish someone waits for, made while not connected: sent once connected.
-    struct HeldPublish {
-        var topic: String
-        var payload: [UInt8]
-        var qos: MQTTQoS
-        var retain: Bool
-        var waiter: Waiter
     }
 
     struct UnsubscribeWaiter {
@@ -49,7 +38,6 @@ final class ClientCore: Sendable {
         var stopWaiters: [CheckedContinuation<Void, Never>] = []
         var subscriptions = SubscriptionBook<SubscribeWaiter>()
         var publishes = PendingPublishes<PublishWaiter, Int32>()
-        var held: [HeldPublish] = []
         var unsubscribes = PendingAcks<UnsubscribeWaiter, Bool>()
         /// Why the broker refused the current attempt's CONNECT, if it did.
         var refusal: String?
@@ -86,6 +74,22 @@ final class ClientCore: Sendable {
     /// and a packet queued in between would reach the broker ahead of the CONNECT, which
     /// the broker answers by closing the connection ("protocol error").
     let sendGate = Mutex(false)
+    /// The gate's state, read without its lock: set with it, on the network thread (see
+    /// ``setGate(_:)``), which alone reads it exactly; other threads read it as a hint.
+    let gateOpen = Atomic<Bool>(false)
+    /// Publications handed over and not yet taken by the network thread (see ``Outbox``),
+    /// and how many.
+    let outbox = Mutex(Outbox())
+    let outboxCount = Atomic<Int>(0)
+    /// The network thread's side of the outbox.
+    nonisolated(unsafe) var outboxDrain = OutboxDrain()
+    /// Publications without a waiter that libmosquitto refused (a payload too large for
+    /// the broker's maximum packet size, an invalid topic), and the last one's topic and
+    /// error: dropped, since the same bytes would be refused again.
+    let libraryRefusals = Mutex<(count: Int, last: String?)>((0, nil))
+    /// A stop asked for a DISCONNECT: the network thread sends it after what the outbox
+    /// holds.
+    let disconnectRequested = Atomic<Bool>(false)
     /// Shared with the network loop (and the other connections of the loop, if any).
     let signals: NetworkSignals
     /// The connections published on together, when this is one of several (see
@@ -172,7 +176,7 @@ final class ClientCore: Sendable {
         return !finishedAlready
     }
 
-    /// Marks the connection as stopping and sends the DISCONNECT if it is connected; the
+    /// Marks the connection as stopping and has the DISCONNECT sent if it is connected; the
     /// caller then stops the network loop (``NetworkSignals/stop()``).
     /// - Returns: whether the network loop was launched.
     func requestStop() -> Bool {
@@ -182,7 +186,10 @@ final class ClientCore: Sendable {
             if connected { setConnection(&state, .disconnecting) }
             return (state.started, connected)
         }
-        if connected { sendGate.withLock { open in if open { _ = mosquitto_disconnect_v5(mosq, 0, nil) } } }
+        // Sent by the network thread after what the outbox holds; the stop that follows
+        // (``NetworkSignals/stop()``) wakes it, so that the connection it ends is known as
+        // stopped, not lost.
+        if connected { disconnectRequested.store(true, ordering: .sequentiallyConsistent) }
         return launched
     }
 
@@ -195,9 +202,7 @@ final class ClientCore: Sendable {
             defer {
                 state.stopWaiters = []
                 state.firstConnect = nil
-                state.held = []
             }
-            for held in state.held { held.waiter.resume(throwing: MQTTError.disconnected) }
             inFlight.store(0, ordering: .relaxed)
             return (
                 state.stopWaiters, state.firstConnect, state.subscriptions.removeAll(), state.publishes.removeAll(),
@@ -205,6 +210,7 @@ final class ClientCore: Sendable {
             )
         }
         firstConnect?.resume(throwing: MQTTError.disconnected)
+        for waiter in emptyOutbox() { waiter.resume(throwing: MQTTError.disconnected) }
         for waiter in subscribers { waiter.resume(throwing: MQTTError.disconnected) }
         for waiter in publishers { waiter.continuation?.resume(throwing: MQTTError.disconnected) }
         for waiter in unsubscribers { waiter.continuation.resume(throwing: MQTTError.disconnected) }
@@ -320,103 +326,27 @@ final class ClientCore: Sendable {
         }
     }
 
+    /// Opens or closes the send gate (on the network thread).
+    func setGate(_ open: Bool) {
+        sendGate.withLock { $0 = open }
+        gateOpen.store(open, ordering: .relaxed)
+    }
+
     /// A Send or Receive Maximum as MQTT 5 allows it: 1 to 65,535 messages in flight.
     static func windowLimit(_ value: Int) -> Int { min(max(value, 1), 65_535) }
 
-    /// Hands a message to libmosquitto; `waiter`, if any, completes when it is done.
-    /// - Throws: the library's refusal, when there is no waiter to give it to.
+    /// Hands a message to the network thread, which gives it to libmosquitto (see
+    /// ``handOver(_:then:payload:qos:retain:waiter:origin:)``); `waiter`, if any, completes
+    /// when it is done.
+    /// - Throws: ``MQTTError/disconnected`` without a waiter while not connected.
     func publish(
         _ topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool, waiter: Waiter?, origin: ContinuousClock.Instant? = nil
     ) throws(MQTTError) {
         // `withUnsafeBytes` rethrows untyped errors: the typed one is carried out.
         let result = payload.withUnsafeBytes { bytes in
-            Result { () throws(MQTTError) in try publish(topic, payload: bytes, qos: qos, retain: retain, waiter: waiter, origin: origin) }
+            Result { () throws(MQTTError) in try handOver(topic, then: "", payload: bytes, qos: qos, retain: retain, waiter: waiter, origin: origin) }
         }
         try result.get()
-    }
-
-    /// ``publish(_:payload:qos:retain:waiter:origin:)`` of bytes the caller lends (libmosquitto
-    /// copies them before this returns).
-    /// `rest`: what follows `topic` in the topic's name (see
-    /// ``MQTTClient/send(_:then:bytes:qos:retain:origin:connection:)``).
-    func publish(
-        _ topic: String, then rest: String = "", payload: UnsafeRawBufferPointer, qos: MQTTQoS, retain: Bool, waiter: Waiter?,
-        origin: ContinuousClock.Instant? = nil
-    ) throws(MQTTError) {
-        var mid: Int32 = 0
-        let counted = qos != .atMostOnce
-        // Counted before the call: its acknowledgement can arrive before the call returns.
-        if counted {
-            inFlight.add(1, ordering: .relaxed)
-            sentCount.add(1, ordering: .relaxed)
-        }
-        // `withCString`, not the implicit conversion, which copies the topic into a new
-        // array for every call: a native string is already NUL-terminated in place.
-        let code = sendGate.withLock { open -> Int32? in
-            guard open else { return nil }
-            return Self.withCString(topic, then: rest) { topic in
-                mosquitto_publish_v5(mosq, &mid, topic, Int32(payload.count), payload.baseAddress, qos.rawValue, retain, nil)
-            }
-        }
-        if counted && code != MOSQ_ERR_SUCCESS.raw {
-            inFlight.subtract(1, ordering: .relaxed)
-            sentCount.subtract(1, ordering: .relaxed)
-        }
-        guard let code else {
-            guard let waiter else { throw .disconnected }
-            let stopped = state.withLock { state -> Bool in
-                if state.stopRequested { return true }
-                state.held.append(HeldPublish(topic: topic + rest, payload: Array(payload), qos: qos, retain: retain, waiter: waiter))
-                return false
-            }
-            if stopped { waiter.resume(throwing: MQTTError.disconnected) }
-            return
-        }
-        guard code == MOSQ_ERR_SUCCESS.raw else {
-            let error = MQTTError.library(
-                function: "mosquitto_publish_v5", code: code, reason: describeResult(code, errno: errno))
-            guard let waiter else { throw error }
-            waiter.resume(throwing: error)
-            return
-        }
-        signals.wakeNetworkLoop()
-        // Made where it is kept: moved into the table, not copied there from a local and
-        // destroyed here (a retain and a release of each of its references a publication).
-        func pending() -> PublishWaiter {
-            PublishWaiter(topic: topic, topicRest: rest, continuation: waiter, inFlight: counted, origin: origin)
-        }
-        if let reason = state.withLock({ $0.publishes.sent(mid: mid, waiter: pending()) }) {
-            complete(pending(), reason: reason)
-        }
-    }
-
-    /// Lends `first` followed by `second` as one NUL-terminated C string: `first`'s own
-    /// storage when `second` is empty (a native string is NUL-terminated in place), else
-    /// the two copied one after the other into memory on the stack (for a topic of the
-    /// usual length), with no string made of them.
-    static func withCString<Result>(_ first: String, then second: String, _ body: (UnsafePointer<CChar>) -> Result) -> Result {
-        if second.isEmpty { return first.withCString(body) }
-        // Native strings lend their bytes in place (no copy of either, which would retain it).
-        let lent = first.utf8.withContiguousStorageIfAvailable { first in
-            second.utf8.withContiguousStorageIfAvailable { second in joined(first, second, body) }
-        }
-        if case .some(.some(let result)) = lent { return result }
-        var first = first
-        var second = second
-        return first.withUTF8 { first in second.withUTF8 { second in joined(first, second, body) } }
-    }
-
-    /// `first` and `second` copied one after the other into memory on the stack, NUL-terminated.
-    private static func joined<Result>(
-        _ first: UnsafeBufferPointer<UInt8>, _ second: UnsafeBufferPointer<UInt8>, _ body: (UnsafePointer<CChar>) -> Result
-    ) -> Result {
-        withUnsafeTemporaryAllocation(of: CChar.self, capacity: first.count + second.count + 1) { buffer in
-            let raw = UnsafeMutableRawBufferPointer(buffer)
-            raw.copyMemory(from: UnsafeRawBufferPointer(first))
-            UnsafeMutableRawBufferPointer(rebasing: raw[first.count...]).copyMemory(from: UnsafeRawBufferPointer(second))
-            buffer[first.count + second.count] = 0
-            return body(buffer.baseAddress!)
-        }
     }
 
     func complete(_ publish: PublishWaiter, reason: Int32) {
@@ -427,14 +357,14 @@ final class ClientCore: Sendable {
         }
         guard let continuation = publish.continuation else {
             if reason >= 0x80 {
-                let error = MQTTError.publishRefused(topic: publish.topic + publish.topicRest, reasonCode: reason, reason: reasonText(reason))
+                let error = MQTTError.publishRefused(topic: publish.topic, reasonCode: reason, reason: reasonText(reason))
                 refusedPublishes.withLock { $0 = ($0.count + 1, error) }
             }
             return
         }
         if reason >= 0x80 {
             continuation.resume(
-                throwing: MQTTError.publishRefused(topic: publish.topic + publish.topicRest, reasonCode: reason, reason: reasonText(reason)))
+                throwing: MQTTError.publishRefused(topic: publish.topic, reasonCode: reason, reason: reasonText(reason)))
         } else {
             continuation.resume()
         }

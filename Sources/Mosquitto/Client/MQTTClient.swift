@@ -162,6 +162,13 @@ public final class MQTTClient: Sendable {
         cores.map { member in member.refusedPublishes.withLock { $0 } }.reduce((0, nil)) { ($0.count + $1.count, $1.last ?? $0.last) }
     }
 
+    /// Messages handed over with ``send(_:payload:qos:retain:origin:connection:)`` that
+    /// libmosquitto refused (too large for the broker's maximum packet size, an invalid
+    /// topic): dropped, never sent. The last one's topic and the library's error.
+    public var refusedSends: (count: Int, last: String?) {
+        cores.map { member in member.libraryRefusals.withLock { $0 } }.reduce((0, nil)) { ($0.count + $1.count, $1.last ?? $0.last) }
+    }
+
     /// Connects and waits until the broker has accepted the connection.
     ///
     /// If this first attempt fails, the client closes and the error says why; once it has
@@ -232,12 +239,14 @@ public final class MQTTClient: Sendable {
         }
     }
 
-    /// Hands a message to the library without waiting for it to be sent or acknowledged:
-    /// for publishing many messages quickly. Once handed over, a QoS 1 or 2 message is
-    /// sent again after a lost connection.
+    /// Hands a message over without waiting for it to be sent or acknowledged: for
+    /// publishing many messages quickly. The network thread gives it to libmosquitto in its
+    /// next pass, after everything handed over before it on the same connection. Once
+    /// handed over, a QoS 1 or 2 message is sent again after a lost connection; one the
+    /// library refuses (an invalid topic, a payload too large for the broker) is dropped
+    /// and counted in ``refusedSends``.
     /// - Throws: ``MQTTError/disconnected`` while not connected (the caller keeps what it
-    ///   still needs to send); ``MQTTError/library(function:code:reason:)`` when the library
-    ///   refuses it (an invalid topic, a payload too large).
+    ///   still needs to send): the only error it throws.
     ///
     /// `origin` comes back with the message's acknowledgement (see ``AcknowledgementHandler``);
     /// `connection`: which of the client's connections carries it (see
@@ -249,8 +258,8 @@ public final class MQTTClient: Sendable {
         try cores[connection].publish(topic, payload: payload, qos: qos, retain: retain, waiter: nil, origin: origin)
     }
 
-    /// ``send(_:payload:qos:retain:origin:connection:)`` of bytes the caller lends: libmosquitto copies
-    /// them before this returns, so a caller can build each payload in one reused buffer.
+    /// ``send(_:payload:qos:retain:origin:connection:)`` of bytes the caller lends: they are
+    /// copied before this returns, so a caller can build each payload in one reused buffer.
     ///
     /// `connection`: which of the client's connections carries it (see
     /// ``MQTTConfiguration/connections``); publications of one topic keep their order only
@@ -259,18 +268,18 @@ public final class MQTTClient: Sendable {
         _ topic: String, bytes payload: UnsafeRawBufferPointer, qos: MQTTQoS = .atLeastOnce, retain: Bool = false,
         origin: ContinuousClock.Instant? = nil, connection: Int = 0
     ) throws(MQTTError) {
-        try cores[connection].publish(topic, payload: payload, qos: qos, retain: retain, waiter: nil, origin: origin)
+        try cores[connection].handOver(topic, then: "", payload: payload, qos: qos, retain: retain, waiter: nil, origin: origin)
     }
 
     /// ``send(_:bytes:qos:retain:origin:connection:)`` to the topic `prefix` followed by
     /// `rest` (`"site/style/"` and a location's path), which the caller holds apart: the
-    /// name is put together on the stack for libmosquitto, which copies it, and no string
+    /// name is put together where the message waits for the network thread, and no string
     /// is made of it for each publication.
     public func send(
         _ prefix: String, then rest: String, bytes payload: UnsafeRawBufferPointer, qos: MQTTQoS = .atLeastOnce, retain: Bool = false,
         origin: ContinuousClock.Instant? = nil, connection: Int = 0
     ) throws(MQTTError) {
-        try cores[connection].publish(prefix, then: rest, payload: payload, qos: qos, retain: retain, waiter: nil, origin: origin)
+        try cores[connection].handOver(prefix, then: rest, payload: payload, qos: qos, retain: retain, waiter: nil, origin: origin)
     }
 
     /// Runs `body`, whose ``send(_:payload:qos:retain:)`` calls wake the network thread once,

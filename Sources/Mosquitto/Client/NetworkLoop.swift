@@ -97,7 +97,7 @@ final class NetworkLoop: Sendable {
             }
             if failure == nil {
                 let (ended, loopCode, loopErrno) = pump()
-                for member in members { member.sendGate.withLock { $0 = false } }
+                for member in members { member.setGate(false) }
                 if signals.stopFlag.load(ordering: .acquiring) { break }
                 // The others go too: they come back together.
                 for member in members where member !== ended { member.drop() }
@@ -148,12 +148,13 @@ final class NetworkLoop: Sendable {
     /// passes, rather than `mosquitto_loop`, which selects for every packet and writes each
     /// one as a TCP segment of its own. A pass:
     /// 1. waits in `poll` for the sockets, or for the wake-up descriptor that other threads
-    ///    signal when they queue a packet while the loop sleeps;
+    ///    signal when they hand over a publication or queue a packet while the loop sleeps;
     /// 2. reads every packet that has arrived on each (bounded), handing each to the message
     ///    handler, then calls the read-end handler once (see ``ReadEndHandler``);
-    /// 3. writes everything queued (acknowledgements of step 2, publishes of other
-    ///    threads), so that the pass leaves in as few segments as fit: one write phase per
-    ///    pass instead of one segment per packet;
+    /// 3. gives libmosquitto what other threads handed over (each connection's ``Outbox``),
+    ///    then writes everything queued (those, and the acknowledgements of step 2), so that
+    ///    the pass leaves in as few segments as fit: one write phase per pass instead of one
+    ///    segment per packet;
     /// 4. lets libmosquitto send a PINGREQ or notice a silent broker.
     ///
     /// No acknowledgement is written before step 3, so the read-end handler still runs
