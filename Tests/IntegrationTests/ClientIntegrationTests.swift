@@ -183,8 +183,12 @@ struct ClientIntegrationTests {
         await #expect {
             try await sensor.publish("livedata/style/ds1/hq/B/F3/R7", text: "{}", qos: .atLeastOnce)
         } throws: { error in
-            "\(error)".contains("Not authorized")
+            "\(error)".contains("Not authorized") && "\(error)".contains("livedata/style/ds1/hq/B/F3/R7")
         }
+        // Handed over without a waiter: the refusal is counted, with its topic.
+        try sensor.send("livedata/style/ds1/hq/B/F3/R8", payload: Array("{}".utf8), qos: .atLeastOnce)
+        try await eventually("the refused send counted") { sensor.refusedPublishes.count == 1 }
+        #expect("\(sensor.refusedPublishes.last.map { "\($0)" } ?? "")".contains("livedata/style/ds1/hq/B/F3/R8"))
         try await sensor.publish("ds1/hq/B/F3/R7/room-1/occupancy", text: #"{"properties": {}}"#, qos: .atLeastOnce)
         #expect(await inbox.wait { $0.contains { $0.topic == "ds1/hq/B/F3/R7/room-1/occupancy" } })
         try await Task.sleep(for: .milliseconds(300))

@@ -61,4 +61,20 @@ struct OutboxTests {
         empty.removeFirst(2, size: empty.bytes.count)
         #expect(empty.isEmpty && empty.bytes.isEmpty)
     }
+
+    @Test("kept topics read back across the ring's end; one overwritten since is reported as such")
+    func keptTopics() {
+        var kept = Outbox.KeptTopics()
+        let long = String(repeating: "x", count: 1_000)
+        var places: [Outbox.KeptTopics.Place] = []
+        // Past the ring's size, so that some topics wrap around its end.
+        for number in 0..<(Outbox.KeptTopics.capacity / 1_000 + 5) {
+            let topic = "t/\(number)/" + long
+            places.append(topic.withCString { kept.keep($0, count: strlen($0)) })
+        }
+        #expect(kept.text(places[0]) == "(a topic no longer kept)")
+        for (number, place) in places.enumerated().suffix(60) {
+            #expect(kept.text(place) == "t/\(number)/" + long)
+        }
+    }
 }

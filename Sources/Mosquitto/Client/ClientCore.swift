@@ -11,7 +11,8 @@ final class ClientCore: Sendable {
     typealias Waiter = CheckedContinuation<Void, any Error>
 
     struct PublishWaiter {
-        var topic: String
+        /// Where its topic is kept (``Outbox/KeptTopics``): read only if the broker refuses it.
+        var topic: Outbox.KeptTopics.Place
         /// `nil` for a publish nobody waits for; its ack is only consumed.
         var continuation: Waiter?
         /// QoS 1 or 2: it holds a place in the in-flight window until acknowledged.
@@ -357,14 +358,14 @@ final class ClientCore: Sendable {
         }
         guard let continuation = publish.continuation else {
             if reason >= 0x80 {
-                let error = MQTTError.publishRefused(topic: publish.topic, reasonCode: reason, reason: reasonText(reason))
+                let error = MQTTError.publishRefused(topic: outboxDrain.topics.text(publish.topic), reasonCode: reason, reason: reasonText(reason))
                 refusedPublishes.withLock { $0 = ($0.count + 1, error) }
             }
             return
         }
         if reason >= 0x80 {
             continuation.resume(
-                throwing: MQTTError.publishRefused(topic: publish.topic, reasonCode: reason, reason: reasonText(reason)))
+                throwing: MQTTError.publishRefused(topic: outboxDrain.topics.text(publish.topic), reasonCode: reason, reason: reasonText(reason)))
         } else {
             continuation.resume()
         }

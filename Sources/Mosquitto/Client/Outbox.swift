@@ -117,6 +117,49 @@ struct Outbox {
 
     /// A buffer that grew past this (a burst while disconnected) is not kept once empty.
     static let keptCapacity = 4 << 20
+
+    /// The topics of the publications handed to libmosquitto lately, one after the other
+    /// in a ring, for the rare acknowledgement that refuses one: a place in it costs a
+    /// copy of the topic's bytes, where a string of each would cost an allocation (a few
+    /// percent of the output thread's samples). The window keeps far fewer in flight than
+    /// the ring holds; a topic overwritten since is reported as such.
+    struct KeptTopics {
+        struct Place {
+            /// Bytes written to the ring before this topic's.
+            var start: UInt64
+            var count: UInt32
+        }
+
+        private var ring = [UInt8](repeating: 0, count: KeptTopics.capacity)
+        private var written: UInt64 = 0
+        static let capacity = 1 << 16
+
+        mutating func keep(_ topic: UnsafePointer<CChar>, count: Int) -> Place {
+            let place = Place(start: written, count: UInt32(clamping: min(count, Self.capacity)))
+            var source = UnsafeRawPointer(topic)
+            var left = Int(place.count)
+            ring.withUnsafeMutableBytes { ring in
+                while left > 0 {
+                    let at = Int(written % UInt64(Self.capacity))
+                    let piece = min(left, Self.capacity - at)
+                    (ring.baseAddress! + at).copyMemory(from: source, byteCount: piece)
+                    source += piece
+                    left -= piece
+                    written += UInt64(piece)
+                }
+            }
+            return place
+        }
+
+        /// The topic kept at `place`, or a note that it is no longer kept.
+        func text(_ place: Place) -> String {
+            guard written - place.start <= UInt64(Self.capacity) else { return "(a topic no longer kept)" }
+            var bytes: [UInt8] = []
+            bytes.reserveCapacity(Int(place.count))
+            for offset in 0..<UInt64(place.count) { bytes.append(ring[Int((place.start + offset) % UInt64(Self.capacity))]) }
+            return String(decoding: bytes, as: UTF8.self)
+        }
+    }
 }
 
 extension ClientCore {
@@ -127,6 +170,8 @@ extension ClientCore {
         var spare = Outbox()
         /// The records of a pass that libmosquitto took: their message id, index and offset.
         var published: [(mid: Int32, index: Int, offset: Int)] = []
+        /// The topics of what was handed to libmosquitto, for its acknowledgements.
+        var topics = Outbox.KeptTopics()
 
         /// Moves what was just taken from the outbox (left in `spare`) after the rest.
         mutating func takeArrived() { taken.take(from: &spare) }
@@ -230,13 +275,16 @@ extension ClientCore {
     /// acknowledgement that came first completes its waiter now).
     private func register(_ published: [(mid: Int32, index: Int, offset: Int)]) {
         var early: [(PublishWaiter, Int32)] = []
-        outboxDrain.taken.bytes.withUnsafeBytes { raw in
+        // Read from a copy of the records (a reference to the same storage): the ring of
+        // topics is written meanwhile, and both are parts of the network thread's one property.
+        let taken = outboxDrain.taken
+        taken.bytes.withUnsafeBytes { raw in
             state.withLock { state in
                 for (mid, index, offset) in published {
                     let record = Outbox.record(at: raw.baseAddress! + offset)
                     let waiter = PublishWaiter(
-                        topic: String(cString: record.topic), continuation: outboxDrain.taken.waiters[index],
-                        inFlight: record.qos != 0, origin: outboxDrain.taken.origins[index])
+                        topic: outboxDrain.topics.keep(record.topic, count: record.topicLength), continuation: taken.waiters[index],
+                        inFlight: record.qos != 0, origin: taken.origins[index])
                     if let reason = state.publishes.sent(mid: mid, waiter: waiter) { early.append((waiter, reason)) }
                 }
             }
