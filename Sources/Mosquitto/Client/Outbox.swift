@@ -196,7 +196,10 @@ extension ClientCore {
             // itself finished, so a waiter is either failed here or found there.
             let finished = state.withLock { state -> Bool in
                 if state.finished { return true }
-                outbox.withLock { $0.append(topic, then: rest, payload: payload, qos: qos, retain: retain, waiter: waiter, origin: origin) }
+                outbox.withLock { outbox in
+                    outbox.append(topic, then: rest, payload: payload, qos: qos, retain: retain, waiter: waiter, origin: origin)
+                    outboxCount.add(1, ordering: .sequentiallyConsistent)
+                }
                 return false
             }
             if finished {
@@ -208,16 +211,23 @@ extension ClientCore {
                 return
             }
         } else {
-            outbox.withLock { $0.append(topic, then: rest, payload: payload, qos: qos, retain: retain, waiter: nil, origin: origin) }
+            outbox.withLock { outbox in
+                outbox.append(topic, then: rest, payload: payload, qos: qos, retain: retain, waiter: nil, origin: origin)
+                outboxCount.add(1, ordering: .sequentiallyConsistent)
+            }
         }
-        // Sequentially consistent, like the loop's arming: a loop that armed before this
-        // sees the count, or this sees it armed and wakes it.
-        outboxCount.add(1, ordering: .sequentiallyConsistent)
+        // The count moves with the records, under the outbox's lock (never below what it
+        // holds), and sequentially consistent like the loop's arming: a loop that armed
+        // before the count moved sees it, or this sees the loop armed and wakes it.
         signals.wakeNetworkLoop()
     }
 
-    /// Publications wait in the outbox.
-    var outboxWaits: Bool { outboxCount.load(ordering: .sequentiallyConsistent) > 0 || !outboxDrain.taken.isEmpty }
+    /// Publications wait in the outbox, and the connection can take them (while the gate
+    /// is closed they wait, and the loop does not spin on them).
+    var outboxWaits: Bool {
+        gateOpen.load(ordering: .relaxed)
+            && (outboxCount.load(ordering: .sequentiallyConsistent) > 0 || !outboxDrain.taken.isEmpty)
+    }
 
     /// On the network thread, before a pass's writes: gives libmosquitto what the outbox
     /// holds, in order, while connected (the rest waits for the next connection's passes),
@@ -225,17 +235,18 @@ extension ClientCore {
     /// the broker's maximum packet size, an invalid topic) fails its waiter, or, without
     /// one, is counted in ``libraryRefusals``: the same bytes would be refused again.
     func publishOutbox() {
-        guard outboxWaits, gateOpen.load(ordering: .relaxed) else { return }
-        let arrived = outbox.withLock { outbox -> Int in
+        guard outboxWaits else { return }
+        outbox.withLock { outbox in
             swap(&outbox, &outboxDrain.spare)
-            return outboxDrain.spare.count
+            outboxCount.subtract(outboxDrain.spare.count, ordering: .relaxed)
         }
-        outboxCount.subtract(arrived, ordering: .relaxed)
         outboxDrain.takeArrived()
         let total = outboxDrain.taken.count
         var done = 0
         var size = 0
-        var published = outboxDrain.published
+        // Taken out, so that its storage is this one's alone and keeps its room.
+        var published: [(mid: Int32, index: Int, offset: Int)] = []
+        swap(&published, &outboxDrain.published)
         published.removeAll(keepingCapacity: true)
         var refusals: [(index: Int, error: MQTTError, topic: String)] = []
         outboxDrain.taken.bytes.withUnsafeBytes { raw in
@@ -244,8 +255,10 @@ extension ClientCore {
                 var mid: Int32 = 0
                 let code = mosquitto_publish_v5(
                     mosq, &mid, record.topic, Int32(record.payloadLength), record.payload, record.qos, record.retain, nil)
-                if code == MOSQ_ERR_NO_CONN.raw { break }
-                if code == MOSQ_ERR_SUCCESS.raw {
+                // Without a connection, libmosquitto keeps a QoS 1 or 2 message (and sends it
+                // after reconnecting): it is handed over. A QoS 0 one it drops: it waits here.
+                if code == MOSQ_ERR_NO_CONN.raw && record.qos == 0 { break }
+                if code == MOSQ_ERR_SUCCESS.raw || code == MOSQ_ERR_NO_CONN.raw {
                     published.append((mid, done, size))
                 } else {
                     if record.qos != 0 {
