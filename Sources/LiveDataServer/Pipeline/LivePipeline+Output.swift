@@ -125,6 +125,7 @@ extension LivePipeline {
         let each = connections.map(\.refusedPublishes)
         return (each.reduce(0) { $0 + $1.count }, each.reversed().lazy.compactMap(\.last).first)
     }
+
     /// The datasets this daemon serves: its partition's, or those its subscriptions name,
     /// and those it holds locations of.
     func knownDatasets() -> Set<String> {

@@ -34,8 +34,6 @@ public struct PendingOutput {
         public var item: Item
         /// When the oldest update behind it arrived (for the update-to-acknowledgement lag).
         public var since: ContinuousClock.Instant?
-        /// How often the MQTT library refused it so far.
-        public var refusals = 0
 
         public init(item: Item, since: ContinuousClock.Instant?) {
             self.item = item
@@ -80,7 +78,6 @@ public struct PendingOutput {
             }
             waiting.item = item
             waiting.since = Self.earlier(waiting.since, since)
-            waiting.refusals = 0
             entries[key] = waiting
         } else {
             entries[key] = Entry(item: item, since: since)

@@ -356,18 +356,16 @@ final class ClientCore: Sendable {
             let left = inFlight.subtract(1, ordering: .relaxed).newValue
             acknowledged?(MQTTAcknowledgement(origin: publish.origin, inFlight: max(left, 0), refused: reason >= 0x80))
         }
-        guard let continuation = publish.continuation else {
-            if reason >= 0x80 {
-                let error = MQTTError.publishRefused(topic: outboxDrain.topics.text(publish.topic), reasonCode: reason, reason: reasonText(reason))
-                refusedPublishes.withLock { $0 = ($0.count + 1, error) }
-            }
+        guard reason >= 0x80 else {
+            publish.continuation?.resume()
             return
         }
-        if reason >= 0x80 {
-            continuation.resume(
-                throwing: MQTTError.publishRefused(topic: outboxDrain.topics.text(publish.topic), reasonCode: reason, reason: reasonText(reason)))
+        let error = MQTTError.publishRefused(topic: outboxDrain.topics.text(publish.topic), reasonCode: reason, reason: reasonText(reason))
+        if let continuation = publish.continuation {
+            continuation.resume(throwing: error)
         } else {
-            continuation.resume()
+            // Nobody waits for it: the owner of the client reports it.
+            refusedPublishes.withLock { $0 = ($0.count + 1, error) }
         }
     }
 
