@@ -43,6 +43,7 @@ let package = Package(
             dependencies: [
                 "CMosquitto",
                 "CMosquittoIO",
+                "LiveTopics",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

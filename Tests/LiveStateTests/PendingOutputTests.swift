@@ -34,7 +34,7 @@ struct PendingOutputTests {
     @Test("one entry per location and per topic, the newest; in the order each first waited; a newer change keeps the older one's before")
     func latestWins() throws {
         var pending = PendingOutput()
-        let early = ContinuousClock.now
+        let early = MonotonicInstant.now
         pending.put(try change("a", people: 1), since: early)
         pending.put(summary("F3"))
         pending.put(try change("b", people: 1))

@@ -1,23 +1,24 @@
 import LiveState
+import LiveTopics
 import Testing
 
 /// `output.minInterval`: the first publication of a topic at once, the last of an interval
 /// at its end, none lost at the end.
 @Suite("Publish coalescing")
 struct PublishCoalescerTests {
-    let start = ContinuousClock.now
+    let start = MonotonicInstant.now
 
     func publication(_ topic: String, _ text: String) -> Publication {
         Publication(topic: topic, payload: Array(text.utf8), retain: true)
     }
 
-    func at(_ milliseconds: Int) -> ContinuousClock.Instant { start + .milliseconds(milliseconds) }
+    func at(_ milliseconds: Int) -> MonotonicInstant { start + .milliseconds(milliseconds) }
 
-    func admit(_ coalescer: inout PublishCoalescer, _ publication: Publication, _ now: ContinuousClock.Instant) -> Bool {
+    func admit(_ coalescer: inout PublishCoalescer, _ publication: Publication, _ now: MonotonicInstant) -> Bool {
         coalescer.admit(publication, now: now)
     }
 
-    func due(_ coalescer: inout PublishCoalescer, _ now: ContinuousClock.Instant) -> [Publication] {
+    func due(_ coalescer: inout PublishCoalescer, _ now: MonotonicInstant) -> [Publication] {
         coalescer.due(now: now)
     }
 

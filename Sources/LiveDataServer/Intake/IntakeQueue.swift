@@ -27,11 +27,11 @@ public struct IntakeMessage: Sendable {
     /// The journal position just after it (0 when nothing is journaled).
     public var journalEnd: UInt64
     /// When the network thread had it: the start of the processing-time histogram.
-    public var arrived: ContinuousClock.Instant
+    public var arrived: MonotonicInstant
 
     public init(
         topic: String, payload: [UInt8], receivedAt: LiveTimestamp = .now, retain: Bool = false, journalEnd: UInt64 = 0,
-        arrived: ContinuousClock.Instant = .now
+        arrived: MonotonicInstant = .now
     ) {
         storage = .owned(topic: topic, payload: payload)
         self.receivedAt = receivedAt
@@ -41,7 +41,7 @@ public struct IntakeMessage: Sendable {
     }
 
     /// A copy of what the network thread holds.
-    init(_ message: MQTTIncomingMessage, receivedAt: LiveTimestamp = .now, journalEnd: UInt64 = 0, arrived: ContinuousClock.Instant = .now) {
+    init(_ message: MQTTIncomingMessage, receivedAt: LiveTimestamp = .now, journalEnd: UInt64 = 0, arrived: MonotonicInstant = .now) {
         self.init(
             topic: String(decoding: message.topic, as: UTF8.self), payload: Array(message.payload), receivedAt: receivedAt,
             retain: message.retain, journalEnd: journalEnd, arrived: arrived)
@@ -50,7 +50,7 @@ public struct IntakeMessage: Sendable {
     /// A message of a read pass whose bytes are `bytes`' from `start` on.
     init(
         _ bytes: IntakeBytes, start: Int, topicCount: Int, payloadCount: Int, receivedAt: LiveTimestamp, retain: Bool,
-        journalEnd: UInt64, arrived: ContinuousClock.Instant
+        journalEnd: UInt64, arrived: MonotonicInstant
     ) {
         storage = .pass(bytes, start: start, topicCount: topicCount, payloadCount: payloadCount)
         self.receivedAt = receivedAt
@@ -184,11 +184,10 @@ final class IntakeQueue: Sendable {
     @discardableResult
     func push(contentsOf messages: [IntakeMessage]) -> Bool {
         var next = 0
-        var waitedSince: ContinuousClock.Instant?
+        var waitedSince: MonotonicInstant?
         defer {
             if let waitedSince {
-                let waited = ContinuousClock.now - waitedSince
-                blockedNanoseconds.add(Int(waited.nanoseconds), ordering: .relaxed)
+                blockedNanoseconds.add(Int(MonotonicInstant.now.nanoseconds(since: waitedSince)), ordering: .relaxed)
             }
         }
         while next < messages.count {

@@ -13,7 +13,7 @@ struct ReadPass {
         var receivedAt: LiveTimestamp
         var retain: Bool
         var journalEnd: UInt64
-        var arrived: ContinuousClock.Instant
+        var arrived: MonotonicInstant
     }
 
     private var bytes: [UInt8] = []
@@ -34,7 +34,7 @@ struct ReadPass {
     var isEmpty: Bool { entries.isEmpty }
 
     /// The clocks' last reading, which the pass's messages since share.
-    private var reading = (arrived: ContinuousClock.Instant.now, receivedAt: LiveTimestamp.now)
+    private var reading = (arrived: MonotonicInstant.now, receivedAt: LiveTimestamp.now)
     /// A pass reads the clocks for its first message and again every this many: what it
     /// reads came in within a few milliseconds and is read in less, and two clock reads a
     /// message were about 1 % of the daemon's CPU in a fill.
@@ -42,14 +42,14 @@ struct ReadPass {
 
     /// When the next message arrived: its arrival on the monotonic clock (for the metrics of
     /// time spent) and its receipt on the wall clock (the time it is kept with).
-    mutating func arrival() -> (arrived: ContinuousClock.Instant, receivedAt: LiveTimestamp) {
+    mutating func arrival() -> (arrived: MonotonicInstant, receivedAt: LiveTimestamp) {
         if entries.count % Self.messagesPerReading == 0 { reading = (.now, .now) }
         return reading
     }
 
     /// Copies a message (still in libmosquitto's memory) into the pass.
     mutating func add(
-        _ message: MQTTIncomingMessage, receivedAt: LiveTimestamp = .now, journalEnd: UInt64 = 0, arrived: ContinuousClock.Instant = .now
+        _ message: MQTTIncomingMessage, receivedAt: LiveTimestamp = .now, journalEnd: UInt64 = 0, arrived: MonotonicInstant = .now
     ) {
         let start = bytes.count
         bytes.append(contentsOf: message.topic)

@@ -8,7 +8,7 @@ import Mosquitto
 extension LivePipeline {
     /// Puts a change in line for the broker (and tells the floor view); `arrived`: when the
     /// update behind it reached the daemon.
-    func queue(_ change: DerivedChange, arrived: ContinuousClock.Instant?) {
+    func queue(_ change: DerivedChange, arrived: MonotonicInstant?) {
         guard !replaying else { return }
         if let partition = config.partition {
             // Handed over to another partition's daemon: only the old topic is this one's.

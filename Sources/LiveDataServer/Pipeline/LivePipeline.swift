@@ -276,9 +276,9 @@ public actor LivePipeline {
                         changed |= 1 << UInt32(index - start)
                     }
                     if changed != 0 {
-                        let now = ContinuousClock.now
+                        let now = MonotonicInstant.now
                         for index in start..<end where changed & (1 << UInt32(index - start)) != 0 {
-                            metrics.processing.record(duration: now - messages[index].arrived)
+                            metrics.processing.record(nanoseconds: now.nanoseconds(since: messages[index].arrived))
                         }
                     }
                     start = end
@@ -289,7 +289,7 @@ public actor LivePipeline {
 
     /// Processes one received update.
     public func handle(_ message: IntakeMessage) {
-        if process(message) { metrics.processing.record(duration: ContinuousClock.now - message.arrived) }
+        if process(message) { metrics.processing.record(nanoseconds: MonotonicInstant.now.nanoseconds(since: message.arrived)) }
     }
 
     /// Processes one received update; `pathHash`, its topic's path hash when known (see
@@ -310,7 +310,7 @@ public actor LivePipeline {
     @discardableResult
     func handle(
         topic: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, receivedAt: LiveTimestamp, retain: Bool, journalEnd: UInt64,
-        arrived: ContinuousClock.Instant?, pathHash: UInt64 = 0
+        arrived: MonotonicInstant?, pathHash: UInt64 = 0
     ) -> Bool {
         if journalEnd > snapshots.appliedPosition { snapshots.appliedPosition = journalEnd }
         if let arrivalPrefix, topic.starts(with: arrivalPrefix.utf8) {

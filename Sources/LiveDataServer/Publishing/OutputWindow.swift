@@ -26,7 +26,9 @@ public final class OutputWindow: Sendable {
 
     /// The client's ``AcknowledgementHandler``.
     @Sendable public func acknowledged(_ acknowledgement: MQTTAcknowledgement) {
-        if let origin = acknowledgement.origin, let lag { lag.record(duration: .now - origin) }
+        if let origin = acknowledgement.origin, let lag {
+            lag.record(nanoseconds: acknowledgement.acknowledgedAt.nanoseconds(since: origin))
+        }
         let below = wakeBelow.load(ordering: .relaxed)
         if below >= 0 && acknowledgement.inFlight <= below
             && wakeBelow.compareExchange(expected: below, desired: -1, ordering: .relaxed).exchanged

@@ -176,7 +176,7 @@ struct Publisher {
     var waiting: Int { lines.reduce(0) { $0 + $1.count } }
 
     /// Puts a derived change in line; `since` is when the update behind it arrived.
-    mutating func send(change: DerivedChange, since: ContinuousClock.Instant? = nil) {
+    mutating func send(change: DerivedChange, since: MonotonicInstant? = nil) {
         let key = PendingOutput.Key.style(change.address)
         let connection = connection(for: key)
         guard roomAtOnce[connection] > 0, lines[connection].isEmpty else { return lines[connection].put(change, since: since) }
@@ -210,7 +210,7 @@ struct Publisher {
         lines[connection(for: key)].put(publication, under: key)
     }
 
-    mutating func send(_ item: PendingOutput.Item, since: ContinuousClock.Instant? = nil) {
+    mutating func send(_ item: PendingOutput.Item, since: MonotonicInstant? = nil) {
         switch item {
         case .change(let change): send(change: change, since: since)
         case .publication(let publication): send(publication)
@@ -294,7 +294,7 @@ struct Publisher {
     /// Hands a derived change's style to the client: written into the one reused buffer and
     /// lent to the client, which copies it; the topic is the style prefix and the address,
     /// put together by the client.
-    private mutating func write(_ change: DerivedChange, since: ContinuousClock.Instant?, on connection: Int) throws(MQTTError) {
+    private mutating func write(_ change: DerivedChange, since: MonotonicInstant?, on connection: Int) throws(MQTTError) {
         let retain = topics.retain
         scratch.reset()
         change.write(to: &scratch, epoch: topics.epoch)

@@ -33,9 +33,9 @@ public struct PendingOutput {
     public struct Entry {
         public var item: Item
         /// When the oldest update behind it arrived (for the update-to-acknowledgement lag).
-        public var since: ContinuousClock.Instant?
+        public var since: MonotonicInstant?
 
-        public init(item: Item, since: ContinuousClock.Instant?) {
+        public init(item: Item, since: MonotonicInstant?) {
             self.item = item
             self.since = since
         }
@@ -58,16 +58,16 @@ public struct PendingOutput {
 
     /// Puts a publication in line for its topic, replacing whatever waited there.
     /// `key`: what it waits under (``OutputFormat/pendingKey(of:)``; by default its topic).
-    public mutating func put(_ publication: Publication, under key: Key? = nil, since: ContinuousClock.Instant? = nil) {
+    public mutating func put(_ publication: Publication, under key: Key? = nil, since: MonotonicInstant? = nil) {
         put(key ?? .topic(publication.topic), .publication(publication), since: since)
     }
 
     /// Puts a derived change in line for its location's style topic.
-    public mutating func put(_ change: DerivedChange, since: ContinuousClock.Instant? = nil) {
+    public mutating func put(_ change: DerivedChange, since: MonotonicInstant? = nil) {
         put(.style(change.address), .change(change), since: since)
     }
 
-    private mutating func put(_ key: Key, _ item: Item, since: ContinuousClock.Instant?) {
+    private mutating func put(_ key: Key, _ item: Item, since: MonotonicInstant?) {
         puts += 1
         if var waiting = entries[key] {
             coalesced += 1
@@ -134,7 +134,7 @@ public struct PendingOutput {
         }
     }
 
-    private static func earlier(_ a: ContinuousClock.Instant?, _ b: ContinuousClock.Instant?) -> ContinuousClock.Instant? {
+    private static func earlier(_ a: MonotonicInstant?, _ b: MonotonicInstant?) -> MonotonicInstant? {
         guard let a else { return b }
         guard let b else { return a }
         return min(a, b)

@@ -1,3 +1,5 @@
+import LiveTopics
+
 /// Per-topic publish coalescing (`output.minInterval`): at most one publication per topic
 /// per interval. The first goes out at once (the leading edge); later ones within the
 /// interval wait, each replacing the one before, and the last goes out when the interval
@@ -9,10 +11,10 @@ public struct PublishCoalescer: Sendable {
     public let interval: Duration
     /// When each topic last had a publication sent, for topics sent within the interval
     /// (older entries are pruned: they no longer hold anything back).
-    private var lastSent: [String: ContinuousClock.Instant] = [:]
+    private var lastSent: [String: MonotonicInstant] = [:]
     /// The latest publication per topic that waits for its interval to end.
     private var waiting: [String: Publication] = [:]
-    private var lastPruned: ContinuousClock.Instant?
+    private var lastPruned: MonotonicInstant?
     /// Publications replaced by a later one (or dropped with their topic) before they went out.
     public private(set) var coalesced = 0
 
@@ -27,7 +29,7 @@ public struct PublishCoalescer: Sendable {
 
     /// Whether `publication` may go out now. If not, it waits for ``due(now:)``, replacing
     /// whatever waited for its topic.
-    public mutating func admit(_ publication: Publication, now: ContinuousClock.Instant) -> Bool {
+    public mutating func admit(_ publication: Publication, now: MonotonicInstant) -> Bool {
         if waiting.updateValue(publication, forKey: publication.topic) != nil {
             coalesced += 1
             return false
@@ -39,7 +41,7 @@ public struct PublishCoalescer: Sendable {
     }
 
     /// The waiting publications whose topic's interval has ended: send them now.
-    public mutating func due(now: ContinuousClock.Instant) -> [Publication] {
+    public mutating func due(now: MonotonicInstant) -> [Publication] {
         var ready: [Publication] = []
         for (topic, publication) in waiting where now - (lastSent[topic] ?? now - interval) >= interval {
             ready.append(publication)
@@ -65,7 +67,7 @@ public struct PublishCoalescer: Sendable {
     }
 
     /// Everything that waits, at once (on shutdown, or before the `offline` status).
-    public mutating func takeAll(now: ContinuousClock.Instant) -> [Publication] {
+    public mutating func takeAll(now: MonotonicInstant) -> [Publication] {
         let all = Array(waiting.values)
         for publication in all { lastSent[publication.topic] = now }
         waiting.removeAll()

@@ -239,6 +239,8 @@ extension Duration {
 
     /// Whole nanoseconds (rounded toward zero).
     package var nanoseconds: Int64 {
+        // Below about 9.2 s the attoseconds fit 64 bits: one division of 64 bits.
+        if let small = Int64(exactly: attoseconds) { return small / 1_000_000_000 }
         // The components once: each reading of them divides 128 bits.
         let (seconds, attoseconds) = components
         return seconds * 1_000_000_000 + attoseconds / 1_000_000_000

@@ -1,6 +1,7 @@
 import CMosquitto
 import CMosquittoIO
 import Foundation
+import LiveTopics
 import Logging
 
 #if canImport(Glibc)
@@ -127,6 +128,7 @@ extension ClientCore {
     /// asks the buffer and the socket whether anything is left.
     func readPass() -> Int32 {
         let buffered = self.buffered
+        outboxDrain.readAt = .now
         defer { finishReadPass() }
         for _ in 0..<Self.readCallsPerPass {
             errno = 0

@@ -1,6 +1,7 @@
 import CMosquitto
 import Foundation
 import Logging
+import LiveTopics
 import Synchronization
 
 /// The client's shared state and its network thread. The C callbacks reach it through
@@ -10,15 +11,35 @@ final class ClientCore: Sendable {
     typealias SubscribeWaiter = CheckedContinuation<MQTTQoS, any Error>
     typealias Waiter = CheckedContinuation<Void, any Error>
 
+    /// The waiter of one publication, as a reference. A `CheckedContinuation` is a type of
+    /// the standard library whose layout this module does not see, so every copy of a
+    /// record holding one (optional or not) went through its value witnesses, generic
+    /// calls at the registration and at the acknowledgement of every publication (about a
+    /// twelfth of the output's network thread at a million locations); a reference copies
+    /// as a retain, and a publication nobody waits for holds none.
+    final class PublishAwaiter: Sendable {
+        private let continuation: Waiter
+
+        init(_ continuation: Waiter) {
+            self.continuation = continuation
+        }
+
+        func resume() { continuation.resume() }
+
+        func resume(throwing error: any Error) { continuation.resume(throwing: error) }
+    }
+
+    /// A publication handed to libmosquitto and not yet acknowledged. Plain values and one
+    /// optional reference, so that the table of them copies it without generic calls.
     struct PublishWaiter {
         /// Where its topic is kept (``Outbox/KeptTopics``): read only if the broker refuses it.
         var topic: Outbox.KeptTopics.Place
         /// `nil` for a publish nobody waits for; its ack is only consumed.
-        var continuation: Waiter?
+        var continuation: PublishAwaiter?
+        /// What the owner passed with ``MQTTClient/send(_:payload:qos:retain:origin:connection:)``.
+        var origin: MonotonicInstant?
         /// QoS 1 or 2: it holds a place in the in-flight window until acknowledged.
         var inFlight = false
-        /// What the owner passed with ``MQTTClient/send(_:payload:qos:retain:origin:connection:)``.
-        var origin: ContinuousClock.Instant?
     }
 
     struct UnsubscribeWaiter {
@@ -341,11 +362,14 @@ final class ClientCore: Sendable {
     /// when it is done.
     /// - Throws: ``MQTTError/disconnected`` without a waiter while not connected.
     func publish(
-        _ topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool, waiter: Waiter?, origin: ContinuousClock.Instant? = nil
+        _ topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool, waiter: Waiter?, origin: MonotonicInstant? = nil
     ) throws(MQTTError) {
+        let awaiter = waiter.map(PublishAwaiter.init)
         // `withUnsafeBytes` rethrows untyped errors: the typed one is carried out.
         let result = payload.withUnsafeBytes { bytes in
-            Result { () throws(MQTTError) in try handOver(topic, then: "", payload: bytes, qos: qos, retain: retain, waiter: waiter, origin: origin) }
+            Result { () throws(MQTTError) in
+                try handOver(topic, then: "", payload: bytes, qos: qos, retain: retain, waiter: awaiter, origin: origin)
+            }
         }
         try result.get()
     }
@@ -354,7 +378,10 @@ final class ClientCore: Sendable {
         if publish.inFlight {
             acknowledgedCount.add(1, ordering: .relaxed)
             let left = inFlight.subtract(1, ordering: .relaxed).newValue
-            acknowledged?(MQTTAcknowledgement(origin: publish.origin, inFlight: max(left, 0), refused: reason >= 0x80))
+            acknowledged?(
+                MQTTAcknowledgement(
+                    origin: publish.origin, acknowledgedAt: outboxDrain.readAt, inFlight: max(left, 0),
+                    refused: reason >= 0x80))
         }
         guard reason >= 0x80 else {
             publish.continuation?.resume()

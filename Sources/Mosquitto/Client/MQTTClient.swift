@@ -1,5 +1,6 @@
 import CMosquitto
 import Foundation
+import LiveTopics
 import Logging
 import Synchronization
 
@@ -253,7 +254,7 @@ public final class MQTTClient: Sendable {
     /// ``MQTTConfiguration/connections``).
     public func send(
         _ topic: String, payload: [UInt8], qos: MQTTQoS = .atLeastOnce, retain: Bool = false,
-        origin: ContinuousClock.Instant? = nil, connection: Int = 0
+        origin: MonotonicInstant? = nil, connection: Int = 0
     ) throws(MQTTError) {
         try cores[connection].publish(topic, payload: payload, qos: qos, retain: retain, waiter: nil, origin: origin)
     }
@@ -266,7 +267,7 @@ public final class MQTTClient: Sendable {
     /// on one connection.
     public func send(
         _ topic: String, bytes payload: UnsafeRawBufferPointer, qos: MQTTQoS = .atLeastOnce, retain: Bool = false,
-        origin: ContinuousClock.Instant? = nil, connection: Int = 0
+        origin: MonotonicInstant? = nil, connection: Int = 0
     ) throws(MQTTError) {
         try cores[connection].handOver(topic, then: "", payload: payload, qos: qos, retain: retain, waiter: nil, origin: origin)
     }
@@ -277,7 +278,7 @@ public final class MQTTClient: Sendable {
     /// is made of it for each publication.
     public func send(
         _ prefix: String, then rest: String, bytes payload: UnsafeRawBufferPointer, qos: MQTTQoS = .atLeastOnce, retain: Bool = false,
-        origin: ContinuousClock.Instant? = nil, connection: Int = 0
+        origin: MonotonicInstant? = nil, connection: Int = 0
     ) throws(MQTTError) {
         try cores[connection].handOver(prefix, then: rest, payload: payload, qos: qos, retain: retain, waiter: nil, origin: origin)
     }

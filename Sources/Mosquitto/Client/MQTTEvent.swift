@@ -1,3 +1,5 @@
+import LiveTopics
+
 /// The state of the connection to the broker.
 public enum MQTTConnectionState: String, Sendable, Equatable {
     /// Not connected and not trying to be (before start, after disconnect).
@@ -115,7 +117,10 @@ public struct MQTTSession: Sendable, Equatable {
 /// The broker acknowledged one of our QoS 1 or 2 publications (or refused it).
 public struct MQTTAcknowledgement: Sendable {
     /// What the sender passed with it (``MQTTClient/send(_:payload:qos:retain:origin:connection:)``).
-    public var origin: ContinuousClock.Instant?
+    public var origin: MonotonicInstant?
+    /// When the network thread read it: the start of the pass that read it (one reading of
+    /// the clock a pass, not one an acknowledgement).
+    public var acknowledgedAt: MonotonicInstant
     /// Publications still awaiting acknowledgement after this one.
     public var inFlight: Int
     /// The broker refused it (an MQTT 5 reason code of 0x80 or more).

@@ -1,5 +1,6 @@
 import CMosquitto
 import Foundation
+import LiveTopics
 
 /// Publications handed over by other threads, in order, for the network thread to give to
 /// libmosquitto (see ``ClientCore/handOver(_:then:payload:qos:retain:waiter:origin:)``).
@@ -19,8 +20,8 @@ import Foundation
 /// kept beside it, in order.
 struct Outbox {
     private(set) var bytes: [UInt8] = []
-    private(set) var waiters: [ClientCore.Waiter?] = []
-    private(set) var origins: [ContinuousClock.Instant?] = []
+    private(set) var waiters: [ClientCore.PublishAwaiter?] = []
+    private(set) var origins: [MonotonicInstant?] = []
 
     var count: Int { origins.count }
     var isEmpty: Bool { origins.isEmpty }
@@ -38,7 +39,7 @@ struct Outbox {
     /// Adds one: the topic is `topic` followed by `rest`.
     mutating func append(
         _ topic: String, then rest: String, payload: UnsafeRawBufferPointer, qos: MQTTQoS, retain: Bool,
-        waiter: ClientCore.Waiter?, origin: ContinuousClock.Instant?
+        waiter: ClientCore.PublishAwaiter?, origin: MonotonicInstant?
     ) {
         var topic = topic
         var rest = rest
@@ -110,7 +111,7 @@ struct Outbox {
     }
 
     /// The waiters of every record, which are then dropped.
-    mutating func takeWaiters() -> [ClientCore.Waiter] {
+    mutating func takeWaiters() -> [ClientCore.PublishAwaiter] {
         defer { removeAll() }
         return waiters.compactMap { $0 }
     }
@@ -172,6 +173,8 @@ extension ClientCore {
         var published: [(mid: Int32, index: Int, offset: Int)] = []
         /// The topics of what was handed to libmosquitto, for its acknowledgements.
         var topics = Outbox.KeptTopics()
+        /// When the current or last read pass began: the time of the acknowledgements it reads.
+        var readAt = MonotonicInstant.now
 
         /// Moves what was just taken from the outbox (left in `spare`) after the rest.
         mutating func takeArrived() { taken.take(from: &spare) }
@@ -182,8 +185,8 @@ extension ClientCore {
     /// without a waiter is refused with ``MQTTError/disconnected`` while not connected (the
     /// caller keeps it); one with a waiter waits for the connection.
     func handOver(
-        _ topic: String, then rest: String, payload: UnsafeRawBufferPointer, qos: MQTTQoS, retain: Bool, waiter: Waiter?,
-        origin: ContinuousClock.Instant?
+        _ topic: String, then rest: String, payload: UnsafeRawBufferPointer, qos: MQTTQoS, retain: Bool, waiter: PublishAwaiter?,
+        origin: MonotonicInstant?
     ) throws(MQTTError) {
         if waiter == nil && !gateOpen.load(ordering: .relaxed) { throw .disconnected }
         // Counted before the hand-over: the window counts what the outbox holds.
@@ -297,7 +300,7 @@ extension ClientCore {
                     let record = Outbox.record(at: raw.baseAddress! + offset)
                     let waiter = PublishWaiter(
                         topic: outboxDrain.topics.keep(record.topic, count: record.topicLength), continuation: taken.waiters[index],
-                        inFlight: record.qos != 0, origin: taken.origins[index])
+                        origin: taken.origins[index], inFlight: record.qos != 0)
                     if let reason = state.publishes.sent(mid: mid, waiter: waiter) { early.append((waiter, reason)) }
                 }
             }
@@ -307,7 +310,7 @@ extension ClientCore {
 
     /// The waiters of every publication still in the outbox, which is emptied (the client
     /// ends).
-    func emptyOutbox() -> [Waiter] {
+    func emptyOutbox() -> [PublishAwaiter] {
         var waiters = outbox.withLock { $0.takeWaiters() }
         outboxCount.store(0, ordering: .relaxed)
         waiters += outboxDrain.taken.takeWaiters()
