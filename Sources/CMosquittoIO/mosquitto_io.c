@@ -202,6 +202,39 @@ static int coarse_clock_gettime(clockid_t clock, struct timespec *time) {
     return clock_gettime(clock == CLOCK_MONOTONIC ? CLOCK_MONOTONIC_COARSE : clock, time);
 }
 
+/* libmosquitto's locks, left out. Each guards part of one client's state (its packets, its
+ * messages in and out, its callbacks, its message ids, its clock), none anything shared
+ * between clients, and every call into the library for a client is made on that client's
+ * network thread, or before it starts or after it has ended (the Swift side's ClientCore:
+ * publications through its outbox, subscriptions and unsubscriptions through its commands):
+ * no two threads ever hold one at once. Taken and let go about a dozen times for every
+ * publication and its acknowledgement, they were a sixth of the output's network thread.
+ *
+ * A debug build checks that instead of trusting it: it takes the lock only if free, and
+ * stops the process with a message when another thread holds it. */
+static int unshared_lock(pthread_mutex_t *mutex) {
+#ifdef DEBUG
+    int result = pthread_mutex_trylock(mutex);
+    if (result == EBUSY) {
+        fprintf(stderr, "livedata: two threads inside libmosquitto for one client at once\n");
+        abort();
+    }
+    return result;
+#else
+    (void)mutex;
+    return 0;
+#endif
+}
+
+static int unshared_unlock(pthread_mutex_t *mutex) {
+#ifdef DEBUG
+    return pthread_mutex_unlock(mutex);
+#else
+    (void)mutex;
+    return 0;
+#endif
+}
+
 /* MARK: Redirecting the imports
  *
  * What this relies on in libmosquitto, checked before anything is changed (any doubt, and
@@ -215,7 +248,8 @@ static int coarse_clock_gettime(clockid_t clock, struct timespec *time) {
  *   readv, a fortified __read_chk, dup...): one would reach its socket around the buffers
  *   and reorder its bytes;
  * - one socket pair made in mosquitto_new, the wake-up pair (see livedata_io_claim_pairs).
- * Its clock_gettime import, where it has one, is redirected with the rest (coarse_clock_gettime).
+ * Its clock_gettime import, where it has one, is redirected with the rest (coarse_clock_gettime),
+ * and so are its pthread_mutex_lock and pthread_mutex_unlock (unshared_lock, unshared_unlock).
  * Then every slot is rewritten, or none: a failed step puts back the slots already done. */
 
 #if defined(__x86_64__)
@@ -231,10 +265,12 @@ enum { FAILURE_TEXT = 160 };
 enum mode { REDIRECT, PUT_BACK, CHECK };
 
 #ifdef JUMP_SLOT
-/* The first REQUIRED_COUNT must all be imported; clock_gettime is redirected where it is. */
-enum { REDIRECTION_COUNT = 5, REQUIRED_COUNT = 4, MAXIMUM_SLOTS = 16, MAXIMUM_SEGMENTS = 16 };
+/* The first REQUIRED_COUNT must all be imported; the others are redirected where they are. */
+enum { REDIRECTION_COUNT = 7, REQUIRED_COUNT = 4, MAXIMUM_SLOTS = 16, MAXIMUM_SEGMENTS = 16 };
 
-static const char *const redirectedNames[REDIRECTION_COUNT] = {"read", "write", "close", "socketpair", "clock_gettime"};
+static const char *const redirectedNames[REDIRECTION_COUNT] = {
+    "read", "write", "close", "socketpair", "clock_gettime", "pthread_mutex_lock", "pthread_mutex_unlock",
+};
 
 static void *replacement(int which) {
     switch (which) {
@@ -242,7 +278,9 @@ static void *replacement(int which) {
     case 1: return (void *)buffered_write;
     case 2: return (void *)buffered_close;
     case 3: return (void *)claiming_socketpair;
-    default: return (void *)coarse_clock_gettime;
+    case 4: return (void *)coarse_clock_gettime;
+    case 5: return (void *)unshared_lock;
+    default: return (void *)unshared_unlock;
     }
 }
 
@@ -254,7 +292,9 @@ static void *original(int which) {
     case 1: return (void *)write;
     case 2: return (void *)close;
     case 3: return (void *)socketpair;
-    default: return (void *)clock_gettime;
+    case 4: return (void *)clock_gettime;
+    case 5: return (void *)pthread_mutex_lock;
+    default: return (void *)pthread_mutex_unlock;
     }
 }
 
@@ -656,6 +696,17 @@ static int test_redirect(const char *fragment, enum mode mode, int failAtStep, c
     int result = redirect(fragment, mode, failAtStep, text);
     if (why && length > 0) snprintf(why, length, "%s", text);
     return result;
+}
+
+void *livedata_io_test_replacement(const char *name) {
+#ifdef JUMP_SLOT
+    for (int which = 0; which < REDIRECTION_COUNT; which++) {
+        if (strcmp(name, redirectedNames[which]) == 0) return replacement(which);
+    }
+#else
+    (void)name;
+#endif
+    return NULL;
 }
 
 int livedata_io_test_check(const char *fragment, char *why, size_t length) {

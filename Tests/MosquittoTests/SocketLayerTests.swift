@@ -339,8 +339,13 @@ struct SocketLayerTests {
         #expect(livedata_io_flush(pair.ours) == 0)
         #expect(object.monotonicReadings().allSatisfy { $0 == .coarse }, "its monotonic clock is the coarse one")
         #expect(abs(object.clock(realtime: true) - nanoseconds(CLOCK_REALTIME)) < 1_000_000_000, "its real-time clock as asked")
+        let originalLock = UnsafeRawPointer(dlsym(UnsafeMutableRawPointer(bitPattern: 0), "pthread_mutex_lock"))
+        #expect(UnsafeRawPointer(object.lockFunction()) == UnsafeRawPointer(livedata_io_test_replacement("pthread_mutex_lock")), "its lock is the one that leaves the mutex out")
+        #expect(object.lockAndUnlock() == 0)
 
         #expect(object.redirect(on: false) == 0)
+        #expect(UnsafeRawPointer(object.lockFunction()) == originalLock, "its lock is the C library's again")
+        #expect(object.lockAndUnlock() == 0)
         #expect(object.pageProtections() == protections)
         #expect(pair.read(9) == .bytes(Array(repeating: 1, count: 9)))
         pair.peerSend(Array(repeating: 2, count: 10))
@@ -568,11 +573,18 @@ final class TestObject: @unchecked Sendable {
         var testDescription: String { name }
 
         static let functions = """
+            #include <pthread.h>
             #include <sys/socket.h>
             #include <sys/uio.h>
             #include <time.h>
             #include <unistd.h>
             int counter;
+            static pthread_mutex_t objectMutex = PTHREAD_MUTEX_INITIALIZER;
+            void *object_lock_function(void) { return (void *)pthread_mutex_lock; }
+            int object_lock_and_unlock(void) {
+                int locked = pthread_mutex_lock(&objectMutex);
+                return locked != 0 ? locked : pthread_mutex_unlock(&objectMutex);
+            }
             long long object_clock(int realtime) {
                 struct timespec now;
                 clock_gettime(realtime ? CLOCK_REALTIME : CLOCK_MONOTONIC, &now);
@@ -702,6 +714,16 @@ final class TestObject: @unchecked Sendable {
             let after = nanoseconds(CLOCK_MONOTONIC_COARSE)
             return reading >= before && reading <= after ? .coarse : .ahead
         }
+    }
+
+    /// The address of `pthread_mutex_lock` as the object sees it (through its import slot).
+    func lockFunction() -> UnsafeMutableRawPointer? {
+        function("object_lock_function", as: (@convention(c) () -> UnsafeMutableRawPointer?).self)()
+    }
+
+    /// Locks and unlocks a mutex of the object's: 0 when both succeed.
+    func lockAndUnlock() -> Int32 {
+        function("object_lock_and_unlock", as: (@convention(c) () -> Int32).self)()
     }
 
     func redirect(on: Bool, failAtStep: Int32 = -1) -> Int32 {

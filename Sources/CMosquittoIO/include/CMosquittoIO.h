@@ -89,6 +89,9 @@ int livedata_io_test_close(int fd);
 int livedata_io_test_socketpair(int domain, int type, int protocol, int descriptors[2]);
 /// 1 when writes to `fd` are left out (an unused wake-up pair's write end).
 int livedata_io_test_unused_wake_writer(int fd);
+/// What an import named `name` is redirected to (NULL for one that is not redirected).
+void *livedata_io_test_replacement(const char *name);
+
 /// Runs the checks of `livedata_io_install` on the first loaded object whose path contains
 /// `fragment`, changing nothing; 0 or the errno value install would return, and the reason
 /// in `why` (`length` bytes).

@@ -97,13 +97,15 @@ extension ClientCore {
 
     /// Queued in libmosquitto, or collected and not yet taken by a full socket.
     func wantsWrite(_ socket: Int32) -> Bool {
-        mosquitto_want_write(mosq) || (buffered && livedata_io_pending_output(socket) > 0) || outboxWaits
+        mosquitto_want_write(mosq) || (buffered && livedata_io_pending_output(socket) > 0) || outboxWaits || commandsWait
             || (disconnectRequested.load(ordering: .sequentiallyConsistent) && signals.stopFlag.load(ordering: .acquiring))
     }
 
-    /// The write phase of a pass (see ``NetworkLoop``): what the outbox holds goes to
-    /// libmosquitto, then a DISCONNECT a stop asked for, then everything is written.
+    /// The write phase of a pass (see ``NetworkLoop``): the subscriptions and
+    /// unsubscriptions asked for, then what the outbox holds go to libmosquitto, then a
+    /// DISCONNECT a stop asked for, then everything is written.
     func writePass(_ socket: Int32) -> Int32 {
+        runCommands()
         publishOutbox()
         // Once the loop is told to stop: the end of this connection is then a stop, not a loss.
         if signals.stopFlag.load(ordering: .acquiring), disconnectRequested.exchange(false, ordering: .sequentiallyConsistent),

@@ -42,6 +42,15 @@ final class ClientCore: Sendable {
         var inFlight = false
     }
 
+    /// What other threads ask the network thread to send besides publications (those go
+    /// through the ``Outbox``): every call into libmosquitto for a connection is made on its
+    /// network thread once that runs, so that the library's own locks guard nothing (see
+    /// ``MQTTSocketBuffering``, which leaves them out).
+    enum Command {
+        case subscribe(SubscriptionBook<SubscribeWaiter>.Subscription)
+        case unsubscribe(String, Waiter)
+    }
+
     struct UnsubscribeWaiter {
         var filter: String
         var continuation: Waiter
@@ -90,14 +99,13 @@ final class ClientCore: Sendable {
     let readInPass = Atomic<Int>(0)
     /// ``acknowledgedCount`` when the network loop's current pass began.
     let acknowledgedAtPass = Atomic<Int>(0)
-    /// Open from the broker's CONNACK until the network thread starts another connection.
-    /// Every call that makes libmosquitto queue a packet (publish, subscribe, unsubscribe)
-    /// is made holding it open: libmosquitto opens the socket before it queues the CONNECT,
-    /// and a packet queued in between would reach the broker ahead of the CONNECT, which
-    /// the broker answers by closing the connection ("protocol error").
-    let sendGate = Mutex(false)
-    /// The gate's state, read without its lock: set with it, on the network thread (see
-    /// ``setGate(_:)``), which alone reads it exactly; other threads read it as a hint.
+    /// Open from the broker's CONNACK until the network thread starts another connection,
+    /// set on the network thread (see ``setGate(_:)``), which alone reads it exactly (other
+    /// threads read it as a hint). Every call that makes libmosquitto queue a packet
+    /// (publish, subscribe, unsubscribe) is made on the network thread while it is open:
+    /// libmosquitto opens the socket before it queues the CONNECT, and a packet queued in
+    /// between would reach the broker ahead of the CONNECT, which the broker answers by
+    /// closing the connection ("protocol error").
     let gateOpen = Atomic<Bool>(false)
     /// Publications handed over and not yet taken by the network thread (see ``Outbox``),
     /// and how many.
@@ -105,6 +113,9 @@ final class ClientCore: Sendable {
     let outboxCount = Atomic<Int>(0)
     /// The network thread's side of the outbox.
     nonisolated(unsafe) var outboxDrain = OutboxDrain()
+    /// Commands for the network thread (see ``Command``), and how many.
+    let commands = Mutex<[Command]>([])
+    let commandCount = Atomic<Int>(0)
     /// Publications without a waiter that libmosquitto refused (a payload too large for
     /// the broker's maximum packet size, an invalid topic), and the last one's topic and
     /// error: dropped, since the same bytes would be refused again.
@@ -231,6 +242,8 @@ final class ClientCore: Sendable {
                 state.unsubscribes.removeAll()
             )
         }
+        gateOpen.store(false, ordering: .relaxed)
+        runCommands()
         firstConnect?.resume(throwing: MQTTError.disconnected)
         for waiter in emptyOutbox() { waiter.resume(throwing: MQTTError.disconnected) }
         for waiter in subscribers { waiter.resume(throwing: MQTTError.disconnected) }
@@ -270,21 +283,25 @@ final class ClientCore: Sendable {
         }
     }
 
-    /// Sends one SUBSCRIBE; a result that arrived before this returns is handled here too.
+    /// Sends one SUBSCRIBE, on the network thread (see ``Command``).
     func send(_ subscription: SubscriptionBook<SubscribeWaiter>.Subscription) {
+        queue(.subscribe(subscription))
+    }
+
+    /// Sends one SUBSCRIBE, on the network thread; a result that arrived before this
+    /// returns is handled here too.
+    private func sendNow(_ subscription: SubscriptionBook<SubscribeWaiter>.Subscription) {
         var mid: Int32 = 0
         // MQTT 5: retained messages only for a subscription the session does not hold yet,
         // so that a resumed session does not get them again as if they were new.
         let options = configuration.protocolVersion == .v5 ? Int32(MQTT_SUB_OPT_SEND_RETAIN_NEW.rawValue) : 0
-        let code = sendGate.withLock { open in
-            open
-                ? mosquitto_subscribe_v5(mosq, &mid, subscription.filter, subscription.qos.rawValue, options, nil)
-                : MOSQ_ERR_NO_CONN.raw
-        }
+        let code =
+            gateOpen.load(ordering: .relaxed)
+            ? mosquitto_subscribe_v5(mosq, &mid, subscription.filter, subscription.qos.rawValue, options, nil)
+            : MOSQ_ERR_NO_CONN.raw
         if code == MOSQ_ERR_NO_CONN.raw {
             return  // The connection dropped meanwhile; it goes out again on reconnection.
         }
-        signals.wakeNetworkLoop()
         if code != MOSQ_ERR_SUCCESS.raw {
             let error = MQTTError.library(
                 function: "mosquitto_subscribe_v5", code: code, reason: describeResult(code, errno: errno))
@@ -316,18 +333,27 @@ final class ClientCore: Sendable {
     }
 
     func unsubscribe(_ filter: String, waiter: Waiter) {
-        let (connected, pending) = state.withLock { state in
-            (state.connection == .connected, state.subscriptions.remove(filter).waiters)
+        let (queued, pending) = state.withLock { state in
+            let pending = state.subscriptions.remove(filter).waiters
+            guard state.connection == .connected else { return (false, pending) }
+            // Queued under the state's lock: a client that ends after this settles it
+            // (``finish()``), and one that ended before is not connected.
+            append(.unsubscribe(filter, waiter))
+            return (true, pending)
         }
         for subscriber in pending { subscriber.resume(throwing: MQTTError.disconnected) }
-        guard connected else {
+        guard queued else {
             eventContinuation.yield(.unsubscribed(filter: filter))
             waiter.resume()
             return
         }
+        signals.wakeNetworkLoop()
+    }
+
+    /// Sends one UNSUBSCRIBE, on the network thread.
+    private func unsubscribeNow(_ filter: String, waiter: Waiter) {
         var mid: Int32 = 0
-        let code = sendGate.withLock { open in open ? mosquitto_unsubscribe_v5(mosq, &mid, filter, nil) : MOSQ_ERR_NO_CONN.raw }
-        if code == MOSQ_ERR_SUCCESS.raw { signals.wakeNetworkLoop() }
+        let code = gateOpen.load(ordering: .relaxed) ? mosquitto_unsubscribe_v5(mosq, &mid, filter, nil) : MOSQ_ERR_NO_CONN.raw
         guard code == MOSQ_ERR_SUCCESS.raw else {
             if code == MOSQ_ERR_NO_CONN.raw {
                 eventContinuation.yield(.unsubscribed(filter: filter))
@@ -348,10 +374,48 @@ final class ClientCore: Sendable {
         }
     }
 
-    /// Opens or closes the send gate (on the network thread).
+    /// Queues a command for the network thread, and wakes it.
+    private func queue(_ command: Command) {
+        append(command)
+        signals.wakeNetworkLoop()
+    }
+
+    /// Queues a command. The count moves under the lock and sequentially consistent, as the
+    /// outbox's does (see ``handOver(_:then:payload:qos:retain:waiter:origin:)``).
+    private func append(_ command: Command) {
+        commands.withLock { commands in
+            commands.append(command)
+            commandCount.add(1, ordering: .sequentiallyConsistent)
+        }
+    }
+
+    /// Commands wait for the network thread.
+    var commandsWait: Bool { commandCount.load(ordering: .sequentiallyConsistent) > 0 }
+
+    /// On the network thread (or once it has ended): sends what other threads asked for, in
+    /// order. While the gate is closed a command is settled as one made without a
+    /// connection: a subscription goes out again with the next connection, an
+    /// unsubscription is done (the session's subscription goes with the session).
+    func runCommands() {
+        guard commandsWait else { return }
+        let taken = commands.withLock { commands -> [Command] in
+            commandCount.subtract(commands.count, ordering: .relaxed)
+            defer { commands = [] }
+            return commands
+        }
+        for command in taken {
+            switch command {
+            case .subscribe(let subscription): sendNow(subscription)
+            case .unsubscribe(let filter, let waiter): unsubscribeNow(filter, waiter: waiter)
+            }
+        }
+    }
+
+    /// Opens or closes the send gate (on the network thread). Closing it settles what
+    /// waits for the connection that ended (see ``runCommands()``).
     func setGate(_ open: Bool) {
-        sendGate.withLock { $0 = open }
         gateOpen.store(open, ordering: .relaxed)
+        if !open { runCommands() }
     }
 
     /// A Send or Receive Maximum as MQTT 5 allows it: 1 to 65,535 messages in flight.

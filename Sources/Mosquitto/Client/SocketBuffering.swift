@@ -19,7 +19,13 @@ import Glibc
 ///   network loop never waits in `mosquitto_loop`, and wakes through its own eventfd.
 /// - gives libmosquitto the coarse monotonic clock (the time of the kernel's last tick)
 ///   where it imports `clock_gettime`: it keeps whole seconds of it for its keepalive and
-///   reads it several times for every packet.
+///   reads it several times for every packet;
+/// - leaves out its locks (`pthread_mutex_lock` and `_unlock`, about a dozen pairs for every
+///   publication and its acknowledgement): each guards one client's state, and every call
+///   into the library for a client is made on that client's network thread (publications
+///   through its ``Outbox``, subscriptions through its commands), or before that thread
+///   starts or after it ends. A debug build checks instead: it stops the process when two
+///   threads are inside the library for one client at once.
 ///
 /// Every other descriptor goes straight to the C library, and so does everything when
 /// the redirection cannot be made: libmosquitto linked statically, an unknown architecture,
