@@ -598,6 +598,49 @@ struct ClientIntegrationTests {
         await publisher.disconnect()
     }
 
+    @Test("a resumed session with a backlog: the subscription sent at the connection is acknowledged ahead of the backlog, not behind it")
+    func subscriptionAheadOfBacklog() async throws {
+        let broker = try await MosquittoBroker.start(.init(extra: ["max_queued_messages 0"]))
+        var configuration = MQTTConfiguration.test(port: broker.port)
+        configuration.clientID = "backlog"
+        configuration.cleanStart = false
+        let first = try await connectedClient(broker) { $0 = configuration }
+        try await first.subscribe("backlog/#", qos: .atLeastOnce)
+        await first.disconnect()
+        let publisher = try await connectedClient(broker)
+        let backlog = 4_000
+        for index in 0..<backlog - 1 {
+            while true {
+                do throws(MQTTError) {
+                    try publisher.send("backlog/t", payload: Array("\(index)".utf8), qos: .atLeastOnce)
+                    break
+                } catch {
+                    try await Task.sleep(for: .milliseconds(1))
+                }
+            }
+        }
+        // Acknowledged after every one before it on that connection: the backlog is queued.
+        try await publisher.publish("backlog/t", text: "last", qos: .atLeastOnce)
+        // Taken slowly, as a daemon busy with its start takes them: 2 ms a message, the
+        // backlog 8 s, so that the count read when the subscription returns is not moved
+        // by how late a loaded machine runs this task.
+        let handled = Atomic<Int>(0)
+        let second = try MQTTClient(configuration: configuration, logger: logger) { _ in
+            usleep(2_000)
+            handled.add(1, ordering: .relaxed)
+            return .taken
+        }
+        // Asked for as the connection comes up (as the daemon's start does): it goes out
+        // when the CONNACK comes, ahead of the acknowledgements of the backlog after it.
+        second.start()
+        _ = try await second.subscribe("backlog/#", qos: .atLeastOnce)
+        let before = handled.load(ordering: .relaxed)
+        #expect(before < backlog / 2, "\(before) of \(backlog) backlog messages taken before the SUBACK")
+        try await eventually("the whole backlog") { handled.load(ordering: .relaxed) >= backlog }
+        await second.disconnect()
+        await publisher.disconnect()
+    }
+
     @Test("the maximum packet size goes out on CONNECT: the broker drops larger messages for us")
     func maximumPacketSize() async throws {
         let broker = try await MosquittoBroker.start()

@@ -118,6 +118,9 @@ extension ClientCore {
             metadata: ["mqtt.sessionPresent": "\(session.present)", "mqtt.sendWindow": "\(session.sendWindow)"])
         firstConnect?.resume()
         if let group, group.state == .connected { group.allConnected() }
-        for subscription in resubscribe { send(subscription) }
+        // On the network thread, at once: queued ahead of the acknowledgements of what the
+        // broker sends after its CONNACK (a resumed session's backlog), the SUBACK comes
+        // back ahead of the backlog's next part, not behind it.
+        for subscription in resubscribe { sendNow(subscription) }
     }
 }

@@ -131,6 +131,9 @@ extension ClientCore {
     func readPass() -> Int32 {
         let buffered = self.buffered
         outboxDrain.readAt = .now
+        // Subscriptions asked for since the last pass are queued ahead of this pass's
+        // acknowledgements, as they were asked for before them.
+        runCommands()
         defer { finishReadPass() }
         for _ in 0..<Self.readCallsPerPass {
             errno = 0

@@ -290,7 +290,7 @@ final class ClientCore: Sendable {
 
     /// Sends one SUBSCRIBE, on the network thread; a result that arrived before this
     /// returns is handled here too.
-    private func sendNow(_ subscription: SubscriptionBook<SubscribeWaiter>.Subscription) {
+    func sendNow(_ subscription: SubscriptionBook<SubscribeWaiter>.Subscription) {
         var mid: Int32 = 0
         // MQTT 5: retained messages only for a subscription the session does not hold yet,
         // so that a resumed session does not get them again as if they were new.
