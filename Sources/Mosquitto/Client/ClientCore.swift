@@ -242,8 +242,7 @@ final class ClientCore: Sendable {
                 state.unsubscribes.removeAll()
             )
         }
-        gateOpen.store(false, ordering: .relaxed)
-        runCommands()
+        setGate(false)
         firstConnect?.resume(throwing: MQTTError.disconnected)
         for waiter in emptyOutbox() { waiter.resume(throwing: MQTTError.disconnected) }
         for waiter in subscribers { waiter.resume(throwing: MQTTError.disconnected) }
@@ -279,13 +278,8 @@ final class ClientCore: Sendable {
         switch next {
         case .stopped: waiter.resume(throwing: MQTTError.disconnected)
         case .wait: break
-        case .send(let subscription): send(subscription)
+        case .send(let subscription): queue(.subscribe(subscription))
         }
-    }
-
-    /// Sends one SUBSCRIBE, on the network thread (see ``Command``).
-    func send(_ subscription: SubscriptionBook<SubscribeWaiter>.Subscription) {
-        queue(.subscribe(subscription))
     }
 
     /// Sends one SUBSCRIBE, on the network thread; a result that arrived before this

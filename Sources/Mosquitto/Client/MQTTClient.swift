@@ -160,14 +160,20 @@ public final class MQTTClient: Sendable {
     /// Messages handed over with ``send(_:payload:qos:retain:)`` that the broker refused
     /// (not sent again), and the last refusal.
     public var refusedPublishes: (count: Int, last: MQTTError?) {
-        cores.map { member in member.refusedPublishes.withLock { $0 } }.reduce((0, nil)) { ($0.count + $1.count, $1.last ?? $0.last) }
+        summed { member in member.refusedPublishes.withLock { $0 } }
     }
 
     /// Messages handed over with ``send(_:payload:qos:retain:origin:connection:)`` that
     /// libmosquitto refused (too large for the broker's maximum packet size, an invalid
     /// topic): dropped, never sent. The last one's topic and the library's error.
     public var refusedSends: (count: Int, last: String?) {
-        cores.map { member in member.libraryRefusals.withLock { $0 } }.reduce((0, nil)) { ($0.count + $1.count, $1.last ?? $0.last) }
+        summed { member in member.libraryRefusals.withLock { $0 } }
+    }
+
+    /// A count kept by each connection, summed, with the last item of the last connection
+    /// that has one.
+    private func summed<Last>(_ read: (ClientCore) -> (count: Int, last: Last?)) -> (count: Int, last: Last?) {
+        cores.map(read).reduce((0, nil)) { ($0.count + $1.count, $1.last ?? $0.last) }
     }
 
     /// Connects and waits until the broker has accepted the connection.

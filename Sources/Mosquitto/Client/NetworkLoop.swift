@@ -148,11 +148,11 @@ final class NetworkLoop: Sendable {
     /// passes, rather than `mosquitto_loop`, which selects for every packet and writes each
     /// one as a TCP segment of its own. A pass:
     /// 1. waits in `poll` for the sockets, or for the wake-up descriptor that other threads
-    ///    signal when they hand over a publication or queue a packet while the loop sleeps;
+    ///    signal when they hand over a publication or a command while the loop sleeps;
     /// 2. reads every packet that has arrived on each (bounded), handing each to the message
     ///    handler, then calls the read-end handler once (see ``ReadEndHandler``);
-    /// 3. gives libmosquitto what other threads handed over (each connection's ``Outbox``),
-    ///    then writes everything queued (those, and the acknowledgements of step 2), so that
+    /// 3. gives libmosquitto what other threads handed over (each connection's commands,
+    ///    then its ``Outbox``), then writes everything queued (those, and the acknowledgements of step 2), so that
     ///    the pass leaves in as few segments as fit: one write phase per pass instead of one
     ///    segment per packet;
     /// 4. lets libmosquitto send a PINGREQ or notice a silent broker.
