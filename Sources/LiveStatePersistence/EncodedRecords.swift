@@ -29,6 +29,11 @@ public struct EncodedRecords: Sendable {
     /// locations share through their key's kept rendering is encoded for the first of them;
     /// the others copy its bytes (at a million locations of a few dozen styles, encoding
     /// each location's style again was a sixth of a snapshot's work).
+    public init(_ changed: LiveStore.ChangedLocations, in range: Range<Int>, of core: LiveCore) {
+        self.init(changed, in: range, of: core.store)
+    }
+
+    /// ``init(_:in:of:)-(_,_,LiveCore)`` over the store itself.
     public init(_ changed: LiveStore.ChangedLocations, in range: Range<Int>, of store: LiveStore) {
         self.init(capacity: range.count)
         // Each rendering is held here while its bytes are looked up by its identity, so

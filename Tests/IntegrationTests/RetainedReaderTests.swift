@@ -36,19 +36,17 @@ struct RetainedReaderTests {
         var configuration = MQTTConfiguration.test(port: broker.port)
         configuration.clientID = "reader-test"
         let reader = try RetainedReader(configuration: configuration, prefix: "p", filters: ["p/style/#"], logger: logger)
-        reader.begin()
         var retainedRead = 0
         var liveRead = 0
         var batches = 0
         // A slow reader (a daemon busy with a backlog): after each batch, a thousand more live
         // publications before the next, however loaded the machine.
-        while let batch = await reader.next() {
+        try await reader.read { batch in
             for message in batch { if message.retain { retainedRead += 1 } else { liveRead += 1 } }
             batches += 1
             let due = sent.load(ordering: .relaxed) + 1_000
-            while sent.load(ordering: .relaxed) < due { try await Task.sleep(for: .milliseconds(1)) }
+            while sent.load(ordering: .relaxed) < due { try? await Task.sleep(for: .milliseconds(1)) }
         }
-        try await reader.end()
         publishing.store(false, ordering: .relaxed)
         await live.value
         let published = sent.load(ordering: .relaxed)
@@ -76,10 +74,8 @@ struct RetainedReaderTests {
         let reader = try RetainedReader(
             configuration: configuration, prefix: "p", filters: ["p/style/#"], logger: logger, losesFirstMarker: true)
         let started = ContinuousClock.now
-        reader.begin()
         var read = 0
-        while let batch = await reader.next(quietTimeout: .seconds(10)) { read += batch.count(where: \.retain) }
-        try await reader.end()
+        try await reader.read(quietTimeout: .seconds(10)) { batch in read += batch.count(where: \.retain) }
         let elapsed = ContinuousClock.now - started
         #expect(read == retained)
         #expect(reader.markersSentAgain >= 1)

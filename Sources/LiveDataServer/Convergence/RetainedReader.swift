@@ -17,21 +17,19 @@ import Synchronization
 /// The marker goes on a second connection (`{clientId}-converge-2`), which sends nothing
 /// else. What the reading connection sends after its SUBSCRIBEs waits behind its
 /// acknowledgements of the retained messages, and a broker reads them slowly: mosquitto
-/// reads one packet of a connection per pass of its loop, and 2.0.11 (Debian 12's) lets a
-/// whole window of queued messages out for each acknowledgement it reads, so the
-/// retained messages of a million locations all arrive long before their million PUBACKs
-/// are read. A marker behind them would have come 10–20 s after the last retained message
-/// at a million, past the quiet timeout: the read failed and started over. The
-/// second connection's marker is read at once, and takes its place in the reading
-/// session's queue behind the retained messages.
+/// reads one packet of a connection per pass of its loop, and lets a whole window of queued
+/// messages out for each acknowledgement it reads, so a large read's retained messages all
+/// arrive long before their PUBACKs are read, and a marker behind them could come past the
+/// quiet timeout. The second connection's marker is read at once, and takes its place in
+/// the reading session's queue behind the retained messages.
 ///
 /// Once its filters are granted, the read needs them no more (the broker queues a filter's
 /// retained messages as it handles the SUBSCRIBE, and what is queued stays queued after an
 /// UNSUBSCRIBE), and keeping them would bring it every live publication under the prefix
-/// as well: the daemon's own, hundreds of thousands when a convergence at a million
-/// locations publishes again what a crash left behind. Those that follow the marker do not
-/// hold the read up, but a broker counts them against the session's queue, and one may
-/// close a session whose queue is long (ejabberd's `max_queue`). So the reader unsubscribes
+/// as well: the daemon's own, many when a convergence publishes again what a crash left
+/// behind. Those that follow the marker do not hold the read up, but a broker counts them
+/// against the session's queue, and one may close a session whose queue is long
+/// (ejabberd's `max_queue`). So the reader unsubscribes
 /// from all but the marker's filter as it publishes the marker, without waiting for it: an
 /// UNSUBSCRIBE waits at mosquitto behind the read's acknowledgements like anything else the
 /// reading connection sends, and takes effect only near the read's end there.
@@ -72,7 +70,6 @@ final class RetainedReader: Sendable {
     let filters: [String]
     private let failure = Mutex<Failure?>(nil)
     private let received = Atomic<Int>(0)
-    private let starting = Mutex<Task<Void, Never>?>(nil)
     private let markerSent = Atomic<Bool>(false)
     /// The end marker came: the read is complete.
     private let reachedEnd = Atomic<Bool>(false)
@@ -130,23 +127,42 @@ final class RetainedReader: Sendable {
     /// Times the end marker went again (see ``markerAgainAfter``).
     var markersSentAgain: Int { markersAgain.load(ordering: .relaxed) }
 
-    /// Starts ``start()`` beside the reading (the queue is bounded); ``end()`` waits for it.
-    func begin() {
-        starting.withLock { $0 = Task { await self.start() } }
-    }
-
-    /// After the last batch: waits for ``begin()``'s start, disconnects, and throws when the
-    /// caller's task was cancelled (`CancellationError`) or the read failed: a read that did
-    /// not end is never taken as complete.
-    func end() async throws {
-        // A failed read stops its client first: the start may be waiting for a SUBACK that
-        // a broker which keeps closing the connection never sends.
-        // So does one that ended: a marker sent again may have ended it while the start still
-        // waits for the first one's acknowledgement, which a broker dropping what comes for
-        // the session never sends (what the start then fails with comes after the end).
-        if failed != nil || reachedEnd.load(ordering: .acquiring) { await stop() }
-        await starting.withLock { $0 }?.value
-        await stop()
+    /// Reads to the end marker, handing `body` each batch of retained messages (and the
+    /// few live ones that came between a subscription and the marker), while the start
+    /// (connect, subscribe, marker) and a watch of the connection run beside it as child
+    /// tasks (the queue is bounded). A read that did not end is never taken as complete.
+    /// - Throws: `CancellationError` when the caller's task was cancelled; ``Failure`` when
+    ///   the read failed or stalled.
+    ///
+    /// `body` runs on `isolation` (the caller's actor), one batch at a time.
+    func read(
+        isolation: isolated (any Actor)? = #isolation, quietTimeout: Duration = .seconds(10),
+        _ body: nonisolated(nonsending) ([IntakeMessage]) async -> Void
+    ) async throws {
+        enum Child { case started, watched }
+        let events = client.events
+        try await withThrowingTaskGroup(of: Child.self) { group in
+            // Captured, so that this body (and `body`) runs on the caller's actor.
+            _ = isolation
+            group.addTask {
+                await self.start()
+                return .started
+            }
+            group.addTask {
+                await self.watchConnection(events)
+                return .watched
+            }
+            while let batch = await next(quietTimeout: quietTimeout), !Task.isCancelled { await body(batch) }
+            // A failed read stops its client first: the start may be waiting for a SUBACK
+            // that a broker which keeps closing the connection never sends. So does one that
+            // ended: a marker sent again may have ended it while the start still waits for
+            // the first one's acknowledgement, which a broker dropping what comes for the
+            // session never sends (what the start then fails with comes after the end).
+            if failed != nil || reachedEnd.load(ordering: .acquiring) { await stop() }
+            while let child = try await group.next(), child != .started {}
+            await stop()
+            group.cancelAll()
+        }
         try Task.checkCancellation()
         if let failed { throw failed }
     }
@@ -158,7 +174,6 @@ final class RetainedReader: Sendable {
     private func start() async {
         do {
             try await client.connect()
-            watchConnection()
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for filter in filters {
                     group.addTask { _ = try await self.client.subscribe(filter, qos: .atLeastOnce) }
@@ -189,19 +204,16 @@ final class RetainedReader: Sendable {
     /// A broker that closes the read's connection (ejabberd does, when more retained
     /// messages wait for a client than its `max_queue`) fails the read: the client would
     /// connect again and read it all again, and again, and never finish.
-    private func watchConnection() {
-        let events = client.events
-        Task { [self] in
-            // The stream holds every event since the client was made: the first connection's too.
-            var connected = false
-            for await event in events {
-                if case .state(.connected) = event { connected = true }
-                if case .state(.connecting) = event, connected {
-                    fail(.cannotRead("the broker closed the read's connection after \(count) retained messages (a broker limit on a client's queue, such as ejabberd's max_queue?)"))
-                    return
-                }
-                if case .state(.closed) = event { return }
+    private func watchConnection(_ events: AsyncStream<MQTTEvent>) async {
+        // The stream holds every event since the client was made: the first connection's too.
+        var connected = false
+        for await event in events {
+            if case .state(.connected) = event { connected = true }
+            if case .state(.connecting) = event, connected {
+                fail(.cannotRead("the broker closed the read's connection after \(count) retained messages (a broker limit on a client's queue, such as ejabberd's max_queue?)"))
+                return
             }
+            if case .state(.closed) = event { return }
         }
     }
 
@@ -217,20 +229,13 @@ final class RetainedReader: Sendable {
 
     /// The next batch of retained messages; `nil` after the end marker, when the read
     /// failed (see ``failed``), or when the caller's task is cancelled.
-    func next(quietTimeout: Duration = .seconds(10)) async -> [IntakeMessage]? {
-        let timeout = Task { [self] in
-            var waited = Duration.zero
-            while waited < quietTimeout {
-                let step = min(Self.markerAgainAfter, quietTimeout - waited)
-                try await Task.sleep(for: step)
-                waited += step
-                if waited < quietTimeout { sendMarkerAgain() }
-            }
-            fail(.stalled(quietTimeout, received: count, markersAgain: markersSentAgain))
+    private func next(quietTimeout: Duration) async -> [IntakeMessage]? {
+        let next = await withTaskGroup(of: Void.self) { group -> [IntakeMessage]? in
+            group.addTask { await self.watchQuiet(quietTimeout) }
+            defer { group.cancelAll() }
+            return await withTaskCancellationHandler(operation: { await queue.next() }, onCancel: { queue.close() })
         }
-        defer { timeout.cancel() }
-        guard var batch = await withTaskCancellationHandler(operation: { await queue.next() }, onCancel: { queue.close() })
-        else { return nil }
+        guard var batch = next else { return nil }
         received.add(batch.count, ordering: .relaxed)
         if let end = batch.firstIndex(where: { !$0.retain && $0.withTopic { $0.elementsEqual(marker.utf8) } }) {
             batch.removeSubrange(end...)
@@ -240,6 +245,19 @@ final class RetainedReader: Sendable {
             while await queue.next() != nil {}
         }
         return batch
+    }
+
+    /// While nothing arrives: the end marker again every ``markerAgainAfter``, and the read
+    /// failed after `quietTimeout`. Ends when cancelled (a batch came).
+    private func watchQuiet(_ quietTimeout: Duration) async {
+        var waited = Duration.zero
+        while waited < quietTimeout {
+            let step = min(Self.markerAgainAfter, quietTimeout - waited)
+            do { try await Task.sleep(for: step) } catch { return }
+            waited += step
+            if waited < quietTimeout { sendMarkerAgain() }
+        }
+        fail(.stalled(quietTimeout, received: count, markersAgain: markersSentAgain))
     }
 
     /// The end marker again, once the first has gone (without waiting for its acknowledgement:

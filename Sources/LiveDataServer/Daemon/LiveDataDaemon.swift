@@ -64,9 +64,8 @@ public struct LiveDataDaemon: Sendable {
 
 extension LiveDataDaemon {
     /// Which allocator serves the process's heap: `mimalloc 2.0.9` when the executable links
-    /// it (as `livedata` does: at a million locations it takes about 6 % less CPU an update
-    /// and a seventh less memory than the C library's, whose per-thread caches the daemon's
-    /// hand-offs between threads keep missing), else `glibc`.
+    /// it (as `livedata` does: the C library's per-thread caches suit the daemon's hand-offs
+    /// between threads less well; docs/performance.md), else `glibc`.
     public static var heapAllocator: String { heapAllocator(mimallocVersion: Int(livedata_mimalloc_version())) }
 
     /// `mimalloc 2.0.9` for 209 (mimalloc's `mi_version()`), `glibc` for 0.

@@ -1,8 +1,8 @@
 /// Which replica of a partition publishes, decided through the broker: the retained lease at
 /// `{prefix}/owner/{partition}` (``Lease``) and the order in which the broker delivers the
 /// messages on that topic, the same to every replica. A value: the pipeline feeds it what it
-/// sees (``observed(_:now:)``, ``tick(now:)``, the holder connection's fate) and carries out
-/// the ``Action`` it returns (`LivePipeline+Failover.swift`).
+/// sees (``observed(_:now:)``, ``tick(now:)``, the holder connection's fate), and
+/// ``ReplicaStage`` carries out the ``Action`` it returns.
 ///
 /// Why it is safe, with `K` the broker keepalive of the connection that holds the lease:
 /// - The active holds the lease on a connection of its own whose will releases it, and

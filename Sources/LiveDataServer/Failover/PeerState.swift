@@ -4,6 +4,7 @@ import LiveTopics
 
 #if canImport(Glibc)
 import Glibc
+import Logging
 #endif
 
 /// A replica's state as another copies it (`GET /v1/state`, behind `http.token`): one line
@@ -153,5 +154,45 @@ enum PeerState {
             throw Failure(description: "\(peer) sent \(body.count) of \(length) bytes")
         }
         return body
+    }
+}
+
+extension PeerState {
+    /// Copies a peer's state (after `after`, the wait for the retained lease); tries the
+    /// peers in turn, standbys first (their wait delays no map), with a growing delay until
+    /// one answers, or, when no replica holds the lease (a new partition, or every replica
+    /// lost), after two rounds starts with none. `importState` applies a copied state.
+    nonisolated(nonsending) static func copy(
+        from peers: [String], token: String?, after: Duration, leaseHeld: () -> Bool,
+        importState: ([UInt8]) -> (applied: Int, lines: Int), locations: () -> Int, logger: Logger
+    ) async {
+        var delay = Duration.seconds(1)
+        var rounds = 0
+        try? await Task.sleep(for: after)
+        while !Task.isCancelled {
+            var standbys: [String] = []
+            for peer in peers where await role(of: peer) == "standby" { standbys.append(peer) }
+            for peer in standbys + peers.filter({ !standbys.contains($0) }) {
+                do {
+                    let started = ContinuousClock.now
+                    let body = try await fetch(peer, token: token)
+                    let (applied, lines) = importState(body)
+                    logger.notice(
+                        "copied the state of \(peer): \(lines) values, \(applied) applied, \(locations()) locations",
+                        metadata: ["copy.milliseconds": "\((ContinuousClock.now - started).milliseconds)"])
+                    return
+                } catch {
+                    logger.warning("cannot copy the state of \(peer): \(error)")
+                }
+            }
+            rounds += 1
+            if !leaseHeld() && rounds >= 2 {
+                logger.warning("no peer answered and no replica holds the lease: starting with no state")
+                return
+            }
+            logger.warning("no peer's state copied; trying again in \(delay) (this replica stays not ready meanwhile)")
+            try? await Task.sleep(for: delay)
+            delay = min(delay * 2, .seconds(30))
+        }
     }
 }

@@ -37,7 +37,7 @@ struct ReadPass {
     private var reading = (arrived: MonotonicInstant.now, receivedAt: LiveTimestamp.now)
     /// A pass reads the clocks for its first message and again every this many: what it
     /// reads came in within a few milliseconds and is read in less, and two clock reads a
-    /// message were about 1 % of the daemon's CPU in a fill.
+    /// message are a cost worth saving (docs/performance.md).
     static let messagesPerReading = 32
 
     /// When the next message arrived: its arrival on the monotonic clock (for the metrics of

@@ -5,10 +5,9 @@ import Synchronization
 /// A histogram of durations with fixed bounds, written in Prometheus' text form as the
 /// Prometheus library writes its own (the same `le` and sum texts), but recorded with one
 /// lock and a comparison of whole nanoseconds per bound up to the first that holds it.
-///
-/// The library's histogram, recorded through swift-metrics' `Timer`, turned every duration
-/// into 128-bit arithmetic and compared it with every bound: at a million new locations, a
-/// record for each update and each acknowledgement, 1.9 % of the daemon's CPU.
+/// The library's histogram, recorded through swift-metrics' `Timer`, turns every duration
+/// into 128-bit arithmetic and compares it with every bound: too much for a record per
+/// update and per acknowledgement (docs/performance.md).
 final class LatencyHistogram: Sendable {
     let name: String
     /// The upper bounds in nanoseconds, ascending.

@@ -6,25 +6,18 @@ import Mosquitto
 /// broker takes them.
 ///
 /// Everything to publish waits in a ``PendingOutput`` (latest wins per topic) and leaves
-/// while the broker's in-flight window has room (``MQTTSession/sendWindow`` less what
-/// awaits acknowledgement): libmosquitto is never handed more than its window holds, so its
-/// own queue (unbounded, and walked on every acknowledgement) stays empty, and what waits
-/// here is one entry per location however fast styles change. A derived change's JSON is
-/// built as it leaves. While nothing waits and the window had room at the last look, a
-/// derived change goes to the client at once, not through the line (a table insertion and
-/// removal per change, keyed by its address's text, for nothing).
+/// while the broker's in-flight window has room: libmosquitto is never handed more than its
+/// window holds, so its own queue stays empty, and what waits here is one entry per
+/// location however fast styles change. A derived change's JSON is built as it leaves;
+/// while nothing waits and the window has room, it goes to the client at once.
 ///
-/// A client of several connections (``MQTTConfiguration/connections``) has a line and a
-/// window per connection: a location's styles (and the clearing of its topic) always go on
-/// the connection its address hashes to, so that they keep their order; summaries, legends
-/// and the status on the first. Each connection gets its own turn at the broker, and
-/// libmosquitto walks a list as long as one connection's window on every publish and
-/// acknowledgement, not the whole output's.
+/// A client of several connections has a line and a window per connection: a location's
+/// styles (and the clearing of its topic) always go on the connection its address hashes
+/// to, so that they keep their order; summaries, legends and the status on the first.
 ///
-/// Also counts what went out, and remembers whose legend is published. One publication the
-/// library refuses (too large for the broker's Maximum Packet Size, an invalid topic) is
-/// dropped by the client and counted there (``MQTTClient/refusedSends``): the same bytes
-/// would be refused for ever.
+/// Also counts what went out. A publication the library refuses (too large for the
+/// broker, an invalid topic) is dropped by the client and counted there
+/// (``MQTTClient/refusedSends``): the same bytes would be refused for ever.
 struct Publisher {
     /// The connection publications go out on: the daemon's output connection, or, for the
     /// active replica of a failover partition, the connection that holds its lease (what
@@ -54,16 +47,6 @@ struct Publisher {
     private(set) var changes = 0
     /// Summaries put in line.
     private(set) var summaries = 0
-    /// The datasets whose legend was published (or found retained as it is) since the last
-    /// (re)connection or reload; `nil` from a (re)connection until the convergence has read
-    /// the retained legends (see ``holdLegends()``): none goes out meanwhile.
-    private var legends: Set<String>? {
-        didSet { legendDataset = nil }
-    }
-    /// A dataset in `legends`, the one the last change asked about: most changes are of the
-    /// dataset the one before was of, and are told it needs no legend by comparing their
-    /// address's bytes in place, without a string made of its dataset or a hash of it.
-    private var legendDataset: String?
     /// What waits, one line per connection of the client.
     private var lines: [PendingOutput]
     /// Everything ever put in line or sent at once.
@@ -95,7 +78,7 @@ struct Publisher {
 
     /// The retained topics cleared lately (an empty retained payload), oldest first, at most
     /// ``clearsLimit``: a bridge that lost some while its link was down gets them again
-    /// (see `LivePipeline+Handover.swift`).
+    /// (see ``PartitionStage``).
     private(set) var clears: [String] = []
     static let clearsLimit = 100_000
 
@@ -158,18 +141,6 @@ struct Publisher {
         for var line in old {
             while let (key, entry) = line.take() { lines[connection(for: key)].append(key, entry) }
         }
-    }
-
-    /// Why ``drain()`` stopped.
-    enum Drained: Equatable {
-        /// Nothing waits.
-        case empty
-        /// The window is full: an acknowledgement makes room.
-        case windowFull
-        /// Not connected: what waits leaves after the next connection.
-        case disconnected
-        /// The QoS 0 batch bound: call again.
-        case more
     }
 
     /// Derived changes and other publications waiting for the window.
@@ -315,32 +286,6 @@ struct Publisher {
         }
         handedOver += 1
     }
-
-    /// Whether `dataset`'s legend still needs publishing; marks it published. Never while
-    /// the legends are held.
-    mutating func needsLegend(_ dataset: String) -> Bool {
-        guard legends != nil else { return false }
-        let inserted = legends!.insert(dataset).inserted
-        legendDataset = dataset
-        return inserted
-    }
-
-    /// ``needsLegend(_:)`` of a change's dataset: the dataset it returns when its legend
-    /// still needs publishing, else `nil`.
-    mutating func needsLegend(of address: LocationAddress) -> String? {
-        if let legendDataset, address.has(.dataset, legendDataset) { return nil }
-        let dataset = address.dataset
-        return needsLegend(dataset) ? dataset : nil
-    }
-
-    /// Every legend is to be published again (once compared with the retained ones, or after
-    /// a reload).
-    mutating func forgetLegends() { legends = [] }
-
-    /// No legend goes out until ``forgetLegends()``: after a (re)connection, until the
-    /// convergence has read what the broker retains, so that a legend is published only
-    /// when it differs.
-    mutating func holdLegends() { legends = nil }
 
     /// Drops everything that waits (a replica that stops publishing: the one that takes
     /// over converges from its own state); returns how many.

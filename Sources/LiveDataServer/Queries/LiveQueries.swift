@@ -5,7 +5,7 @@ import Mosquitto
 
 /// What the HTTP routes and the floor view may ask of the daemon: its readiness, read-only
 /// queries over the state, the floor view's event stream, and the one command they give
-/// (hiding or showing a layer). Each query runs on the pipeline (``LivePipeline/read(_:)``)
+/// (hiding or showing a layer). Each query runs on the pipeline (``read(_:_:)``)
 /// and sees one moment of the state; the routes hold this, never the pipeline or its store.
 public struct LiveQueries: Sendable {
     /// A layer the rules and styles name, and whether it is hidden.
@@ -37,40 +37,38 @@ public struct LiveQueries: Sendable {
 
     // MARK: - The state
 
-    public func records(id: String) async -> [LocationRecord] { await pipeline.read { $0.records(id: id) } }
-    public func record(_ address: LocationAddress) async -> LocationRecord? { await pipeline.read { $0.record(address) } }
-    public func floor(_ key: Place) async -> [LocationRecord] { await pipeline.read { $0.floor(key) } }
-    public func legend(dataset: String?) async -> Legend { await pipeline.read { $0.legend(dataset: dataset) } }
-    public var layers: [Layer] { get async { await pipeline.read { $0.layers } } }
-    public var summaries: [SummaryTracker.Summary] { get async { await pipeline.read { $0.summaries } } }
-    public var geometryFloors: [Place] { get async { await pipeline.read { $0.geometryFloors } } }
-    public func geometryJSON(_ key: Place) async -> String { await pipeline.read { $0.geometryJSON(key) } }
+    public func records(id: String) async -> [LocationRecord] { await Self.read(pipeline) { $0.records(id: id) } }
+    public func record(_ address: LocationAddress) async -> LocationRecord? { await Self.read(pipeline) { $0.record(address) } }
+    public func floor(_ key: Place) async -> [LocationRecord] { await Self.read(pipeline) { $0.floor(key) } }
+    public func legend(dataset: String?) async -> Legend { await Self.read(pipeline) { $0.legend(dataset: dataset) } }
+    public var layers: [Layer] { get async { await Self.read(pipeline) { $0.layers } } }
+    public var summaries: [SummaryTracker.Summary] { get async { await Self.read(pipeline) { $0.summaries } } }
+    public var geometryFloors: [Place] { get async { await Self.read(pipeline) { $0.geometryFloors } } }
+    public func geometryJSON(_ key: Place) async -> String { await Self.read(pipeline) { $0.geometryJSON(key) } }
 
     // MARK: - The floor view's events
 
     public var events: EventHub { pipeline.events }
 
-    /// Opens a viewer's event stream (see ``LivePipeline/openEvents(_:lastEventID:)``).
+    /// Opens a viewer's event stream (see ``openEvents(_:_:lastEventID:)``).
     public func openEvents(_ scope: PlaceScope, lastEventID: String?) async -> EventHub.Subscription {
-        await pipeline.openEvents(scope, lastEventID: lastEventID)
+        await Self.openEvents(pipeline, scope, lastEventID: lastEventID)
+    }
+
+    /// Runs a query on the pipeline, over a read-only view of the state (``StateView``).
+    static func read<T: Sendable>(_ pipeline: isolated LivePipeline, _ query: @Sendable (StateView) -> T) -> T {
+        query(StateView(store: pipeline.processing.core.store, config: pipeline.config))
+    }
+
+    /// Opens a floor-view viewer's event stream: resumed after `lastEventID` when the hub
+    /// still has what followed it, else starting with a snapshot of the scope (on the
+    /// pipeline, so that no change falls between the snapshot and the stream).
+    static func openEvents(_ pipeline: isolated LivePipeline, _ scope: PlaceScope, lastEventID: String?) -> EventHub.Subscription {
+        pipeline.events.subscribe(scope, lastEventID: lastEventID) { read(pipeline) { $0.snapshotJSON(scope) } }
     }
 
     // MARK: - The one command
 
     /// Hides or shows a layer; returns how many locations changed.
     public func setLayer(_ layer: String, hidden: Bool) async -> Int { await pipeline.setLayer(layer, hidden: hidden) }
-}
-
-extension LivePipeline {
-    /// Runs a query on the pipeline, over a read-only view of the state (``StateView``).
-    func read<T: Sendable>(_ query: @Sendable (StateView) -> T) -> T {
-        query(StateView(store: core.store, config: config))
-    }
-
-    /// Opens a floor-view viewer's event stream: resumed after `lastEventID` when the hub
-    /// still has what followed it, else starting with a snapshot of the scope (on the
-    /// pipeline, so that no change falls between the snapshot and the stream).
-    public func openEvents(_ scope: PlaceScope, lastEventID: String?) -> EventHub.Subscription {
-        events.subscribe(scope, lastEventID: lastEventID) { read { $0.snapshotJSON(scope) } }
-    }
 }

@@ -411,4 +411,57 @@ public final class LiveCore {
     public func takeDirty() -> [LocationRow] { store.takeDirty() }
 
     public func discardDirty() { store.discardDirty() }
+
+    // MARK: - What the daemon's stages ask of the state
+
+    /// Locations held.
+    public var locationCount: Int { store.count }
+
+    /// The datasets of the locations held.
+    public var datasets: Set<String> { store.datasets }
+
+    /// Whether a location is held at `address`.
+    public func holds(_ address: LocationAddress) -> Bool { store[address] != nil }
+
+    /// The record of every location held (a peer's copy of the state).
+    public var records: [LocationRecord] { store.records }
+
+    /// Every floor and building summary.
+    public var summaries: [SummaryTracker.Summary] { store.summaries.all() }
+
+    /// The locations counted in a place's summary (0 when it has none).
+    public func summaryLocations(_ place: Place) -> Int { store.summaries.summary(place)?.locations ?? 0 }
+
+    /// The store's counts.
+    public var storeCounters: LiveStore.Counters { store.counters }
+
+    /// The fingerprint of the rules the styles are derived with.
+    public var rulesFingerprint: String { store.ruleEngine.fingerprint }
+
+    /// See ``LiveStore/republication(at:now:)``.
+    public func republication(at address: LocationAddress, now: LiveTimestamp) -> DerivedChange? {
+        store.republication(at: address, now: now)
+    }
+
+    /// See ``LiveStore/takeStaleStyleAddresses()``.
+    public func takeStaleStyleAddresses() -> [LocationAddress] { store.takeStaleStyleAddresses() }
+
+    /// The locations changed since the last call, and the rows vacated, for a snapshot
+    /// (see ``LiveStore/takeChangedLocations()``).
+    public func takeSnapshotChanges() -> (changed: LiveStore.ChangedLocations, vacated: [Int64]) {
+        (store.takeChangedLocations(), store.takeVacated())
+    }
+
+    /// Forgets what changed since the last snapshot (nothing is written).
+    public func discardSnapshotChanges() {
+        store.discardDirty()
+        _ = store.takeVacated()
+    }
+
+    /// Gives back what a snapshot could not write: `changed[range]` and, when given, the
+    /// vacated rows, to be taken again by the next one.
+    public func returnSnapshotChanges(_ changed: LiveStore.ChangedLocations, in range: Range<Int>, vacated: [Int64]?) {
+        store.markDirty(changed, in: range)
+        if let vacated { store.returnVacated(vacated) }
+    }
 }

@@ -17,16 +17,26 @@ final class ClientCore: Sendable {
     /// calls at the registration and at the acknowledgement of every publication (about a
     /// twelfth of the output's network thread at a million locations); a reference copies
     /// as a retain, and a publication nobody waits for holds none.
+    /// The caller of ``MQTTClient/publish(_:payload:qos:retain:connection:)`` waiting for its
+    /// publication: resumed once, by the acknowledgement, the failure, or the caller's
+    /// cancellation, whichever comes first.
     final class PublishAwaiter: Sendable {
         private let continuation: Waiter
+        private let resumed = Atomic<Bool>(false)
 
         init(_ continuation: Waiter) {
             self.continuation = continuation
         }
 
-        func resume() { continuation.resume() }
+        func resume() {
+            guard !resumed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+            continuation.resume()
+        }
 
-        func resume(throwing error: any Error) { continuation.resume(throwing: error) }
+        func resume(throwing error: any Error) {
+            guard !resumed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+            continuation.resume(throwing: error)
+        }
     }
 
     /// A publication handed to libmosquitto and not yet acknowledged. Plain values and one
@@ -420,9 +430,8 @@ final class ClientCore: Sendable {
     /// when it is done.
     /// - Throws: ``MQTTError/disconnected`` without a waiter while not connected.
     func publish(
-        _ topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool, waiter: Waiter?, origin: MonotonicInstant? = nil
+        _ topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool, waiter awaiter: PublishAwaiter?, origin: MonotonicInstant? = nil
     ) throws(MQTTError) {
-        let awaiter = waiter.map(PublishAwaiter.init)
         // `withUnsafeBytes` rethrows untyped errors: the typed one is carried out.
         let result = payload.withUnsafeBytes { bytes in
             Result { () throws(MQTTError) in

@@ -241,8 +241,17 @@ public final class MQTTClient: Sendable {
     public func publish(
         _ topic: String, payload: [UInt8], qos: MQTTQoS = .atMostOnce, retain: Bool = false, connection: Int = 0
     ) async throws {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            try? cores[connection].publish(topic, payload: payload, qos: qos, retain: retain, waiter: continuation)
+        // A cancelled caller stops waiting; the publication itself goes on (it is handed over).
+        let awaiter = Mutex<ClientCore.PublishAwaiter?>(nil)
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let waiter = ClientCore.PublishAwaiter(continuation)
+                awaiter.withLock { $0 = waiter }
+                if Task.isCancelled { waiter.resume(throwing: CancellationError()) }
+                try? cores[connection].publish(topic, payload: payload, qos: qos, retain: retain, waiter: waiter)
+            }
+        } onCancel: {
+            awaiter.withLock { $0 }?.resume(throwing: CancellationError())
         }
     }
 

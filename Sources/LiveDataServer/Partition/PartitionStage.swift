@@ -1,0 +1,133 @@
+import Foundation
+import LiveState
+import LiveTopics
+import Logging
+
+/// The partition stage, which exists only with a partition: the hand-over of locations that
+/// move between partitions' buildings, and the watched bridge to a central broker.
+///
+/// A location that moves from one partition's building into another's: the daemon that
+/// takes it announces the arrival, non-retained, at `{prefix}/arrival/{dataset}/{id}`, and
+/// the daemon that held it clears its old style and lets it go (it stays in that daemon's
+/// state, placed where it went, and no longer counts in its summaries). Every partitioned
+/// daemon subscribes to the arrivals of its datasets, in its persistent session: one that
+/// is down learns of the move when it comes back. Announced: a location new to this daemon
+/// that has a value of a domain that moves locations (an asset, which may have been
+/// elsewhere; a room never moves), and one that moved here from outside the partition.
+final class PartitionStage {
+    /// The arrival payload: who took the location, and where it is now.
+    struct Arrival: Codable {
+        var partition: String
+        var instance: String
+        /// The location's address: `dataset/venue/building/floor/room/location`.
+        var location: String
+    }
+
+    let partition: Partition
+    /// `{prefix}/arrival/`.
+    let arrivalPrefix: String
+    /// `$SYS/broker/connection/{partition.bridge}/state`, when a bridge is watched.
+    let bridgeStateTopic: String?
+    private var bridgeUp: Bool?
+    /// Locations handed over to another partition's daemon.
+    private(set) var handOvers = 0
+    /// Times the watched bridge came back and the recent clears went out again.
+    private(set) var bridgeRecoveries = 0
+    private let instance: String
+    private let core: LiveCore
+    private let output: OutputStage
+    private let logger: Logger
+
+    init(
+        partition: Partition, prefix: String, bridge: String?, instance: String, core: LiveCore,
+        output: OutputStage, logger: Logger
+    ) {
+        self.partition = partition
+        arrivalPrefix = "\(prefix)/arrival/"
+        bridgeStateTopic = bridge.map { "$SYS/broker/connection/\($0)/state" }
+        self.instance = instance
+        self.core = core
+        self.output = output
+        self.logger = logger
+    }
+
+    /// `{prefix}/arrival/{dataset}/+` for each dataset of the partition.
+    var arrivalFilters: [String] { partition.datasets.sorted().map { "\(arrivalPrefix)\($0)/+" } }
+
+    /// What the owner does with a change, as far as the partition decides.
+    enum Routing {
+        /// Another partition's: only its old topic was this one's, cleared here.
+        case handedOver
+        /// This partition's; `announce` when it arrives from elsewhere.
+        case owned(announce: Bool)
+    }
+
+    func route(_ change: DerivedChange) -> Routing {
+        guard partition.owns(change.address) else {
+            if let old = change.movedFrom, partition.owns(old) { output.clearHandedOver(old) }
+            return .handedOver
+        }
+        let fromElsewhere: Bool
+        if let old = change.movedFrom {
+            fromElsewhere = !partition.owns(old)
+        } else {
+            fromElsewhere = change.isFirst && change.hasValue(ofDomain: output.ruleSet.moves)
+        }
+        return .owned(announce: fromElsewhere)
+    }
+
+    /// Announces that this daemon took a location.
+    func announceArrival(_ change: DerivedChange) {
+        let arrival = Arrival(partition: partition.name, instance: instance, location: change.address.path)
+        guard let payload = try? JSONEncoder().encode(arrival) else { return }
+        output.send(
+            Publication(topic: "\(arrivalPrefix)\(change.address.dataset)/\(change.address.location)", payload: Array(payload), retain: false))
+    }
+
+    /// Another partition's daemon took a location: when this daemon holds it in its own
+    /// partition, it is handed over.
+    /// - Returns: the change to route (the location placed where it went).
+    func arrival(_ payload: UnsafeRawBufferPointer) -> DerivedChange? {
+        guard let arrival = try? JSONDecoder().decode(Arrival.self, from: Data(payload)),
+            arrival.partition != partition.name, (try? LiveTopic(parsing: arrival.location + "/arrival")) != nil,
+            let address = LocationAddress(path: arrival.location), !partition.owns(address),
+            let change = core.handOver(dataset: address.dataset, id: address.location, to: address, now: .now, from: { self.partition.owns($0) }),
+            let from = change.movedFrom
+        else { return nil }
+        logger.info(
+            "a location moved to another partition's building: handed over to \(arrival.instance)",
+            metadata: ["location.from": "\(from)", "location.to": "\(address)"])
+        handOvers += 1
+        return change
+    }
+
+    /// The watched bridge's state (`1` up, `0` down). A bridge that was down may have lost
+    /// the clears made meanwhile (mosquitto drops what finds its queue full, and a
+    /// reconnection sends only what the broker still retains): when it is back, the recent
+    /// clears that are still right go out again (`publishing`: this daemon publishes now).
+    func bridgeState(_ payload: UnsafeRawBufferPointer, publishing: Bool) {
+        let up = payload.count == 1 && payload[0] == UInt8(ascii: "1")
+        defer { bridgeUp = up }
+        guard up, bridgeUp == false, !output.clears.isEmpty, publishing else { return }
+        bridgeRecoveries += 1
+        // What is retained at the edge the bridge sends by itself on reconnecting: only the
+        // clears still right (nothing there now) go out again.
+        let topics = output.topics
+        var count = 0
+        for topic in Set(output.clears) {
+            if let address = topics.address(ofStyleTopic: topic) {
+                guard !core.holds(address) else { continue }
+            } else if let place = topics.place(ofSummaryTopic: topic) {
+                guard core.summaryLocations(place) == 0 else { continue }
+            } else {
+                continue
+            }
+            output.send(Publication(topic: topic, payload: [], retain: true))
+            count += 1
+        }
+        logger.notice(
+            "the bridge to the central broker is back: \(count) recent clears published again (a bridge may lose them while down)",
+            metadata: ["mqtt.topic": "\(bridgeStateTopic ?? "")"])
+        output.drain()
+    }
+}
