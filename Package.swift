@@ -1,9 +1,9 @@
 // swift-tools-version: 6.1
 import PackageDescription
 
-// Module graph (see DESIGN.md): the pure logic (LiveTopics → DisplayRules → LiveState)
-// imports no I/O; persistence (SQLite) and the MQTT client (libmosquitto) are modules of
-// their own; the daemon (LiveDataServer) and the executable wire them together.
+// Module graph (docs/architecture.md, "Modules"): the pure logic (LiveTopics → DisplayRules →
+// LiveState) imports no I/O; persistence (SQLite) and the MQTT client (libmosquitto) are
+// modules of their own; the daemon (LiveDataServer) and the executable wire them together.
 let package = Package(
     name: "livedata",
     platforms: [.macOS(.v15)],

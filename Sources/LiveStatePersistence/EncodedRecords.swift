@@ -5,9 +5,8 @@ import LiveTopics
 /// Records in the state file's form (``RecordCodec``), one after the other in one buffer,
 /// with their rows: what a snapshot hands the writer. Encoded on the pipeline's thread from
 /// the locations in place (``init(_:in:of:)``), so that no record is built, copied across
-/// threads and destroyed on the writer's: at a million new locations, building the
-/// records, copying them into the writer's array and releasing them there cost about as
-/// much as encoding them.
+/// threads and destroyed on the writer's: building the records, copying them into the
+/// writer's array and releasing them there would cost about as much as encoding them.
 public struct EncodedRecords: Sendable {
     /// The rows, in the order the records are in.
     public private(set) var rows: [Int64] = []

@@ -186,8 +186,7 @@ public enum RecordCodec {
     ///
     /// Most records of a venue share their published style's bytes with many others (the
     /// same rules and label: an occupied room showing 3), and reading a style into its key
-    /// was a fifth of the reading thread's time at a million locations, the thread that
-    /// sets a restore's pace. A style whose bytes are those of a kept one has its key,
+    /// is a large part of the reading thread's work, the thread that sets a restore's pace. A style whose bytes are those of a kept one has its key,
     /// found by a hash of the bytes and one comparison. Only inline keys are kept
     /// (``StyleKey/isInline``): the copies handed out share no storage, so the thread that
     /// fills the store never changes a count of references this thread changes too.

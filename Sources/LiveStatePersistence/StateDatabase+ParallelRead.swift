@@ -13,8 +13,7 @@ extension StateDatabase {
     /// What is prepared is moved, never copied: into the batch on the reading thread, out of
     /// it by `body` (``MovingBatch/moveAll(_:)``). A copy retains every reference it
     /// holds and its end releases them, and the references are to memory the other thread
-    /// just wrote: at a million locations, a fifth of the time of the thread that fills the
-    /// store went to that.
+    /// just wrote: costly on the thread that fills the store, once for every location.
     /// - Returns: how many records could not be decoded (and were skipped).
     /// - Throws: ``Failure`` when the file cannot be opened or read.
     @discardableResult

@@ -261,8 +261,7 @@ public final class StateDatabase {
     /// The highest row number the file holds (0 when it holds none): at least how many
     /// locations it holds, and that many unless rows were deleted (the second of two stored
     /// placements of one location, see `LiveStore.restore`). Read from the end of the
-    /// table's tree: a count reads every page of it, 60 ms at a million locations before a
-    /// restore could start.
+    /// table's tree: a count would read every page of it before a restore could start.
     public func highestRow() throws(Failure) -> Int {
         let statement = try prepare("SELECT max(row) FROM location_rows")
         defer { sqlite3_finalize(statement) }

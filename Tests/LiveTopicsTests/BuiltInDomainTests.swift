@@ -3,7 +3,7 @@ import Testing
 
 @Suite("Built-in domains")
 struct BuiltInDomainTests {
-    @Test("the registry lists DESIGN.md's domains and properties", arguments: [
+    @Test("the registry lists the domains and properties of docs/protocol.md, \"The payload\"", arguments: [
         (BuiltInDomain.occupancy, ["nrOfPeople", "capacity"]), (.availability, ["available"]),
         (.position, ["latitude", "longitude", "floorIndex"]), (.temperature, ["temperature"]), (.co2, ["co2Level"]),
         (.humidity, ["relativeHumidity"]), (.count, ["count"]),

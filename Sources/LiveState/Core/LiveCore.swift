@@ -1,7 +1,7 @@
 import DisplayRules
 import LiveTopics
 
-/// The bounds on what the core takes in (DESIGN.md, "Limits and refusal reasons"); each
+/// The bounds on what the core takes in (docs/protocol.md, "Limits and refusal reasons"); each
 /// refusal is counted by its reason.
 public struct LiveLimits: Sendable, Equatable {
     public var payload = PayloadLimits.standard

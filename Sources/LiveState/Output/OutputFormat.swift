@@ -9,7 +9,7 @@ public struct OutputFormat: Sendable {
     public let retain: Bool
     /// The daemon's own name in its status topic, when several share the prefix.
     public let instance: String?
-    /// The failover epoch under which this replica publishes (see DESIGN.md, "Failover"):
+    /// The failover epoch under which this replica publishes (see docs/protocol.md, "Ordering"):
     /// styles and summaries carry it as `"epoch"`; nil without failover (and none is written).
     public var epoch: UInt64?
 

@@ -173,9 +173,8 @@ public struct SummaryTracker {
     /// The floor aggregate of a location (and its building's), created on first use.
     mutating func floorAggregate(for address: LocationAddress) -> Aggregate {
         // Found by the address's bytes up to its floor: a comparison with the last floor's,
-        // else a lookup by their hash, and no key to build (four texts) and hash, which at a
-        // million new locations in arrival order was a fifth of a restore's time on the
-        // thread that fills the store. Locations that arrive from many floors in turn (a
+        // else a lookup by their hash, and no key to build (four texts) and hash for every new
+        // location, on the thread that fills the store in a restore. Locations that arrive from many floors in turn (a
         // venue's feed, and a restore, which reads them in the order they first came) miss
         // the last floor: a list of the last few floors missed as well, every one of them
         // compared, when the turn was longer than the list.

@@ -1,9 +1,10 @@
 /// Writes JSON as UTF-8 bytes into one growing buffer, members in the order they are
 /// written: what is published on every change is built here without a `String` on the way.
 ///
-/// Output formats (DESIGN.md) fix the key order, which a dictionary-based encoder would not
-/// keep. Nesting needs no stack: after an object or array closes, the container around it
-/// has at least that member, so the next one takes a separator.
+/// The published payloads (docs/protocol.md, "Derived changes") fix the key order, which a
+/// dictionary-based encoder would not keep. Nesting needs no stack: after an object or array
+/// closes, the container around it has at least that member, so the next one takes a
+/// separator.
 ///
 /// Every published change is a few dozen keys and values written here, so each write is
 /// one capacity check and stores through a pointer (a ``ByteWriter``), no temporary

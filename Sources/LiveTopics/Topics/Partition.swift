@@ -1,7 +1,7 @@
-/// The venues or buildings one daemon owns, when several share a broker (DESIGN.md, "More
-/// than one daemon"): it takes only their updates, and publishes and converges only their
-/// styles and summaries. A building is never split: its floors' and its own summaries are
-/// kept by one daemon.
+/// The venues or buildings one daemon owns, when several share a broker (README.md, "More
+/// than one daemon"; docs/protocol.md, "Arrivals"): it takes only their updates, and
+/// publishes and converges only their styles and summaries. A building is never split: its
+/// floors' and its own summaries are kept by one daemon.
 public struct Partition: Sendable, Equatable {
     /// A dataset, one of its venues, or one building of a venue.
     public struct Share: Sendable, Hashable, CustomStringConvertible {

@@ -239,7 +239,7 @@ public struct LivePayload: Hashable, Sendable {
     }
 }
 
-/// The bounds a payload is decoded within (DESIGN.md, "Limits and refusal reasons").
+/// The bounds a payload is decoded within (docs/protocol.md, "Limits and refusal reasons").
 public struct PayloadLimits: Sendable, Equatable {
     /// Bytes in the payload (`limits.payloadSize`).
     public var size = 65_536
