@@ -547,15 +547,27 @@ struct FailoverTests {
 
 /// A network namespace joined to this one by a veth pair: a replica inside reaches the
 /// broker at ``hostAddress``, and ``cut()`` takes the link down as a failed switch port would.
-/// Needs root and iproute2; a test that uses it fails (never skips) without them.
+/// Needs root and iproute2; a test that uses it fails (never skips) without them, saying so.
 struct NetworkNamespace {
-    static let ip = "/usr/sbin/ip"
+    /// iproute2's `ip`, wherever the distribution puts it.
+    static let ip = ["/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"].first { FileManager.default.isExecutableFile(atPath: $0) } ?? "/usr/sbin/ip"
+
+    /// What the namespace needs and this machine lacks, with how to get it; nil when nothing.
+    static var missingRequirements: String? {
+        var missing: [String] = []
+        if geteuid() != 0 { missing.append("root (network namespaces and veth pairs need CAP_NET_ADMIN: run the tests as root)") }
+        if !FileManager.default.isExecutableFile(atPath: ip) {
+            missing.append("iproute2's ip (scripts/install-dependencies installs it, or: apt-get install iproute2)")
+        }
+        return missing.isEmpty ? nil : "this test cuts a replica's link in a network namespace and needs " + missing.joined(separator: " and ")
+    }
     let name: String
     let hostInterface: String
     let hostAddress: String
     let innerAddress: String
 
     static func create() throws -> NetworkNamespace {
+        if let missingRequirements { throw Failure(description: missingRequirements) }
         let id = Int(getpid()) % 10_000
         let subnet = id % 250 + 1
         let namespace = NetworkNamespace(
@@ -600,13 +612,13 @@ struct NetworkNamespace {
         do {
             try process.run()
         } catch {
-            throw Failure(description: "cannot run \(ip) (install iproute2): \(error)")
+            throw Failure(description: "cannot run \(ip) (scripts/install-dependencies installs iproute2): \(error)")
         }
         process.waitUntilExit()
         guard process.terminationStatus == 0 else {
             let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             throw Failure(
-                description: "ip \(arguments.joined(separator: " ")) failed: \(message) (the failover link test needs root for network namespaces)")
+                description: "ip \(arguments.joined(separator: " ")) failed: \(message) (the failover link test needs root and iproute2 for network namespaces)")
         }
     }
 }
