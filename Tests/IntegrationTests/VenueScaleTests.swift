@@ -38,10 +38,7 @@ struct VenueScaleTests {
     /// Waits until every publication the daemon put in line has been acknowledged.
     /// (A broker at mosquitto's default window takes about 10,000 a second.)
     func waitForOutput(_ daemon: DaemonTests.Daemon, timeout: Duration = .seconds(max(60, locations / 4000))) async throws {
-        try await eventually("the daemon's output to drain", timeout: timeout, every: .milliseconds(100)) {
-            let text = try await metrics(daemon)
-            return CrashRecoveryTests.metric(text, "livedata_output_waiting") == 0 && CrashRecoveryTests.metric(text, "livedata_output_in_flight") == 0
-        }
+        try await crash.waitForOutput(port: daemon.httpPort, timeout: timeout)
     }
 
     /// Watches the daemon's `/readyz` until READY=1: records whether it ever answered 200
