@@ -211,6 +211,7 @@ struct FailoverTests {
                     "ds1/hq/A/F1/R\(location)/desk-\(location)/occupancy",
                     text: #"{"properties": {"nrOfPeople": "\#(people)", "capacity": "8"}}"#, qos: .atLeastOnce)
                 expected.withLock { $0["desk-\(location)"] = people }
+                // Paced as sensors send, not a wait for anything.
                 if index % 50 == 49 { try await Task.sleep(for: pause * 50) }
             }
         }
@@ -433,8 +434,13 @@ struct FailoverTests {
         let second = try await start("east-2", broker: broker)
         let feed = try await Feed(port: broker.port, logger: logger)
         try await feed.send(400)
-        let (_, epoch) = try await active(among: [first, second])
-        try await Task.sleep(for: .seconds(2))
+        let (holder, epoch) = try await active(among: [first, second])
+        // The broker comes back with what it saved last: a save made after the active's
+        // publications were acknowledged holds the lease and the styles.
+        try await CrashRecoveryTests().waitForOutput(port: holder.httpPort)
+        func saves() -> Int { broker.log.components(separatedBy: "Saving in-memory database").count - 1 }
+        let savedBefore = saves()
+        try await eventually("the broker to save its state") { saves() > savedBefore }
         let restartedAt = ContinuousClock.now
         try await broker.restart(after: .seconds(1))
         try await eventually("a replica active under a higher epoch", timeout: .seconds(30), every: .milliseconds(200)) {

@@ -179,8 +179,7 @@ struct IntakeJournalTests {
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let journal = try IntakeJournal(directory: folder, syncInterval: .milliseconds(20))
         try append(journal, "ds/v/b/f/r/l/occupancy", "{}")
-        try await Task.sleep(for: .milliseconds(200))
-        #expect(journal.syncCount >= 2)
+        try await eventually("two syncs on the 20 ms interval") { journal.syncCount >= 2 }
         journal.close()
     }
 }
