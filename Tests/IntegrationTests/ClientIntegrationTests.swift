@@ -224,10 +224,16 @@ struct ClientIntegrationTests {
         // broker answers in order), and reported after it: once its refusal is in, a retried
         // ds2/# would be too.
         await #expect(throws: MQTTError.self) { try await client.subscribe("marker") }
-        #expect(await events.wait { $0.contains { if case .subscriptionFailed(filter: "marker", _) = $0 { true } else { false } } })
+        #expect(
+            await events.wait { events in
+                events.contains { event in
+                    guard case .subscriptionFailed(let filter, _) = event else { return false }
+                    return filter == "marker"
+                }
+            })
         let failures = await events.items.filter {
-            if case .subscriptionFailed(filter: "ds2/#", _) = $0 { return true }
-            return false
+            guard case .subscriptionFailed(let filter, _) = $0 else { return false }
+            return filter == "ds2/#"
         }
         #expect(failures.count == 1)
         // The broker logged the one refused SUBSCRIBE and the two for ds1/#, and nothing more.

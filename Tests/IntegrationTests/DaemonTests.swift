@@ -155,7 +155,9 @@ struct DaemonTests {
         #expect(await daemon.notify.wait(for: "WATCHDOG=1", timeout: .seconds(3)), "pings at half of WATCHDOG_USEC")
         // The executable links mimalloc, whose malloc then serves the whole process.
         #expect(daemon.running.standardError.contains("heap=mimalloc "), "stderr: \(daemon.running.standardError)")
-        let maps = (try? String(contentsOfFile: "/proc/\(daemon.running.processIdentifier)/maps", encoding: .utf8)) ?? ""
+        // Read to the end: /proc reports no size, and the file is longer than a first read.
+        let maps = String(
+            decoding: (try? FileHandle(forReadingAtPath: "/proc/\(daemon.running.processIdentifier)/maps")?.readToEnd()) ?? Data(), as: UTF8.self)
         #expect(maps.contains("/libmimalloc.so"), "the daemon has no libmimalloc mapped")
         let sensor = try await client(broker)
         let (watcher, inbox) = try await self.watcher(broker, filter: "livedata/#")

@@ -19,7 +19,10 @@ struct HeapAllocatorTests {
     /// The file the dynamic linker bound `symbol` to in this process, from /proc/self/maps.
     static func library(serving symbol: String) throws -> String {
         let address = UInt(bitPattern: try #require(dlsym(nil, symbol), "\(symbol) is not bound"))
-        let maps = try String(contentsOfFile: "/proc/self/maps", encoding: .utf8)
+        // Read to the end: /proc reports no size, and the file is longer than a first read.
+        let handle = try #require(FileHandle(forReadingAtPath: "/proc/self/maps"))
+        defer { try? handle.close() }
+        let maps = String(decoding: try handle.readToEnd() ?? Data(), as: UTF8.self)
         for line in maps.split(separator: "\n") {
             // start-end perms offset device inode path
             let fields = line.split(separator: " ", omittingEmptySubsequences: true)
