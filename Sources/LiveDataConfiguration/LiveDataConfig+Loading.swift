@@ -105,7 +105,7 @@ extension LiveDataConfig {
             case "http": config.http = readHTTP(value, reader)
             case "log": config.log = readLog(value, reader)
             case "limits": config.limits = readLimits(value, reader)
-            default: break
+            default: unhandledKey(key, in: "", value, reader)
             }
         }
         if let partition = config.partition, config.partitionSubscriptions.isEmpty {
@@ -246,14 +246,15 @@ extension LiveDataConfig {
                     switch tlsKey {
                     case "caFile": tls.caFile = path
                     case "certFile": tls.certFile = path
-                    default: tls.keyFile = path
+                    case "keyFile": tls.keyFile = path
+                    default: unhandledKey(tlsKey, in: "broker.tls", tlsValue, reader)
                     }
                 }
                 if (tls.certFile == nil) != (tls.keyFile == nil) {
                     reader.error(value, "broker.tls needs both certFile and keyFile for a client certificate")
                 }
                 broker.tls = tls
-            default: break
+            default: unhandledKey(key, in: "broker", value, reader)
             }
         }
         return broker
@@ -286,7 +287,10 @@ extension LiveDataConfig {
                 for item in reader.sequence(value, "partition.owns") {
                     var levels: [String: String] = [:]
                     for (level, _, text) in reader.mapping(item, "partition.owns", allowed: ConfigKeys.keys(of: "partition.owns[]")) {
-                        levels[level] = reader.nonEmptyString(text, "partition.owns: \(level)")
+                        switch level {
+                        case "dataset", "venue", "building": levels[level] = reader.nonEmptyString(text, "partition.owns: \(level)")
+                        default: unhandledKey(level, in: "partition.owns[]", text, reader)
+                        }
                     }
                     guard let dataset = levels["dataset"] else {
                         reader.error(item, "partition.owns: each share names its dataset (and a venue, and a building of it, to narrow it)")
@@ -302,7 +306,7 @@ extension LiveDataConfig {
                         reader.error(item, "partition.owns: \(error)")
                     }
                 }
-            default: break
+            default: unhandledKey(key, in: "partition", value, reader)
             }
         }
         guard let name else {
@@ -346,7 +350,12 @@ extension LiveDataConfig {
         }
         var values: [LiveTopic.Component: String] = [:]
         for (key, _, value) in members {
-            guard let component = LiveTopic.Component(rawValue: key), let text = reader.string(value, key) else { continue }
+            // A filter is alone (returned above): every other key names a topic level.
+            guard let component = LiveTopic.Component(rawValue: key) else {
+                unhandledKey(key, in: "subscriptions[]", value, reader)
+                continue
+            }
+            guard let text = reader.string(value, key) else { continue }
             do {
                 try LiveTopic.validateComponent(text, as: component)
                 values[component] = text
@@ -366,7 +375,8 @@ extension LiveDataConfig {
             for (key, _, setting) in reader.mapping(value, "domains.\(domain)", allowed: ConfigKeys.keys(of: "domains.*")) {
                 switch key {
                 case "staleAfter": settings.staleAfter = reader.duration(setting, "domains.\(domain).staleAfter")
-                default: settings.moves = reader.bool(setting, "domains.\(domain).moves")
+                case "moves": settings.moves = reader.bool(setting, "domains.\(domain).moves")
+                default: unhandledKey(key, in: "domains.*", setting, reader)
                 }
             }
             domains[domain] = settings
@@ -387,10 +397,11 @@ extension LiveDataConfig {
                 for (type, _, style) in reader.mapping(value, "styles.types", allowed: nil) {
                     types[type] = readStyleTemplate(style, reader, "styles.types.\(type)", domain: nil)
                 }
-            default:
+            case "locations":
                 for (id, _, style) in reader.mapping(value, "styles.locations", allowed: nil) {
                     locations[id] = readStyleTemplate(style, reader, "styles.locations.\(id)", domain: nil)
                 }
+            default: unhandledKey(key, in: "styles", value, reader)
             }
         }
         return (main, types, locations)
@@ -421,7 +432,8 @@ extension LiveDataConfig {
                         badge.text = reader.string(badgeValue, "\(name).text")
                         badgeTextNode = badgeValue
                     case "textColor": badge.textColor = reader.color(badgeValue, "\(name).textColor")
-                    default: badge.backgroundColor = reader.color(badgeValue, "\(name).backgroundColor")
+                    case "backgroundColor": badge.backgroundColor = reader.color(badgeValue, "\(name).backgroundColor")
+                    default: unhandledKey(badgeKey, in: "style.badge", badgeValue, reader)
                     }
                 }
                 style[field] = .badge(badge)
@@ -485,7 +497,8 @@ extension LiveDataConfig {
                 case "legend": legend = reader.nonEmptyString(value, "\(what): legend")
                 case "layer": layer = reader.nonEmptyString(value, "\(what): layer")
                 case "priority": priority = reader.int(value, "\(what): priority") ?? 0
-                default: continue
+                case "name", "domain": continue  // read above: the others need them
+                default: unhandledKey(key, in: "rules[]", value, reader)
                 }
             }
             if valid {
@@ -512,7 +525,8 @@ extension LiveDataConfig {
             case "properties": limits.payload.properties = count(1...10_000) ?? limits.payload.properties
             case "nameLength": limits.payload.nameLength = count(1...65_536) ?? limits.payload.nameLength
             case "valueLength": limits.payload.valueLength = count(1...(1 << 20)) ?? limits.payload.valueLength
-            default: limits.futureSkew = reader.duration(value, "limits.futureSkew") ?? limits.futureSkew
+            case "futureSkew": limits.futureSkew = reader.duration(value, "limits.futureSkew") ?? limits.futureSkew
+            default: unhandledKey(key, in: "limits", value, reader)
             }
         }
         return limits
@@ -534,7 +548,8 @@ extension LiveDataConfig {
             case "qos": output.qos = reader.int(value, "output.qos", range: 0...2) ?? output.qos
             case "minInterval":
                 output.minInterval = reader.duration(value, "output.minInterval", range: .zero...(.seconds(3600))) ?? output.minInterval
-            default: output.summaryInterval = reader.duration(value, "output.summaryInterval") ?? output.summaryInterval
+            case "summaryInterval": output.summaryInterval = reader.duration(value, "output.summaryInterval") ?? output.summaryInterval
+            default: unhandledKey(key, in: "output", value, reader)
             }
         }
         return output
@@ -550,7 +565,8 @@ extension LiveDataConfig {
             case "journalSync":
                 store.journalSync = reader.duration(value, "store.journalSync", range: .milliseconds(10)...(.seconds(3600)))
                     ?? store.journalSync
-            default: store.path = reader.nonEmptyString(value, "store.path") ?? store.path
+            case "path": store.path = reader.nonEmptyString(value, "store.path") ?? store.path
+            default: unhandledKey(key, in: "store", value, reader)
             }
         }
         return store
@@ -559,7 +575,8 @@ extension LiveDataConfig {
     private static func readHTTP(_ node: Node, _ reader: ConfigReader) -> HTTPSettings {
         var http = HTTPSettings()
         for (key, _, value) in reader.mapping(node, "http", allowed: ConfigKeys.keys(of: "http")) {
-            if key == "listen" {
+            switch key {
+            case "listen":
                 if let listen = reader.nonEmptyString(value, "http.listen") {
                     if let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]),
                         (0...65_535).contains(port), colon != listen.startIndex
@@ -569,8 +586,8 @@ extension LiveDataConfig {
                         reader.error(value, "http.listen must be host:port, such as 127.0.0.1:8080, found \"\(listen)\"")
                     }
                 }
-            } else {
-                http.token = reader.nonEmptyString(value, "http.token")
+            case "token": http.token = reader.nonEmptyString(value, "http.token")
+            default: unhandledKey(key, in: "http", value, reader)
             }
         }
         return http
@@ -578,16 +595,27 @@ extension LiveDataConfig {
 
     private static func readLog(_ node: Node, _ reader: ConfigReader) -> LogSettings {
         var log = LogSettings()
-        for (_, _, value) in reader.mapping(node, "log", allowed: ConfigKeys.keys(of: "log")) {
-            if let level = reader.string(value, "log.level") {
-                if LogSettings.levels.contains(level) {
-                    log.level = level
-                } else {
-                    reader.error(value, "log.level must be one of \(LogSettings.levels.joined(separator: ", ")), found \"\(level)\"")
+        for (key, _, value) in reader.mapping(node, "log", allowed: ConfigKeys.keys(of: "log")) {
+            switch key {
+            case "level":
+                if let level = reader.string(value, "log.level") {
+                    if LogSettings.levels.contains(level) {
+                        log.level = level
+                    } else {
+                        reader.error(value, "log.level must be one of \(LogSettings.levels.joined(separator: ", ")), found \"\(level)\"")
+                    }
                 }
+            default: unhandledKey(key, in: "log", value, reader)
             }
         }
         return log
+    }
+
+    /// A key of `section` that ``ConfigKeys`` lists (so the reader let it through) but no case
+    /// of the section's switch reads: an error naming it, never read as another key or dropped.
+    private static func unhandledKey(_ key: String, in section: String, _ node: Node, _ reader: ConfigReader) {
+        let path = section.isEmpty ? key : "\(section).\(key)"
+        reader.error(node, "\(path) is a key the loader lists but does not read: this build cannot apply it")
     }
 }
 

@@ -27,6 +27,7 @@ struct ClientIntegrationTests {
                 return client
             } catch MQTTError.connectFailed(_, let cause) where attempt == 1 && !cause.contains("refused the connection") {
                 logger.warning("connecting again after: \(cause)")
+                // The retry's backoff, as the daemon's own would pause; it awaits nothing.
                 try await Task.sleep(for: .milliseconds(200))
             }
         }
@@ -87,10 +88,10 @@ struct ClientIntegrationTests {
         deadline.renew(until: .now + .milliseconds(200))
         deadline.renew(until: .now + .milliseconds(100))
         #expect(!deadline.hasPassed, "a renewal never brings the deadline nearer")
-        try await Task.sleep(for: .milliseconds(300))
-        #expect(deadline.hasPassed)
+        try await eventually("the write deadline to pass") { deadline.hasPassed }
         try? holder.send("deadline/after", payload: Array("late".utf8), qos: .atLeastOnce, retain: false)
         #expect(await seen.wait(timeout: .seconds(10)) { $0.contains { $0.topic == "deadline/will" } }, "the connection was cut: the will")
+        // Time for a late write or a reconnection to show: the pause proves neither comes.
         try await Task.sleep(for: .milliseconds(500))
         let topics = await seen.items.map(\.topic)
         #expect(topics.contains("deadline/before"))
@@ -191,7 +192,8 @@ struct ClientIntegrationTests {
         #expect("\(sensor.refusedPublishes.last.map { "\($0)" } ?? "")".contains("livedata/style/ds1/hq/B/F3/R8"))
         try await sensor.publish("ds1/hq/B/F3/R7/room-1/occupancy", text: #"{"properties": {}}"#, qos: .atLeastOnce)
         #expect(await inbox.wait { $0.contains { $0.topic == "ds1/hq/B/F3/R7/room-1/occupancy" } })
-        try await Task.sleep(for: .milliseconds(300))
+        // The refused publications reached the broker before this one on the same connection:
+        // had it passed any on, they would have come ahead of it.
         #expect(await inbox.items.map(\.topic) == ["ds1/hq/B/F3/R7/room-1/occupancy"], "nothing from the sensors under livedata/")
         await daemon.disconnect()
         await sensor.disconnect()
@@ -218,10 +220,20 @@ struct ClientIntegrationTests {
             events.filter { $0 == .subscribed(filter: "ds1/#", qos: .atLeastOnce) }.count >= 2
         }
         #expect(lostIndex)
-        try await Task.sleep(for: .milliseconds(300))
+        // A subscription asked for now is answered after whatever the reconnection sent (the
+        // broker answers in order), and reported after it: once its refusal is in, a retried
+        // ds2/# would be too.
+        await #expect(throws: MQTTError.self) { try await client.subscribe("marker") }
+        #expect(
+            await events.wait { events in
+                events.contains { event in
+                    guard case .subscriptionFailed(let filter, _) = event else { return false }
+                    return filter == "marker"
+                }
+            })
         let failures = await events.items.filter {
-            if case .subscriptionFailed = $0 { return true }
-            return false
+            guard case .subscriptionFailed(let filter, _) = $0 else { return false }
+            return filter == "ds2/#"
         }
         #expect(failures.count == 1)
         // The broker logged the one refused SUBSCRIBE and the two for ds1/#, and nothing more.
@@ -615,6 +627,7 @@ struct ClientIntegrationTests {
                     try publisher.send("backlog/t", payload: Array("\(index)".utf8), qos: .atLeastOnce)
                     break
                 } catch {
+                    // The window is full: a pause for its acknowledgements, pacing the sender.
                     try await Task.sleep(for: .milliseconds(1))
                 }
             }
@@ -626,7 +639,7 @@ struct ClientIntegrationTests {
         // by how late a loaded machine runs this task.
         let handled = Atomic<Int>(0)
         let second = try MQTTClient(configuration: configuration, logger: logger) { _ in
-            usleep(2_000)
+            usleep(2_000)  // the slow consumer under test
             handled.add(1, ordering: .relaxed)
             return .taken
         }
@@ -699,6 +712,7 @@ struct ClientIntegrationTests {
         // Not started: nothing is connected.
         #expect(throws: MQTTError.self) { try publisher.send("held/send", payload: [1], qos: .atLeastOnce) }
         let waited = Task { try await publisher.publish("held/waited", text: "w", qos: .atLeastOnce) }
+        // Time for the publish to go out were it not held: the pause proves it waits.
         try await Task.sleep(for: .milliseconds(200))
         #expect(await inbox.items.isEmpty)
         publisher.start()

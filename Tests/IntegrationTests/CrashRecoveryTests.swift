@@ -9,7 +9,9 @@ import Testing
 /// Real faults against `livedata serve` and a real broker: SIGKILL of the daemon at random
 /// moments, SIGKILL of the broker. Afterwards every location holds the last value published
 /// for it, the broker's retained styles are what the daemon reports, and no subscriber saw a
-/// version go backwards.
+/// version go backwards. The random values and kill times come from a seed each test prints;
+/// `LIVEDATA_TEST_SEED` replays it (the kills then fall at the same delays, though what they
+/// interrupt still depends on the machine's speed).
 @Suite("Crash recovery", .timeLimit(.minutes(5)), .serialized)
 struct CrashRecoveryTests {
     let logger = Logger(label: "test")
@@ -26,9 +28,15 @@ struct CrashRecoveryTests {
         let last = Mutex<[Int: Int]>([:])
         let published = Atomic<Int>(0)
         let base = Int64(Date().timeIntervalSince1970 * 1000) - 200_000
+        let random: Mutex<SplitMix64>
+
+        /// The people counts drawn from `seed`.
+        init(seed: UInt64 = SplitMix64.testSeed("the published stream's people counts")) {
+            random = Mutex(SplitMix64(seed: seed))
+        }
 
         func payload(_ index: Int, location: Int) -> [UInt8] {
-            let people = Int.random(in: 0...9)
+            let people = random.withLock { Int.random(in: 0...9, using: &$0) }
             last.withLock { $0[location] = people }
             // 0.1 ms apart: a million updates span 100 s, all in the past (within
             // limits.futureSkew), and one location's updates are still strictly ordered.
@@ -50,7 +58,8 @@ struct CrashRecoveryTests {
                 // Held by the client while the broker is down, sent once it is back.
                 try await publisher.publish(Self.topic(location), payload: payload, qos: .atLeastOnce)
             } else {
-                // Refused while the broker is down: try again until it is back.
+                // Refused while the broker is down: try again until it is back (the pause
+                // paces the retries; nothing is awaited by it).
                 while !Self.send(publisher, Self.topic(location), payload) {
                     try await Task.sleep(for: .milliseconds(50))
                 }
@@ -96,6 +105,16 @@ struct CrashRecoveryTests {
             return wrong.isEmpty
         }
         return records
+    }
+
+    /// Waits until every publication the daemon put in line has been acknowledged by the
+    /// broker, so that a fresh subscriber sees it retained.
+    /// (A broker at mosquitto's default window takes about 10,000 a second.)
+    func waitForOutput(port: Int, timeout: Duration = .seconds(60)) async throws {
+        try await eventually("the daemon's output to drain", timeout: timeout, every: .milliseconds(100)) {
+            let text = try await LoopbackHTTP.request("GET", port: port, path: "/metrics").body
+            return Self.metric(text, "livedata_output_waiting") == 0 && Self.metric(text, "livedata_output_in_flight") == 0
+        }
     }
 
     /// The retained styles as a fresh subscriber gets them, by location id.
@@ -179,11 +198,14 @@ struct CrashRecoveryTests {
         let snapshots = "300ms"
         var daemon = try await daemons.startDaemon(port: broker.port, snapshotInterval: snapshots)
         #expect(await daemon.notify.wait(for: "READY=1"))
-        let stream = Stream()
+        let seed = SplitMix64.testSeed("the daemon's kill times and the stream")
+        var random = SplitMix64(seed: seed)
+        let stream = Stream(seed: seed &+ 1)
         let publishing = Task { try await publish(stream, count: updates, locations: locations, broker: broker) }
         var killed = 0
         while killed < kills {
-            try await Task.sleep(for: .milliseconds(Int.random(in: 200...900)))
+            // The kill's random moment: the fault under test, not a wait for anything.
+            try await Task.sleep(for: .milliseconds(Int.random(in: 200...900, using: &random)))
             if stream.published.load(ordering: .relaxed) >= updates { break }
             daemon.signal(SIGKILL)
             _ = try await daemon.running.wait(timeout: .seconds(10))
@@ -206,8 +228,7 @@ struct CrashRecoveryTests {
         let records = try await waitForLastValues(stream, locations: locations, port: daemon.httpPort)
         #expect(records.count == locations)
         try await waitForConvergence(daemon)
-        // What the last changes published is on its way to the broker.
-        try await Task.sleep(for: .seconds(1))
+        try await waitForOutput(port: daemon.httpPort)
         try await checkConvergence(port: daemon.httpPort, broker: broker, seen: seen)
         let metrics = try await LoopbackHTTP.request("GET", port: daemon.httpPort, path: "/metrics").body
         print("crash test: \(updates) updates, \(killed) kills; " + metrics.split(separator: "\n").filter {
@@ -228,18 +249,23 @@ struct CrashRecoveryTests {
         let (watcher, seen) = try await watcher(broker)
         let daemon = try await DaemonTests().startDaemon(port: broker.port, snapshotInterval: "300ms")
         #expect(await daemon.notify.wait(for: "READY=1"))
-        let stream = Stream()
+        let seed = SplitMix64.testSeed("the broker's kill times and the stream")
+        var random = SplitMix64(seed: seed)
+        let stream = Stream(seed: seed &+ 1)
         let publishing = Task { try await publish(stream, count: updates, locations: locations, broker: broker) }
         for _ in 0..<2 {
-            while stream.published.load(ordering: .relaxed) < updates / 3 { try await Task.sleep(for: .milliseconds(20)) }
-            try await Task.sleep(for: .milliseconds(Int.random(in: 100...600)))
+            try await eventually("a third of the stream published", timeout: .seconds(60), every: .milliseconds(20)) {
+                stream.published.load(ordering: .relaxed) >= updates / 3
+            }
+            // The kill's random moment: the fault under test, not a wait for anything.
+            try await Task.sleep(for: .milliseconds(Int.random(in: 100...600, using: &random)))
             try await broker.restart(after: .milliseconds(300))
         }
         try await publishing.value
         let records = try await waitForLastValues(stream, locations: locations, port: daemon.httpPort)
         #expect(records.count == locations)
         try await waitForConvergence(daemon)
-        try await Task.sleep(for: .seconds(1))
+        try await waitForOutput(port: daemon.httpPort)
         try await checkConvergence(port: daemon.httpPort, broker: broker, seen: seen)
         daemon.signal(SIGTERM)
         _ = try await daemon.running.wait(timeout: .seconds(10))

@@ -155,6 +155,10 @@ struct DaemonTests {
         #expect(await daemon.notify.wait(for: "WATCHDOG=1", timeout: .seconds(3)), "pings at half of WATCHDOG_USEC")
         // The executable links mimalloc, whose malloc then serves the whole process.
         #expect(daemon.running.standardError.contains("heap=mimalloc "), "stderr: \(daemon.running.standardError)")
+        // Read to the end: /proc reports no size, and the file is longer than a first read.
+        let maps = String(
+            decoding: (try? FileHandle(forReadingAtPath: "/proc/\(daemon.running.processIdentifier)/maps")?.readToEnd()) ?? Data(), as: UTF8.self)
+        #expect(maps.contains("/libmimalloc.so"), "the daemon has no libmimalloc mapped")
         let sensor = try await client(broker)
         let (watcher, inbox) = try await self.watcher(broker, filter: "livedata/#")
 
@@ -241,7 +245,9 @@ struct DaemonTests {
         let second = try await startDaemon(port: broker.port, directory: first.directory)
         #expect(await second.notify.wait(for: "READY=1"))
         #expect(await inbox.wait { $0.contains { $0.topic.hasSuffix("/room-3") } }, "the queued update was applied")
-        try await Task.sleep(for: .milliseconds(500))
+        // What the start re-published went out before READY=1, on whichever output connection:
+        // the daemon's own count says it all, whatever has reached the watcher yet.
+        #expect(try await waitForMetric(second, "livedata_derived_changes_published_total", atLeast: 1) == 1, "only the new location is published")
         let republished = await inbox.items.dropFirst(before).map(\.topic)
         #expect(republished == ["livedata/style/ds1/hq/B/F3/R7/room-3"], "only the new location is published")
         second.signal(SIGTERM)
@@ -290,8 +296,12 @@ struct DaemonTests {
         let fresh = try await client(broker)
         let retained = await Inbox.collecting(fresh.messages)
         try await fresh.subscribe("livedata/#")
-        #expect(await retained.wait { $0.contains { $0.topic == f2 } })
-        try await Task.sleep(for: .milliseconds(300))
+        // The retained messages come before anything published after the subscription: once
+        // a marker sent now is back, they are all in.
+        try await fresh.subscribe("test/marker")
+        try await fresh.publish("test/marker", text: "end", qos: .atLeastOnce)
+        #expect(await retained.wait { $0.contains { $0.topic == "test/marker" } })
+        #expect(await retained.items.contains { $0.topic == f2 })
         #expect(await !retained.items.contains { $0.topic == f1 })
         let summary = await retained.items.last { $0.topic == "livedata/summary/ds1/v/B" }
         #expect(summary?.payloadString.contains(#""locations": 1"#) == true, "\(summary?.payloadString ?? "no summary")")
@@ -316,7 +326,9 @@ struct DaemonTests {
         await broker.stop()
         let daemon = try await startDaemon(port: broker.port)
         #expect(await daemon.notify.wait(for: "STATUS=waiting for the MQTT broker at 127.0.0.1:\(broker.port)"))
-        try await Task.sleep(for: .seconds(1))
+        try await eventually("three watchdog ticks extending the start") {
+            daemon.notify.messages.filter { $0.hasPrefix("EXTEND_TIMEOUT_USEC=") }.count >= 3
+        }
         #expect(daemon.running.isRunning)
         #expect(!daemon.notify.messages.contains { $0.contains("READY=1") })
         // systemd is told the start goes on, on every watchdog tick.
@@ -438,7 +450,7 @@ struct DaemonTests {
         // The new file is a working one: an update is stored and flushed at shutdown.
         let sensor = try await client(broker)
         try await publish(sensor, "room-1", people: 1)
-        try await Task.sleep(for: .milliseconds(300))
+        _ = try await waitForMetric(daemon, "livedata_updates_applied_total", atLeast: 1)
         daemon.signal(SIGTERM)
         let ended = try await daemon.running.result(timeout: .seconds(10))
         #expect(ended.status == 0, "stderr: \(ended.standardError.suffix(3000))")

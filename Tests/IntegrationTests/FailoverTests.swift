@@ -211,6 +211,7 @@ struct FailoverTests {
                     "ds1/hq/A/F1/R\(location)/desk-\(location)/occupancy",
                     text: #"{"properties": {"nrOfPeople": "\#(people)", "capacity": "8"}}"#, qos: .atLeastOnce)
                 expected.withLock { $0["desk-\(location)"] = people }
+                // Paced as sensors send, not a wait for anything.
                 if index % 50 == 49 { try await Task.sleep(for: pause * 50) }
             }
         }
@@ -433,8 +434,13 @@ struct FailoverTests {
         let second = try await start("east-2", broker: broker)
         let feed = try await Feed(port: broker.port, logger: logger)
         try await feed.send(400)
-        let (_, epoch) = try await active(among: [first, second])
-        try await Task.sleep(for: .seconds(2))
+        let (holder, epoch) = try await active(among: [first, second])
+        // The broker comes back with what it saved last: a save made after the active's
+        // publications were acknowledged holds the lease and the styles.
+        try await CrashRecoveryTests().waitForOutput(port: holder.httpPort)
+        func saves() -> Int { broker.log.components(separatedBy: "Saving in-memory database").count - 1 }
+        let savedBefore = saves()
+        try await eventually("the broker to save its state") { saves() > savedBefore }
         let restartedAt = ContinuousClock.now
         try await broker.restart(after: .seconds(1))
         try await eventually("a replica active under a higher epoch", timeout: .seconds(30), every: .milliseconds(200)) {
@@ -547,15 +553,27 @@ struct FailoverTests {
 
 /// A network namespace joined to this one by a veth pair: a replica inside reaches the
 /// broker at ``hostAddress``, and ``cut()`` takes the link down as a failed switch port would.
-/// Needs root and iproute2; a test that uses it fails (never skips) without them.
+/// Needs root and iproute2; a test that uses it fails (never skips) without them, saying so.
 struct NetworkNamespace {
-    static let ip = "/usr/sbin/ip"
+    /// iproute2's `ip`, wherever the distribution puts it.
+    static let ip = ["/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"].first { FileManager.default.isExecutableFile(atPath: $0) } ?? "/usr/sbin/ip"
+
+    /// What the namespace needs and this machine lacks, with how to get it; nil when nothing.
+    static var missingRequirements: String? {
+        var missing: [String] = []
+        if geteuid() != 0 { missing.append("root (network namespaces and veth pairs need CAP_NET_ADMIN: run the tests as root)") }
+        if !FileManager.default.isExecutableFile(atPath: ip) {
+            missing.append("iproute2's ip (scripts/install-dependencies installs it, or: apt-get install iproute2)")
+        }
+        return missing.isEmpty ? nil : "this test cuts a replica's link in a network namespace and needs " + missing.joined(separator: " and ")
+    }
     let name: String
     let hostInterface: String
     let hostAddress: String
     let innerAddress: String
 
     static func create() throws -> NetworkNamespace {
+        if let missingRequirements { throw Failure(description: missingRequirements) }
         let id = Int(getpid()) % 10_000
         let subnet = id % 250 + 1
         let namespace = NetworkNamespace(
@@ -600,13 +618,13 @@ struct NetworkNamespace {
         do {
             try process.run()
         } catch {
-            throw Failure(description: "cannot run \(ip) (install iproute2): \(error)")
+            throw Failure(description: "cannot run \(ip) (scripts/install-dependencies installs iproute2): \(error)")
         }
         process.waitUntilExit()
         guard process.terminationStatus == 0 else {
             let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             throw Failure(
-                description: "ip \(arguments.joined(separator: " ")) failed: \(message) (the failover link test needs root for network namespaces)")
+                description: "ip \(arguments.joined(separator: " ")) failed: \(message) (the failover link test needs root and iproute2 for network namespaces)")
         }
     }
 }

@@ -67,9 +67,12 @@ struct FloorViewLoadTests {
                     let viewer = try? await EventStreamViewer.open(
                         port: port, path: "/v1/events?dataset=ds1&venue=hq&building=B&floor=F0", lastEventID: lastID, keepEvents: false)
                 else {
+                    // A browser's pause before it opens the stream again; it awaits nothing.
                     try? await Task.sleep(for: .seconds(1))
                     continue
                 }
+                // Samples the session's count for the test's wait (``caughtUp(_:)``); the
+                // viewer reads on by itself meanwhile.
                 while !viewer.ended && !stopping.load(ordering: .relaxed) {
                     current.store(viewer.tally.changes, ordering: .relaxed)
                     try? await Task.sleep(for: .milliseconds(50))
@@ -91,7 +94,7 @@ struct FloorViewLoadTests {
                 }
                 lastNumber = number
                 lastID = seen.lastID ?? lastID
-                // The stream's `retry: 1000`.
+                // The stream's `retry: 1000`: the browser's behaviour, not a wait for anything.
                 if !stopping.load(ordering: .relaxed) { try? await Task.sleep(for: .seconds(1)) }
             }
         }
@@ -112,6 +115,7 @@ struct FloorViewLoadTests {
             let payload = #"{"timestamp": \#(timestamp), "properties": {"nrOfPeople": "\#(random.next() % 4)"}}"#
             while (try? publisher.send(
                 "ds1/hq/B/F\(floor)/R\(location / 10)/loc-\(location)/occupancy", payload: Array(payload.utf8), qos: .atLeastOnce)) == nil {
+                // The window is full: a pause for its acknowledgements, pacing the sender.
                 try await Task.sleep(for: .milliseconds(1))
             }
             // Paced: where the stream should be by now.
@@ -169,8 +173,13 @@ struct FloorViewLoadTests {
 
         // What the broker gets for F0 from here on: what each viewer must see too.
         let (watcher, published) = try await daemons.watcher(broker, filter: "livedata/style/ds1/hq/B/F0/#")
-        // The retained styles come first; the viewers have those in their snapshot.
-        try await Task.sleep(for: .seconds(1))
+        // The retained styles come first; the viewers have those in their snapshot. With the
+        // daemon's output acknowledged they are all at the broker, and a marker sent now
+        // comes back behind them.
+        try await CrashRecoveryTests().waitForOutput(port: daemon.httpPort)
+        try await watcher.subscribe("test/marker")
+        try await watcher.publish("test/marker", text: "end", qos: .atLeastOnce)
+        #expect(await published.wait(timeout: .seconds(30)) { $0.contains { $0.topic == "test/marker" } })
         let retained = await published.items.count
         let followers = (0..<Self.viewerCount).map { _ in Follower() }
         let following = Task {
@@ -187,11 +196,10 @@ struct FloorViewLoadTests {
         let floorChanges = await published.items.count - retained
         // Every viewer has at least what the broker got, and nothing more arrives.
         var counts: [Int] = []
-        for _ in 0..<300 {
+        try await eventually("every viewer to catch up, with nothing more arriving", timeout: .seconds(75), every: .milliseconds(250)) {
             let now = followers.map { $0.current.load(ordering: .relaxed) }
-            if followers.allSatisfy({ $0.caughtUp(floorChanges) }) && now == counts { break }
-            counts = now
-            try await Task.sleep(for: .milliseconds(250))
+            defer { counts = now }
+            return followers.allSatisfy { $0.caughtUp(floorChanges) } && now == counts
         }
         for follower in followers { follower.stopping.store(true, ordering: .relaxed) }
         await following.value

@@ -28,7 +28,8 @@ struct RetainedReaderTests {
                     sent.store(number + 1, ordering: .relaxed)
                     if number % 10 == 9 { await Task.yield() }
                 } else {
-                    // The publisher's window is full: its acknowledgements first.
+                    // The publisher's window is full: a pause for its acknowledgements, pacing
+                    // the sender.
                     try? await Task.sleep(for: .milliseconds(1))
                 }
             }
@@ -45,6 +46,7 @@ struct RetainedReaderTests {
             for message in batch { if message.retain { retainedRead += 1 } else { liveRead += 1 } }
             batches += 1
             let due = sent.load(ordering: .relaxed) + 1_000
+            // Waits for the live publisher (pacing, not a synchronisation with the reader).
             while sent.load(ordering: .relaxed) < due { try? await Task.sleep(for: .milliseconds(1)) }
         }
         publishing.store(false, ordering: .relaxed)

@@ -106,6 +106,7 @@ public final class ChildProcess: Sendable {
         let ended = self.ended
         let pid = processIdentifier
         let killer = Task {
+            // The deadline, cancelled when the process ends first.
             try await Task.sleep(for: timeout)
             kill(pid, SIGKILL)
         }

@@ -211,6 +211,7 @@ public final class MosquittoBroker: Sendable {
     /// Kills the broker and starts it again on the same port.
     public func restart(after delay: Duration = .zero) async throws {
         await stop()
+        // The time the broker is away, as the caller asked: the fault, not a wait.
         if delay > .zero { try await Task.sleep(for: delay) }
         try await launch()
     }
@@ -278,7 +279,7 @@ public final class MosquittoBroker: Sendable {
         // ephemeral ports from the same range): the broker then finds it taken and exits.
         // Such a connection is usually short-lived; try again a few times before failing.
         for attempt in 0..<5 {
-            if attempt > 0 { try await Task.sleep(for: .milliseconds(200)) }
+            if attempt > 0 { try await Task.sleep(for: .milliseconds(200)) }  // the retry's backoff
             releasePort()
             let process = try await ChildProcess.start(try Self.executable(), ["-c", directory.appendingPathComponent("mosquitto.conf").path])
             self.process.withLock { $0 = process }

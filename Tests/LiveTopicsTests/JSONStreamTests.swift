@@ -1,4 +1,5 @@
 import Foundation
+import LiveDataTestSupport
 import Testing
 
 @testable import LiveTopics
@@ -93,7 +94,7 @@ struct JSONStreamTests {
     @Test("the word-at-a-time escape test agrees with a byte-by-byte one, at every length and position")
     func escapeTest() {
         func reference(_ bytes: [UInt8]) -> Bool { bytes.contains { $0 == 0x22 || $0 == 0x5C || $0 < 0x20 } }
-        var random = SystemRandomNumberGenerator()
+        var random = SplitMix64.seeded(for: "the escape test's random texts")
         // Plain ASCII, UTF-8 (bytes of 0x80 and more), and each special byte at each place.
         let alphabets: [[UInt8]] = [Array(0x20...0x7E).filter { $0 != 0x22 && $0 != 0x5C }, Array(0x20...0xFF).filter { $0 != 0x22 && $0 != 0x5C }]
         for alphabet in alphabets {
@@ -302,7 +303,7 @@ struct JSONStreamTests {
             #expect(LiveTimestamp(parsing: timestamp.description) == timestamp)
         }
         // Years 0 to 9999 take the fixed-width path; the rest the general one.
-        var random = SystemRandomNumberGenerator()
+        var random = SplitMix64.seeded(for: "the random timestamps")
         for _ in 0..<2000 {
             let millis = Int64.random(in: -62_167_219_200_000...253_402_300_799_999, using: &random)
             let timestamp = LiveTimestamp(millisecondsSince1970: millis)
