@@ -29,7 +29,7 @@ public struct LiveDataConfig: Sendable {
     public var bridge: String?
     /// `partition.failover`: replicas of the partition (same `partition`, each its own
     /// `instance`) share it, one active at a time, under a lease at `{prefix}/owner/{name}`
-    /// (see `LivePipeline+Failover.swift`). Off: this daemon is its partition's only owner.
+    /// (see `ReplicaStage`). Off: this daemon is its partition's only owner.
     public var failover = false
     /// `partition.peers`: the HTTP addresses (`http://host:port`) of the partition's other
     /// replicas, from which a replica that starts with an empty state copies the active's.
