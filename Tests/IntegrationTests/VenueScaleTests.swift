@@ -41,6 +41,13 @@ struct VenueScaleTests {
         try await crash.waitForOutput(port: daemon.httpPort, timeout: timeout)
     }
 
+    /// Waits until an acknowledged sync marker covers everything the daemon handed over.
+    func waitForMarker(_ daemon: DaemonTests.Daemon) async throws {
+        try await eventually("a sync marker to cover every publication", timeout: .seconds(30), every: .milliseconds(100)) {
+            CrashRecoveryTests.metric(try await metrics(daemon), "livedata_output_unmarked") == 0
+        }
+    }
+
     /// Watches the daemon's `/readyz` until READY=1: records whether it ever answered 200
     /// before a convergence had finished (or been skipped), and how long the start took.
     func watchStart(_ daemon: DaemonTests.Daemon, since started: ContinuousClock.Instant) async throws -> (readyEarly: Bool, seconds: Double) {
@@ -157,10 +164,8 @@ struct VenueScaleTests {
         try await crash.publish(fill, count: locations, locations: locations, broker: broker)
         _ = try await crash.waitForLastValues(fill, locations: locations, port: daemon.httpPort, timeout: Self.patience)
         try await waitForOutput(daemon)
-        // A marker follows what was handed over within about a second. Its acknowledgement
-        // shows nowhere outside the daemon (no metric; its payload names no position), so
-        // this is a pause long enough for it, not a wait for it.
-        try await Task.sleep(for: .seconds(2))
+        // A marker follows what was handed over within about a second.
+        try await waitForMarker(daemon)
 
         func counts() async throws -> (read: Int, skipped: Int, finished: Int) {
             let text = try await metrics(daemon)
@@ -193,7 +198,7 @@ struct VenueScaleTests {
         _ = try await crash.waitForLastValues(more, locations: locations / 4, port: daemon.httpPort)
         try await waitForOutput(daemon)
         // The marker after these changes, as above.
-        try await Task.sleep(for: .seconds(2))
+        try await waitForMarker(daemon)
         before = try await counts()
         await broker.stop()
         try await broker.relaunch()

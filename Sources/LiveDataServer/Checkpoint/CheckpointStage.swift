@@ -14,6 +14,8 @@ import Mosquitto
 /// stop, or a reconnection the broker resumed, skip reading back every style.
 final class CheckpointStage {
     private(set) var markers = SyncMarkers()
+    /// Markers the broker acknowledged.
+    private(set) var markersAcknowledged = 0
     /// Set once the start has restored the state file and handed it to the writer.
     private var writer: StoreWriter?
     /// The journal position of the last update applied: a snapshot written now covers it.
@@ -219,6 +221,7 @@ final class CheckpointStage {
             acknowledged = (try? await publish()) != nil
         }
         if markers.done(marker.payload, position: marker.position, acknowledged: acknowledged) {
+            markersAcknowledged += 1
             output.forgetRecent(before: marker.position)
         }
         return acknowledged

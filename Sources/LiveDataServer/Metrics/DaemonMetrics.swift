@@ -60,6 +60,11 @@ public final class DaemonMetrics: Sendable {
         total("publishes_refused", "Publications refused, by whom: the broker, or the MQTT library (dropped: too large for the broker, an invalid topic).", statistics.publishesDropped, label: ("by", "library"))
         gauge("output_waiting", "Publications waiting for room in the broker's in-flight window (at most one per topic).", statistics.outputWaiting)
         gauge("output_in_flight", "Publications awaiting the broker's acknowledgement.", statistics.outputInFlight)
+        gauge(
+            "output_unmarked",
+            "Publications handed to the broker that no acknowledged sync marker covers yet (a reconnection to a broker that kept its store sends these again).",
+            statistics.unmarked)
+        total("sync_markers_acknowledged", "Sync markers the broker acknowledged.", statistics.markersAcknowledged)
         total("convergences", "Convergences with the broker's retained messages, by outcome.", statistics.convergences, label: ("outcome", "finished"))
         total("convergences", "Convergences with the broker's retained messages, by outcome.", statistics.convergenceFailures, label: ("outcome", "failed"))
         total("convergences", "Convergences with the broker's retained messages, by outcome.", statistics.convergencesSkipped, label: ("outcome", "skipped"))

@@ -23,6 +23,10 @@ public struct PipelineStatistics: Sendable, Equatable {
     public var outputWaiting = 0
     /// Our publications awaiting the broker's acknowledgement.
     public var outputInFlight = 0
+    /// Publications handed over that no acknowledged sync marker covers yet.
+    public var unmarked = 0
+    /// Sync markers the broker acknowledged.
+    public var markersAcknowledged = 0
     /// Convergences finished, failed, and skipped because nothing could have diverged;
     /// retained messages read by convergences in all.
     public var convergences = 0
@@ -63,7 +67,9 @@ extension PipelineStatistics {
             refusedSubscriptions: pipeline.connection.refused.count, intake: pipeline.intake.statistics,
             replayed: pipeline.processing.replayed, snapshotFailures: pipeline.checkpoints.failures,
             publishesRefused: pipeline.refusedPublishes.count, publishesDropped: output.dropped,
-            outputWaiting: output.waiting, outputInFlight: output.inFlight, convergences: pipeline.convergence.finished,
+            outputWaiting: output.waiting, outputInFlight: output.inFlight,
+            unmarked: max(0, pipeline.publishing.handedOver - pipeline.checkpoints.markers.markedPosition),
+            markersAcknowledged: pipeline.checkpoints.markersAcknowledged, convergences: pipeline.convergence.finished,
             convergenceFailures: pipeline.convergence.failures, convergencesSkipped: pipeline.convergence.skipped,
             convergenceRead: read.total, convergenceProgress: read.current, processed: pipeline.processing.processed,
             events: pipeline.events.statistics,
