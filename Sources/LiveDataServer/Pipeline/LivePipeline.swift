@@ -239,7 +239,7 @@ public actor LivePipeline {
             if let old = clearing, !partition.partition.owns(old) { clearing = nil }
         }
         // The floor view shows the state as it is, whenever the broker gets it.
-        let payload = feed.change(change, topics: publishing.topics)
+        let payload = feed.hasViewers ? feed.change(change, topics: publishing.topics) : nil
         // A failover replica whose lease is not (or no longer) its own publishes nothing: the
         // tick that finds the lease unrenewed may not have come yet.
         if let replica, !replica.mayPublish { return }

@@ -102,6 +102,7 @@ final class OutputStage {
             publisher.send(change: change, since: arrived)
             return true
         }
+        let topics = publisher.topics
         let publication = Publication(
             topic: topics.style(change.address), payload: payload ?? topics.payload(change), retain: topics.retain)
         if coalescer?.admit(publication, now: .now) == true { publisher.send(change: change, since: arrived) }
