@@ -13,10 +13,9 @@ final class ClientCore: Sendable {
 
     /// The waiter of one publication, as a reference. A `CheckedContinuation` is a type of
     /// the standard library whose layout this module does not see, so every copy of a
-    /// record holding one (optional or not) went through its value witnesses, generic
-    /// calls at the registration and at the acknowledgement of every publication (about a
-    /// twelfth of the output's network thread at a million locations); a reference copies
-    /// as a retain, and a publication nobody waits for holds none.
+    /// record holding one (optional or not) goes through its value witnesses, generic
+    /// calls at the registration and at the acknowledgement of every publication; a
+    /// reference copies as a retain, and a publication nobody waits for holds none.
     final class PublishAwaiter: Sendable {
         private let continuation: Waiter
 
