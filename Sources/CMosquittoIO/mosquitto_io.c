@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include "CMosquittoIO.h"
 
+#include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
 #include <link.h>
@@ -10,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -157,12 +159,11 @@ static int buffered_close(int fd) {
             /* What was collected before the close (a DISCONNECT) goes out if the socket takes
              * it at once, and is dropped if it does not: the close never waits. It runs
              * inside libmosquitto, on the network thread or on whichever thread destroys the
-             * client, where waiting for a full socket (it used to poll for room, 20 times
-             * 100 ms) held up a shutdown or a reconnection for 2 s. A peer that takes nothing
-             * is not reading; to the broker, a connection closed without its DISCONNECT is a
-             * lost one (it sends the will), as after any wait that gave up. The network loop
-             * lets earlier output drain before libmosquitto writes more, so little is left
-             * here. */
+             * client, and waiting there for a full socket would hold up a shutdown or a
+             * reconnection. A peer that takes nothing is not reading; to the broker, a
+             * connection closed without its DISCONNECT is a lost one (it sends the will), as
+             * after any wait that gave up. The network loop lets earlier output drain before
+             * libmosquitto writes more, so little is left here. */
             while (connection->outputStart < connection->outputEnd) {
                 ssize_t written = send(fd, connection->output + connection->outputStart,
                                        connection->outputEnd - connection->outputStart, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -194,45 +195,161 @@ static int claiming_socketpair(int domain, int type, int protocol, int descripto
 }
 
 /* libmosquitto reads the monotonic clock for its keepalive bookkeeping (mosquitto_time,
- * which keeps whole seconds) several times for every packet it reads or writes: six reads an
- * update in a fill, 1.5 % of the daemon's CPU. The coarse clock (the time of the kernel's last
- * tick, a few milliseconds behind) gives the same seconds from a load instead of a read of the
- * processor's counter. Every other clock (the real-time one) is read as asked. */
+ * which keeps whole seconds) several times for every packet it reads or writes. The coarse
+ * clock (the time of the kernel's last tick, a few milliseconds behind) gives the same
+ * seconds from a load instead of a read of the processor's counter. Every other clock (the
+ * real-time one) is read as asked. */
 static int coarse_clock_gettime(clockid_t clock, struct timespec *time) {
     return clock_gettime(clock == CLOCK_MONOTONIC ? CLOCK_MONOTONIC_COARSE : clock, time);
 }
 
-/* libmosquitto's locks, left out. Each guards part of one client's state (its packets, its
- * messages in and out, its callbacks, its message ids, its clock), none anything shared
- * between clients, and every call into the library for a client is made on that client's
- * network thread, or before it starts or after it has ended (the Swift side's ClientCore:
- * publications through its outbox, subscriptions and unsubscriptions through its commands):
- * no two threads ever hold one at once. Taken and let go about a dozen times for every
- * publication and its acknowledgement, they were a sixth of the output's network thread.
+/* libmosquitto's locks, checked instead of taken.
  *
- * A debug build checks that instead of trusting it: it takes the lock only if free, and
- * stops the process with a message when another thread holds it. */
-static int unshared_lock(pthread_mutex_t *mutex) {
-#ifdef DEBUG
-    int result = pthread_mutex_trylock(mutex);
-    if (result == EBUSY) {
-        fprintf(stderr, "livedata: two threads inside libmosquitto for one client at once\n");
-        abort();
-    }
-    return result;
-#else
-    (void)mutex;
-    return 0;
-#endif
+ * Each of libmosquitto's mutexes is a field of one client's `struct mosquitto` (its
+ * callbacks, state, packets in and out, message lists, ids, clock), and every call into the
+ * library for a client is made on that client's network thread, or before that thread starts
+ * or after it has ended (the Swift side's ClientCore: publications through its outbox,
+ * subscriptions and unsubscriptions through its commands). So no two threads ever hold one
+ * at once, and the lock's wait is never needed; what remains is to check that claim.
+ *
+ * The mutex's first word holds the thread that holds it (0: nobody). The lock reads it and,
+ * when nobody holds the mutex, writes this thread into it; the unlock reads it and, when this
+ * thread holds the mutex, writes 0. Anything else, another thread holding it, this thread
+ * holding it already, or nobody holding it at an unlock, means two calls into the library
+ * for one client overlap: the process stops with a message that names both threads and the
+ * call (violation()), in every build.
+ *
+ * Plain loads and stores, no locked instruction (the lock pair's cost is what the check
+ * replaces), and still every overlap is caught: if two threads both read 0 and both write,
+ * the one whose write was overwritten finds another value at its unlock, since nothing
+ * writes its thread back. So two calls that overlap on a mutex stop the process at the
+ * latest when one of them lets go of it. The read at the lock is an acquire and the write
+ * at the unlock a release, so that, as with a lock, a client passed from thread to thread in
+ * turn (made on one, run on its network thread, destroyed on another) sees what the thread
+ * before wrote.
+ *
+ * The word is the C library's own state of an unlocked mutex: libmosquitto makes its mutexes
+ * with pthread_mutex_init(&mutex, NULL), whose first word is 0 (install checks that), and
+ * apart from lock and unlock hands them only to pthread_mutex_init and _destroy, which see
+ * them unlocked. A mutex the C library locked (the lock taken before the redirection, let go
+ * after) holds a small lock state rather than a thread: its unlock goes to the C library. */
+
+struct lockHolder {
+    pid_t thread; /* its kernel thread id, for the message */
+};
+
+/* Initial-exec: this code is linked into the executable, and the lock reads it at every
+ * call, where the general model would call __tls_get_addr. */
+static _Thread_local struct lockHolder thisThread __attribute__((tls_model("initial-exec")));
+
+static inline uintptr_t holder_token(void) {
+    if (__builtin_expect(thisThread.thread == 0, 0)) thisThread.thread = (pid_t)syscall(SYS_gettid);
+    return (uintptr_t)&thisThread;
 }
 
-static int unshared_unlock(pthread_mutex_t *mutex) {
-#ifdef DEBUG
-    return pthread_mutex_unlock(mutex);
-#else
-    (void)mutex;
-    return 0;
-#endif
+static inline uintptr_t *holder_word(pthread_mutex_t *mutex) {
+    return (uintptr_t *)(void *)mutex;
+}
+
+_Static_assert(sizeof(pthread_mutex_t) >= sizeof(uintptr_t), "a mutex holds a word");
+_Static_assert(_Alignof(pthread_mutex_t) >= _Alignof(uintptr_t), "a mutex's first word is aligned");
+
+/* A held word that is no thread of ours: the C library's lock state (1 or 2, in the low half
+ * of a little-endian word whose high half, the recursion count, is 0). */
+enum { LIBRARY_LOCK_STATES = 4096 };
+
+static _Atomic(livedata_io_lock_violation_handler) violationHandler;
+
+static void thread_name(pid_t thread, char *name, size_t length) {
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/self/task/%d/comm", (int)thread);
+    name[0] = 0;
+    FILE *file = fopen(path, "re");
+    if (file) {
+        if (fgets(name, (int)length, file)) name[strcspn(name, "\n")] = 0;
+        fclose(file);
+    }
+    if (!name[0]) snprintf(name, length, "?");
+}
+
+/* Two calls into libmosquitto for one client overlap: says which, and stops the process
+ * (or, in a test, hands the message to its handler and returns EDEADLK). */
+static int violation(const char *call, pthread_mutex_t *mutex, uintptr_t holder, const void *caller) {
+    char text[512], ours[32], theirs[32];
+    pid_t self = thisThread.thread;
+    thread_name(self, ours, sizeof(ours));
+    Dl_info where;
+    const char *function = "?";
+    uintptr_t offset = 0;
+    if (dladdr(caller, &where) && where.dli_sname) {
+        function = where.dli_sname;
+        offset = (uintptr_t)caller - (uintptr_t)where.dli_saddr;
+    }
+    if (holder == (uintptr_t)&thisThread) {
+        snprintf(text, sizeof(text),
+                 "livedata: libmosquitto's %s of mutex %p (from %s+0x%lx) on thread %d (%s), which holds it already: "
+                 "two calls into libmosquitto for one client overlap on one thread",
+                 call, (void *)mutex, function, (unsigned long)offset, (int)self, ours);
+    } else if (holder < LIBRARY_LOCK_STATES && holder != 0) {
+        snprintf(text, sizeof(text),
+                 "livedata: libmosquitto's %s of mutex %p (from %s+0x%lx) on thread %d (%s) while another thread holds "
+                 "it through the C library's lock: every call into libmosquitto for a client must be made on its "
+                 "network thread",
+                 call, (void *)mutex, function, (unsigned long)offset, (int)self, ours);
+    } else if (holder == 0) {
+        snprintf(text, sizeof(text),
+                 "livedata: libmosquitto's %s of mutex %p (from %s+0x%lx) on thread %d (%s), while no thread holds it: "
+                 "let go twice, or by another thread than the one that took it",
+                 call, (void *)mutex, function, (unsigned long)offset, (int)self, ours);
+    } else {
+        pid_t other = ((const struct lockHolder *)holder)->thread;
+        thread_name(other, theirs, sizeof(theirs));
+        snprintf(text, sizeof(text),
+                 "livedata: libmosquitto's %s of mutex %p (from %s+0x%lx) on thread %d (%s) while thread %d (%s) holds "
+                 "it: every call into libmosquitto for a client must be made on its network thread",
+                 call, (void *)mutex, function, (unsigned long)offset, (int)self, ours, (int)other, theirs);
+    }
+    livedata_io_lock_violation_handler handler = atomic_load(&violationHandler);
+    if (handler) {
+        handler(text);
+        return EDEADLK;
+    }
+    /* write(2), not stdio: it takes no lock, so a stop never waits for one. */
+    size_t length = strlen(text);
+    text[length < sizeof(text) - 1 ? length++ : length - 1] = '\n';
+    ssize_t written = write(STDERR_FILENO, text, length);
+    (void)written;
+    abort();
+}
+
+static int checked_lock(pthread_mutex_t *mutex) {
+    uintptr_t token = holder_token();
+    uintptr_t holder = __atomic_load_n(holder_word(mutex), __ATOMIC_ACQUIRE);
+    if (__builtin_expect(holder == 0, 1)) {
+        __atomic_store_n(holder_word(mutex), token, __ATOMIC_RELAXED);
+        return 0;
+    }
+    return violation("pthread_mutex_lock", mutex, holder, __builtin_return_address(0));
+}
+
+static int checked_unlock(pthread_mutex_t *mutex) {
+    uintptr_t token = holder_token();
+    uintptr_t holder = __atomic_load_n(holder_word(mutex), __ATOMIC_RELAXED);
+    if (__builtin_expect(holder == token, 1)) {
+        __atomic_store_n(holder_word(mutex), 0, __ATOMIC_RELEASE);
+        return 0;
+    }
+    if (holder != 0 && holder < LIBRARY_LOCK_STATES) return pthread_mutex_unlock(mutex);
+    return violation("pthread_mutex_unlock", mutex, holder, __builtin_return_address(0));
+}
+
+/* Whether a mutex made as libmosquitto makes its own starts with the word the check reads. */
+static int mutex_starts_unheld(void) {
+    pthread_mutex_t probe;
+    if (pthread_mutex_init(&probe, NULL) != 0) return 0;
+    int unheld = *holder_word(&probe) == 0;
+    pthread_mutex_destroy(&probe);
+    return unheld;
 }
 
 /* MARK: Redirecting the imports
@@ -249,7 +366,8 @@ static int unshared_unlock(pthread_mutex_t *mutex) {
  *   and reorder its bytes;
  * - one socket pair made in mosquitto_new, the wake-up pair (see livedata_io_claim_pairs).
  * Its clock_gettime import, where it has one, is redirected with the rest (coarse_clock_gettime),
- * and so are its pthread_mutex_lock and pthread_mutex_unlock (unshared_lock, unshared_unlock).
+ * and so are its pthread_mutex_lock and pthread_mutex_unlock (checked_lock, checked_unlock),
+ * once a mutex made as libmosquitto makes its own is seen to start with a zero word.
  * Then every slot is rewritten, or none: a failed step puts back the slots already done. */
 
 #if defined(__x86_64__)
@@ -279,8 +397,8 @@ static void *replacement(int which) {
     case 2: return (void *)buffered_close;
     case 3: return (void *)claiming_socketpair;
     case 4: return (void *)coarse_clock_gettime;
-    case 5: return (void *)unshared_lock;
-    default: return (void *)unshared_unlock;
+    case 5: return (void *)checked_lock;
+    default: return (void *)checked_unlock;
     }
 }
 
@@ -578,6 +696,11 @@ static pthread_once_t installOnce = PTHREAD_ONCE_INIT;
 static char installFailure[FAILURE_TEXT];
 
 static void install_once(void) {
+    if (!mutex_starts_unheld()) {
+        snprintf(installFailure, FAILURE_TEXT, "this C library's mutexes do not start with a zero word");
+        atomic_store(&installResult, ENOTSUP);
+        return;
+    }
     atomic_store(&installResult, redirect("/libmosquitto.so", REDIRECT, -1, installFailure));
 }
 
@@ -707,6 +830,27 @@ void *livedata_io_test_replacement(const char *name) {
     (void)name;
 #endif
     return NULL;
+}
+
+void livedata_io_test_on_lock_violation(livedata_io_lock_violation_handler handler) {
+    atomic_store(&violationHandler, handler);
+}
+
+int livedata_io_test_lock(pthread_mutex_t *mutex) {
+    return checked_lock(mutex);
+}
+
+int livedata_io_test_unlock(pthread_mutex_t *mutex) {
+    return checked_unlock(mutex);
+}
+
+int livedata_io_test_thread_id(void) {
+    holder_token();
+    return (int)thisThread.thread;
+}
+
+void livedata_io_test_name_thread(const char *name) {
+    pthread_setname_np(pthread_self(), name);
 }
 
 int livedata_io_test_check(const char *fragment, char *why, size_t length) {

@@ -14,6 +14,9 @@ public enum ConfigKeys {
         ("", ["instance", "partition", "broker", "subscriptions", "domains", "catalog", "geometry", "styles", "rules", "output", "store", "http", "log", "limits"]),
         ("partition", ["name", "owns", "bridge", "failover", "peers"]),
         ("partition.owns[]", ["dataset", "venue", "building"]),
+        // bufferedSocket: one switch for the whole redirection of libmosquitto's imports:
+        // buffered socket reads and writes, wake-up writes left out, the coarse monotonic
+        // clock, and its locks checked instead of taken (see BrokerSettings.bufferedSocket).
         ("broker", ["host", "port", "clientId", "protocol", "username", "passwordFile", "keepalive", "qos", "cleanStart", "bufferedSocket", "outputConnection", "outputConnections", "tls"]),
         ("broker.tls", ["caFile", "certFile", "keyFile"]),
         ("subscriptions[]", LiveTopic.Component.allCases.map(\.rawValue) + ["filter"]),

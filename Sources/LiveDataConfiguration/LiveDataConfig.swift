@@ -89,11 +89,20 @@ public struct BrokerSettings: Sendable, Equatable {
     public var qos = 1
     /// `cleanStart`, default false: a persistent session keeps updates while the daemon is down.
     public var cleanStart = false
-    /// `bufferedSocket`, default false: true sends libmosquitto's socket reads and writes
-    /// through buffers, a few system calls per network pass instead of about five per
-    /// message (it reaches into libmosquitto's import table, so it is opt-in; a library it
-    /// cannot reach keeps its own calls, with a notice). Plain TCP only; TLS connections are
-    /// never buffered.
+    /// `bufferedSocket`, default false (libmosquitto's own calls). True redirects
+    /// libmosquitto's imports, which does four things:
+    /// - its socket reads come from a buffer and its writes go out once a network pass, a
+    ///   few system calls per pass instead of about five per message (plain TCP only; TLS
+    ///   connections keep the library's calls);
+    /// - its writes to the wake-up socket pair of each of the daemon's clients, which
+    ///   nobody reads, are left out;
+    /// - its monotonic clock is the coarse one (it keeps whole seconds of it);
+    /// - its locks are checked instead of taken: every call into libmosquitto for a
+    ///   connection must be made on that connection's network thread (the daemon's are,
+    ///   every connection's, TLS or not), and one that is not stops the daemon with a
+    ///   message naming the call and both threads.
+    /// It reaches into libmosquitto's import table, so it is opt-in; a library it cannot
+    /// reach keeps its own calls, with a notice.
     public var bufferedSocket = false
     /// `outputConnection`, default true: the daemon publishes on a second connection of its
     /// own (client id `{clientId}-output`) rather than on the one it receives on. mosquitto

@@ -301,6 +301,101 @@ struct SocketLayerTests {
         }
     }
 
+    // MARK: The lock check
+
+    @Test("a lock taken while another thread holds the mutex: reported with the call, the caller and both threads")
+    func lockHeldElsewhere() throws {
+        let mutex = CheckedMutex()
+        defer { mutex.destroy() }
+        let holder = LockHolder(mutex)
+        defer { holder.finish() }
+        let reports = LockViolations.collect {
+            #expect(livedata_io_test_lock(mutex.pointer) == EDEADLK, "not taken")
+            #expect(livedata_io_test_unlock(mutex.pointer) == EDEADLK, "not let go: this thread does not hold it")
+        }
+        #expect(reports.count == 2)
+        let ours = livedata_io_test_thread_id()
+        for (report, call) in zip(reports, ["pthread_mutex_lock", "pthread_mutex_unlock"]) {
+            #expect(report.contains("libmosquitto's \(call) of mutex"), "\(report)")
+            #expect(report.contains("on thread \(ours) ("), "\(report)")
+            #expect(report.contains("while thread \(holder.thread) (lock-holder) holds it"), "\(report)")
+            #expect(report.contains("must be made on its network thread"), "\(report)")
+        }
+        holder.finish()
+        #expect(livedata_io_test_lock(mutex.pointer) == 0, "free again: taken")
+        #expect(livedata_io_test_unlock(mutex.pointer) == 0)
+    }
+
+    @Test("a lock taken twice on one thread, and a mutex let go that nobody holds: reported")
+    func lockMisuseOnOneThread() {
+        let mutex = CheckedMutex()
+        defer { mutex.destroy() }
+        let reports = LockViolations.collect {
+            #expect(livedata_io_test_lock(mutex.pointer) == 0)
+            #expect(livedata_io_test_lock(mutex.pointer) == EDEADLK)
+            #expect(livedata_io_test_unlock(mutex.pointer) == 0)
+            #expect(livedata_io_test_unlock(mutex.pointer) == EDEADLK)
+        }
+        #expect(reports.count == 2)
+        #expect(reports.first?.contains("which holds it already") == true, "\(reports)")
+        #expect(reports.last?.contains("while no thread holds it") == true, "\(reports)")
+    }
+
+    @Test("a lock and unlock on one thread leave the mutex as the C library made it; one the C library took is let go by it")
+    func lockLeavesMutexUnheld() {
+        let mutex = CheckedMutex()
+        defer { mutex.destroy() }
+        let reports = LockViolations.collect {
+            for _ in 0..<3 {
+                #expect(livedata_io_test_lock(mutex.pointer) == 0)
+                #expect(livedata_io_test_unlock(mutex.pointer) == 0)
+            }
+            #expect(pthread_mutex_trylock(mutex.pointer) == 0, "the C library finds it free")
+            #expect(livedata_io_test_unlock(mutex.pointer) == 0, "taken before the redirection, let go after")
+            #expect(pthread_mutex_trylock(mutex.pointer) == 0, "and free again")
+            #expect(pthread_mutex_unlock(mutex.pointer) == 0)
+        }
+        #expect(reports.isEmpty, "\(reports)")
+    }
+
+    @Test("without a handler, a lock taken while another thread holds the mutex stops the process with its message")
+    func lockViolationStops() throws {
+        let mutex = CheckedMutex()
+        defer { mutex.destroy() }
+        let holder = LockHolder(mutex)
+        defer { holder.finish() }
+        var pipe: [Int32] = [0, 0]
+        #expect(Glibc.pipe(&pipe) == 0)
+        let child = fork()
+        if child == 0 {
+            // The child: only the C calls of the check, then a stop (or, if it returned, 0).
+            dup2(pipe[1], STDERR_FILENO)
+            _ = livedata_io_test_lock(mutex.pointer)
+            _exit(0)
+        }
+        Glibc.close(pipe[1])
+        defer { Glibc.close(pipe[0]) }
+        #expect(child > 0, "fork: \(errno)")
+        var status: Int32 = 0
+        let deadline = ContinuousClock.now + .seconds(20)
+        while waitpid(child, &status, WNOHANG) == 0 {
+            if ContinuousClock.now > deadline {
+                kill(child, SIGKILL)
+                waitpid(child, &status, 0)
+                Issue.record("the child did not stop")
+                break
+            }
+            usleep(5_000)
+        }
+        var output = [UInt8](repeating: 0, count: 4096)
+        let count = read(pipe[0], &output, output.count)
+        let message = String(decoding: output.prefix(max(count, 0)), as: UTF8.self)
+        #expect(status & 0x7f == SIGABRT, "stopped by SIGABRT (status \(status))")
+        #expect(message.contains("libmosquitto's pthread_mutex_lock of mutex"), "\(message)")
+        // The holder is a thread the child has not: its name cannot be read there.
+        #expect(message.contains("while thread \(holder.thread) (?) holds it"), "\(message)")
+    }
+
     // MARK: The redirection
 
     @Test("the libmosquitto this package runs with passes the checks")
@@ -340,11 +435,21 @@ struct SocketLayerTests {
         #expect(object.monotonicReadings().allSatisfy { $0 == .coarse }, "its monotonic clock is the coarse one")
         #expect(abs(object.clock(realtime: true) - nanoseconds(CLOCK_REALTIME)) < 1_000_000_000, "its real-time clock as asked")
         let originalLock = UnsafeRawPointer(dlsym(UnsafeMutableRawPointer(bitPattern: 0), "pthread_mutex_lock"))
-        #expect(UnsafeRawPointer(object.lockFunction()) == UnsafeRawPointer(livedata_io_test_replacement("pthread_mutex_lock")), "its lock is the one that leaves the mutex out")
-        #expect(object.lockAndUnlock() == 0)
+        let originalUnlock = UnsafeRawPointer(dlsym(UnsafeMutableRawPointer(bitPattern: 0), "pthread_mutex_unlock"))
+        let checkedLock = UnsafeRawPointer(livedata_io_test_replacement("pthread_mutex_lock"))
+        let checkedUnlock = UnsafeRawPointer(livedata_io_test_replacement("pthread_mutex_unlock"))
+        #expect(checkedLock != nil && checkedUnlock != nil)
+        #expect(UnsafeRawPointer(object.lockFunction()) == checkedLock, "its lock is the checked one")
+        #expect(UnsafeRawPointer(object.unlockFunction()) == checkedUnlock, "its unlock is the checked one")
+        let reports = LockViolations.collect {
+            #expect(object.lockAndUnlock() == 0)
+            #expect(object.lockTwice() == EDEADLK, "a second lock on one thread is caught through its slots")
+        }
+        #expect(reports.count == 1 && reports[0].contains("which holds it already"), "\(reports)")
 
         #expect(object.redirect(on: false) == 0)
         #expect(UnsafeRawPointer(object.lockFunction()) == originalLock, "its lock is the C library's again")
+        #expect(UnsafeRawPointer(object.unlockFunction()) == originalUnlock, "its unlock is the C library's again")
         #expect(object.lockAndUnlock() == 0)
         #expect(object.pageProtections() == protections)
         #expect(pair.read(9) == .bytes(Array(repeating: 1, count: 9)))
@@ -558,6 +663,69 @@ final class BlockingCall: @unchecked Sendable {
     func join() { pthread_join(thread, nil) }
 }
 
+/// A mutex made as libmosquitto makes its own (`pthread_mutex_init` with no attributes).
+struct CheckedMutex: @unchecked Sendable {
+    let pointer: UnsafeMutablePointer<pthread_mutex_t>
+
+    init() {
+        pointer = .allocate(capacity: 1)
+        pthread_mutex_init(pointer, nil)
+    }
+
+    func destroy() {
+        pthread_mutex_destroy(pointer)
+        pointer.deallocate()
+    }
+}
+
+/// A thread named "lock-holder" that takes `mutex` through the checked lock and holds it
+/// until `finish()`.
+final class LockHolder: @unchecked Sendable {
+    private let held = DispatchSemaphore(value: 0)
+    private let release = DispatchSemaphore(value: 0)
+    private let tid = Atomic<Int32>(0)
+    private var call: BlockingCall?
+
+    init(_ mutex: CheckedMutex) {
+        call = BlockingCall { [self] in
+            livedata_io_test_name_thread("lock-holder")
+            tid.store(livedata_io_test_thread_id(), ordering: .releasing)
+            precondition(livedata_io_test_lock(mutex.pointer) == 0)
+            held.signal()
+            release.wait()
+            precondition(livedata_io_test_unlock(mutex.pointer) == 0)
+        }
+        held.wait()
+    }
+
+    /// The holder's kernel thread id.
+    var thread: Int32 { tid.load(ordering: .acquiring) }
+
+    /// Lets go of the mutex and ends the thread (once).
+    func finish() {
+        guard let call else { return }
+        self.call = nil
+        release.signal()
+        call.join()
+    }
+}
+
+/// The lock check's reports, collected while `body` runs instead of stopping the process.
+enum LockViolations {
+    private static let reports = Mutex<[String]>([])
+
+    static func collect(_ body: () -> Void) -> [String] {
+        reports.withLock { $0 = [] }
+        livedata_io_test_on_lock_violation { message in
+            let text = message.map { String(cString: $0) } ?? ""
+            LockViolations.reports.withLock { $0.append(text) }
+        }
+        body()
+        livedata_io_test_on_lock_violation(nil)
+        return reports.withLock { $0 }
+    }
+}
+
 /// A small shared object built for a test, loaded, whose functions call `read`, `write`,
 /// `close` and `socketpair` (or some of them, or more) through its own import slots.
 final class TestObject: @unchecked Sendable {
@@ -581,6 +749,14 @@ final class TestObject: @unchecked Sendable {
             int counter;
             static pthread_mutex_t objectMutex = PTHREAD_MUTEX_INITIALIZER;
             void *object_lock_function(void) { return (void *)pthread_mutex_lock; }
+            void *object_unlock_function(void) { return (void *)pthread_mutex_unlock; }
+            int object_lock_twice(void) {
+                int locked = pthread_mutex_lock(&objectMutex);
+                if (locked != 0) return -1;
+                int again = pthread_mutex_lock(&objectMutex);
+                pthread_mutex_unlock(&objectMutex);
+                return again;
+            }
             int object_lock_and_unlock(void) {
                 int locked = pthread_mutex_lock(&objectMutex);
                 return locked != 0 ? locked : pthread_mutex_unlock(&objectMutex);
@@ -719,6 +895,17 @@ final class TestObject: @unchecked Sendable {
     /// The address of `pthread_mutex_lock` as the object sees it (through its import slot).
     func lockFunction() -> UnsafeMutableRawPointer? {
         function("object_lock_function", as: (@convention(c) () -> UnsafeMutableRawPointer?).self)()
+    }
+
+    /// The address of `pthread_mutex_unlock` as the object sees it.
+    func unlockFunction() -> UnsafeMutableRawPointer? {
+        function("object_unlock_function", as: (@convention(c) () -> UnsafeMutableRawPointer?).self)()
+    }
+
+    /// Locks a mutex of the object's, then again, then unlocks it: what the second lock
+    /// returned (only while redirected: with the C library's lock it would wait for good).
+    func lockTwice() -> Int32 {
+        function("object_lock_twice", as: (@convention(c) () -> Int32).self)()
     }
 
     /// Locks and unlocks a mutex of the object's: 0 when both succeed.

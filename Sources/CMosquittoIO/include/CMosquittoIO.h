@@ -1,37 +1,64 @@
 #ifndef LIVEDATA_CMOSQUITTOIO_H
 #define LIVEDATA_CMOSQUITTOIO_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
 /*
- * Buffered socket I/O under libmosquitto.
+ * libmosquitto's imports, redirected.
  *
  * libmosquitto reads a packet in three system calls (its first byte, its length byte by
  * byte, its body) and writes every packet with a call of its own; with each packet it
- * queues, it also writes a byte to a socket pair that only its own `mosquitto_loop` reads.
- * At tens of thousands of packets a second those calls are most of a client's CPU.
+ * queues, it also writes a byte to a socket pair that only its own `mosquitto_loop` reads;
+ * it reads the monotonic clock several times a packet, and takes and lets go of its
+ * client's mutexes about a dozen times for each publication and its acknowledgement.
  *
- * `livedata_io_install` points libmosquitto's imports of `read`, `write`, `close`,
- * `socketpair` and, where it has one, `clock_gettime` (its GOT entries, nothing else in the
- * process) at functions here:
- * - on an attached socket, `read` is served from a 64 KiB buffer filled by one system call,
- *   and `write` is collected while the caller collects, to go out in one call on flush;
- * - the write end of a socket pair made while claiming (see `livedata_io_claim_pairs`) is
- *   never written: the owner of that client never waits in `mosquitto_loop`;
- * - its monotonic clock is the coarse one (the time of the kernel's last tick): libmosquitto
- *   keeps whole seconds of it for its keepalive, and reads it several times a packet;
- * - every other descriptor, and every other library, goes straight to the C library.
+ * `livedata_io_install` points libmosquitto's own import slots (its GOT entries: nothing
+ * else in the process, no other library, no call of this program's own) for these seven
+ * functions at replacements here. All of them, for every libmosquitto client in the
+ * process once installed, whether or not its socket is attached:
+ * - `read`: on an attached socket (`livedata_io_attach`), served from a 64 KiB buffer
+ *   filled by one system call; any other descriptor goes straight to the C library.
+ * - `write`: on an attached socket, collected while the caller collects
+ *   (`livedata_io_collect`), to go out in one call on `livedata_io_flush`; on the write end
+ *   of a wake-up pair marked while claiming (`livedata_io_claim_pairs`), left out: the owner
+ *   of that client never waits in `mosquitto_loop`; anything else, the C library's.
+ * - `close`: drops an attached socket's buffers (a buffer kept would serve the next
+ *   descriptor with the number) and a wake-up pair's mark, then closes.
+ * - `socketpair`: notes the pairs made while claiming, so that the wake-up pair's write end
+ *   can be marked.
+ * - `clock_gettime` (where imported): CLOCK_MONOTONIC becomes CLOCK_MONOTONIC_COARSE, the
+ *   time of the kernel's last tick, a load instead of a read of the processor's counter.
+ *   libmosquitto keeps whole seconds of it for its keepalive. Other clocks as asked.
+ * - `pthread_mutex_lock`, `pthread_mutex_unlock`: checked instead of taken. Every mutex of
+ *   libmosquitto belongs to one client, and this program makes every call into the library
+ *   for a client on that client's network thread (or before it starts, or after it ends),
+ *   so no lock ever has to wait. The lock writes its thread into the mutex's first word (0
+ *   in an unlocked mutex made without attributes, as libmosquitto makes them) when it
+ *   finds 0 there, and the unlock writes 0 when it finds its own thread: plain loads and
+ *   stores, an acquire and a release, with no locked instruction. When the lock finds
+ *   another thread there (two calls into the library for one client at once), or its own,
+ *   or the unlock finds anything but its own, the process stops with a message naming the
+ *   call, the mutex, the caller in libmosquitto and both threads. Two calls that overlap on
+ *   a mutex are caught at the latest when one lets go of it (the one whose write the other
+ *   overwrote finds the other's thread). This check runs in every build: a call off the
+ *   network thread is a stop with its reason, never a silent data race.
+ *
+ * The redirection is all or nothing, checked in full before any slot changes (see
+ * `livedata_io_install`); off unless the program asks for it, since import slots are no
+ * interface of the library.
  */
 
-/// Redirects libmosquitto's socket calls; 0 on success (also when already done), else an
+/// Redirects libmosquitto's imports (above); 0 on success (also when already done), else an
 /// errno value, and libmosquitto keeps its own calls: ENOENT when libmosquitto is not loaded
-/// as a shared library, ENOTSUP on an architecture without support, ESRCH when it does not
-/// import all four calls, EXDEV when it imports another call that would reach its socket
-/// around the buffers (recv, send, readv...), ENOEXEC when its tables or import slots are
-/// not as expected, or the error of making a slot's page writable. All slots are
-/// rewritten, or none. Each page keeps the protection it had.
+/// as a shared library, ENOTSUP on an architecture without support or with a C library whose
+/// fresh mutex does not start with a zero word (the lock check's state), ESRCH when it does
+/// not import all of read, write, close and socketpair, EXDEV when it imports another call
+/// that would reach its socket around the buffers (recv, send, readv...), ENOEXEC when its
+/// tables or import slots are not as expected, or the error of making a slot's page
+/// writable. All slots are rewritten, or none. Each page keeps the protection it had.
 int livedata_io_install(void);
 
 /// Why `livedata_io_install` failed, a sentence for the log; "" when it did not.
@@ -91,6 +118,19 @@ int livedata_io_test_socketpair(int domain, int type, int protocol, int descript
 int livedata_io_test_unused_wake_writer(int fd);
 /// What an import named `name` is redirected to (NULL for one that is not redirected).
 void *livedata_io_test_replacement(const char *name);
+
+/// Receives the message of a lock check that failed (see `pthread_mutex_lock` above).
+typedef void (*livedata_io_lock_violation_handler)(const char *message);
+/// With a handler, a failed lock check calls it and returns EDEADLK instead of stopping the
+/// process; NULL puts back the stop.
+void livedata_io_test_on_lock_violation(livedata_io_lock_violation_handler handler);
+/// The replacements of `pthread_mutex_lock` and `pthread_mutex_unlock`.
+int livedata_io_test_lock(pthread_mutex_t *mutex);
+int livedata_io_test_unlock(pthread_mutex_t *mutex);
+/// The calling thread's kernel id, as the lock check's messages give it.
+int livedata_io_test_thread_id(void);
+/// Names the calling thread (at most 15 bytes), as the lock check's messages show it.
+void livedata_io_test_name_thread(const char *name);
 
 /// Runs the checks of `livedata_io_install` on the first loaded object whose path contains
 /// `fragment`, changing nothing; 0 or the errno value install would return, and the reason

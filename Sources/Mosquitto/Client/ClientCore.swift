@@ -11,15 +11,12 @@ final class ClientCore: Sendable {
     typealias SubscribeWaiter = CheckedContinuation<MQTTQoS, any Error>
     typealias Waiter = CheckedContinuation<Void, any Error>
 
-    /// The waiter of one publication, as a reference. A `CheckedContinuation` is a type of
-    /// the standard library whose layout this module does not see, so every copy of a
-    /// record holding one (optional or not) went through its value witnesses, generic
-    /// calls at the registration and at the acknowledgement of every publication (about a
-    /// twelfth of the output's network thread at a million locations); a reference copies
-    /// as a retain, and a publication nobody waits for holds none.
     /// The caller of ``MQTTClient/publish(_:payload:qos:retain:connection:)`` waiting for its
-    /// publication: resumed once, by the acknowledgement, the failure, or the caller's
-    /// cancellation, whichever comes first.
+    /// publication, as a reference: resumed once, by the acknowledgement, the failure, or the
+    /// caller's cancellation, whichever comes first. A `CheckedContinuation` is a type of the
+    /// standard library whose layout this module does not see, so every copy of a record
+    /// holding one goes through its value witnesses; a reference copies as a retain, and a
+    /// publication nobody waits for holds none.
     final class PublishAwaiter: Sendable {
         private let continuation: Waiter
         private let resumed = Atomic<Bool>(false)

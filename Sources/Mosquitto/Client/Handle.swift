@@ -3,11 +3,11 @@ import CMosquittoIO
 
 /// Owns the libmosquitto client and its CONNECT properties.
 ///
-/// `@unchecked Sendable` is safe here, and only here: after `mosquitto_threaded_set(true)`
-/// libmosquitto guards publish, subscribe, unsubscribe and disconnect with its own mutexes
-/// and wakes the network thread through its socket pair; connect and the network loop run
-/// only on that one thread; and `mosquitto_destroy` runs in `deinit`, when no thread can
-/// reach the handle any more.
+/// `@unchecked Sendable` is safe here, and only here: every call into libmosquitto for the
+/// client (connect, the network loop, publish, subscribe, unsubscribe, disconnect) is made
+/// on its network thread, or before that thread starts or after it ends, which the lock
+/// check of ``MQTTSocketBuffering`` verifies where libmosquitto's locks are replaced; and
+/// `mosquitto_destroy` runs in `deinit`, when no thread can reach the handle any more.
 final class Handle: @unchecked Sendable {
     let mosq: OpaquePointer
     /// MQTT 5 CONNECT properties (session expiry, maximum packet size), sent with every

@@ -170,11 +170,10 @@ final class NetworkLoop: Sendable {
     /// last one started: under a steady stream a pass then carries all that came meanwhile,
     /// rather than one message per pass and a TCP segment per acknowledgement. While the
     /// windows would have room at the pace of the last pass (``PassPace``),
-    /// `relaxedPassInterval` after: at a million locations 5 ms instead of 1 took the
-    /// daemon's context switches from about 0.12 to 0.05 an update and its system CPU by a
-    /// third, with the publication lag's p99 still at 50–100 ms. Where a window would fill
-    /// halfway in a relaxed pass, it would cap the rate at a window a pass (20 a pass at
-    /// mosquitto's default), so the short interval stays.
+    /// `relaxedPassInterval` after: fewer passes carry the same packets, for fewer context
+    /// switches and system calls per message. Where a window would fill halfway in a
+    /// relaxed pass, it would cap the rate at a window a pass (20 a pass at mosquitto's
+    /// default), so the short interval stays.
     private func pump() -> (ClientCore, Int32, Int32) {
         var deadline: ContinuousClock.Instant?
         var busySince: ContinuousClock.Instant?

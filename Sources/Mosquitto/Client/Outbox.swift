@@ -11,9 +11,7 @@ import LiveTopics
 /// writes that packet, reads the acknowledgement, frees all of it and walks the list
 /// again. Made on two threads, every one of those mutexes, list nodes and allocations
 /// crossed between two processors for each publication. Made on one, they stay in its
-/// cache and its heap, and what crosses is this buffer, written in order and read once
-/// (at a million locations, about a tenth less of the daemon's CPU an update:
-/// `Benchmarks/NOTES.md`, nineteenth pass).
+/// cache and its heap, and what crosses is this buffer, written in order and read once.
 ///
 /// A record is its header (the topic's length with its NUL, the payload's length, the QoS,
 /// the retain flag), the topic NUL-terminated and the payload; its waiter and origin are

@@ -63,13 +63,20 @@ public struct MQTTConfiguration: Sendable {
     /// passes at 20 messages a pass. Default 1,000 each.
     public var sendMaximum: Int
     public var receiveMaximum: Int
-    /// Serve libmosquitto's socket reads from a buffer filled by one system call, collect
-    /// its writes for one call per pass, and leave out its writes to a wake-up pair nobody
-    /// reads (see ``MQTTSocketBuffering``): a few system calls per pass instead of about
-    /// five per packet. Plain TCP only (TLS keeps libmosquitto's own calls). Default off
-    /// (libmosquitto's own calls, one or more per packet): the buffers reach into
-    /// libmosquitto's import table, which is no interface of the library; a library whose
-    /// imports are not as expected keeps its own calls, with a notice in the log.
+    /// Redirect libmosquitto's imports (see ``MQTTSocketBuffering``), which does four things:
+    /// - serves its socket reads from a buffer filled by one system call and collects its
+    ///   writes for one call per pass: a few system calls per pass instead of about five
+    ///   per packet (this client's socket, plain TCP only: TLS keeps the library's calls);
+    /// - leaves out its writes to this client's wake-up pair, which nobody reads;
+    /// - gives it the coarse monotonic clock (process-wide, every libmosquitto client);
+    /// - checks its locks instead of taking them (process-wide, every libmosquitto client,
+    ///   buffered or not): every call into the library for a client must then be made on
+    ///   that client's network thread, as this client's are, or the process stops with a
+    ///   message naming the call and both threads.
+    ///
+    /// Default off (libmosquitto's own calls): the redirection reaches into libmosquitto's
+    /// import table, which is no interface of the library; a library whose imports are not
+    /// as expected keeps its own calls, with a notice in the log.
     public var bufferedSocket: Bool
     /// How many connections the client publishes over (default 1), each with a client id
     /// of its own: ``clientID``, then `{clientID}-2`, `{clientID}-3`… A caller names the
