@@ -22,9 +22,8 @@ extension LivePipeline {
         if startProgress.isStopRequested { throw CancellationError() }
         checkpoints.restored(checkpoint: restored.checkpoint, journalPosition: restored.journalPosition)
         replica?.startedEmpty = restored.count == 0
-        // The style topics of placements the file held twice are cleared. The styles that
-        // changed while the daemon was down are published by the first convergence, with
-        // versions above the ones the broker holds.
+        // Placements the file held twice are cleared; what changed while the daemon was
+        // down, the first convergence publishes.
         for address in processing.core.takeStaleStyleAddresses() { publishing.send(publishing.topics.clearing(styleOf: address)) }
         if let journal = intake.journal {
             // What arrived after the snapshot, through the same way in as live updates.
@@ -35,8 +34,7 @@ extension LivePipeline {
             }
         }
         processing.finishRestore(&restored)
-        // The checkpoint vouches for the styles as they were at the stop: not for what the
-        // journal or the catch-up changed since.
+        // The checkpoint vouches for the styles at the stop, not for what changed since.
         if processing.replayed.records > 0 || restored.changed > 0 { checkpoints.forgetRestoredCheckpoint() }
         try checkpoints.open()
     }
@@ -78,11 +76,9 @@ extension LivePipeline {
         }
         publishing.send(status)
         checkpoints.dropBarrier()
-        // The legends go out once the convergence (or the marker's check) has read the
-        // retained ones: only those that differ.
+        // The legends wait for the retained ones to be read: only those that differ go out.
         publishing.holdLegends()
-        // The broker kept both sessions, so it kept its store (or restored it from its last
-        // save): a marker it holds tells what it has.
+        // The broker kept both sessions, so its store: a marker it holds tells what it has.
         let present = client.session.present && output.session.present
         if present, publishing.hasTrustedVersions, publishing.recentIsWhole, let acknowledged = checkpoints.markers.acknowledged {
             // What was handed over after the last marker it acknowledged is sent again.
@@ -179,15 +175,14 @@ extension LivePipeline {
 
     // MARK: - The stop
 
-    /// Publishes the last styles that waited for their interval, then `offline` (see
-    /// ``OutputStage/publishOffline()``).
+    /// Publishes the styles that wait for their interval, then `offline`.
     public func publishOffline() async {
         publishing.sendCoalesced(all: true)
         drainOutput()
         await publishing.publishOffline()
     }
 
-    /// At a clean stop: the stop's checkpoint (see ``CheckpointStage/stop(timeout:)``).
+    /// At a clean stop: the stop's checkpoint (``CheckpointStage/stop(timeout:settle:receiving:)``).
     public func checkpoint(timeout: Duration = .seconds(5)) async {
         guard replica == nil else { return }
         var processed = processing.processed
@@ -197,8 +192,7 @@ extension LivePipeline {
         }
     }
 
-    /// At a clean stop: the active hands on what waits (for at most `timeout`), then
-    /// releases its lease, so that a standby takes over at once.
+    /// At a clean stop: the active hands on what waits, then releases its lease.
     public func releaseLease(timeout: Duration = .seconds(3)) async {
         await replica?.release(
             timeout: timeout, pending: { publishing.waiting > 0 || publishing.client.inFlight > 0 }, drain: { drainOutput() },

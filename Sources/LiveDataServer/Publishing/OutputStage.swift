@@ -12,15 +12,11 @@ import Mosquitto
 /// Other stages hand it publications and ask it questions; none changes its state but
 /// through these calls.
 final class OutputStage {
-    /// Whether the state's versions are known to be at or above the broker's.
-    ///
-    /// Until the first convergence after the start has finished, the versions the state
-    /// holds may be lower than the broker's (a crashed predecessor may have raised them
-    /// without recording it), so a change is not published under them: updates are
-    /// processed all the same, and the convergence publishes what they changed, with
-    /// versions above the broker's. Until the start knows which (a full convergence, or the
-    /// checkpoint of the last clean stop found at the broker), changes are held: a
-    /// checkpoint that holds sends them under their versions; a convergence drops them.
+    /// Whether the state's versions are known to be at or above the broker's. Until the
+    /// first convergence has finished they may be lower (a crashed predecessor may have
+    /// raised them without recording it): a change is not published under them, and the
+    /// convergence publishes what changed, above the broker's versions. Meanwhile changes
+    /// are held: a checkpoint found at the broker sends them; a convergence drops them.
     enum Versions {
         /// Not known yet; `held` keeps the changes made meanwhile, until a convergence drops
         /// them (nil).
