@@ -26,8 +26,8 @@ public struct EncodedRecords: Sendable {
 
     /// The records of the changed locations in `range`, as they are now. A style that
     /// locations share through their key's kept rendering is encoded for the first of them;
-    /// the others copy its bytes (at a million locations of a few dozen styles, encoding
-    /// each location's style again was a sixth of a snapshot's work).
+    /// the others copy its bytes (a venue holds few distinct styles, and encoding each
+    /// location's again is a large part of a snapshot's work: docs/performance.md).
     public init(_ changed: LiveStore.ChangedLocations, in range: Range<Int>, of core: LiveCore) {
         self.init(changed, in: range, of: core.store)
     }

@@ -12,9 +12,8 @@ import LiveTopics
 /// one's "before", so that its `changed` fields are counted from the style last sent.
 ///
 /// A location's change waits under its address, not under its topic: its topic is made
-/// when it leaves, so that a waiting change costs no string of its own (with the change
-/// itself, about 150 bytes an entry; a fill of a million locations at a broker that takes
-/// publications slowly has hundreds of thousands waiting).
+/// when it leaves, so that a waiting change costs no string of its own (a broker that takes
+/// publications slowly can leave a large share of the locations waiting).
 ///
 /// Pure bookkeeping: the caller puts, takes what the window has room for, and puts back
 /// what the client could not take.
