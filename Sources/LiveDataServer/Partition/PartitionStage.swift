@@ -58,8 +58,10 @@ final class PartitionStage {
     enum Routing {
         /// Another partition's: only its old topic was this one's, cleared here.
         case handedOver
-        /// This partition's; `announce` when it arrives from elsewhere.
-        case owned(announce: Bool)
+        /// This partition's; `announce` when it arrives from elsewhere; `clearing`: the old
+        /// topic of a location that moved within the partition (one that came from another
+        /// partition's is that daemon's to clear, told by the arrival).
+        case owned(announce: Bool, clearing: LocationAddress?)
     }
 
     func route(_ change: DerivedChange) -> Routing {
@@ -67,13 +69,10 @@ final class PartitionStage {
             if let old = change.movedFrom, partition.owns(old) { output.clearHandedOver(old) }
             return .handedOver
         }
-        let fromElsewhere: Bool
-        if let old = change.movedFrom {
-            fromElsewhere = !partition.owns(old)
-        } else {
-            fromElsewhere = change.isFirst && change.hasValue(ofDomain: output.ruleSet.moves)
+        guard let old = change.movedFrom else {
+            return .owned(announce: change.isFirst && change.hasValue(ofDomain: output.ruleSet.moves), clearing: nil)
         }
-        return .owned(announce: fromElsewhere)
+        return partition.owns(old) ? .owned(announce: false, clearing: old) : .owned(announce: true, clearing: nil)
     }
 
     /// Announces that this daemon took a location.

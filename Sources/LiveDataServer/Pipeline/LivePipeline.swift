@@ -231,12 +231,12 @@ public actor LivePipeline {
     func queue(_ change: DerivedChange, arrived: MonotonicInstant?) {
         guard !processing.replaying else { return }
         // A location that moved: its old topic is cleared as the new one gets the style
-        // (unless it was another partition's: that daemon clears it, told by the arrival).
+        // (with a partition, only when the old one was this partition's).
         var clearing = change.movedFrom
         if let partition {
-            guard case .owned(let announce) = partition.route(change) else { return }
+            guard case .owned(let announce, let old) = partition.route(change) else { return }
             if announce && publishes { partition.announceArrival(change) }
-            if let old = clearing, !partition.partition.owns(old) { clearing = nil }
+            clearing = old
         }
         // The floor view shows the state as it is, whenever the broker gets it.
         let payload = feed.hasViewers ? feed.change(change, topics: publishing.topics) : nil

@@ -86,10 +86,9 @@ final class OutputStage {
         _ change: DerivedChange, arrived: MonotonicInstant?, seenByConvergence: Bool, clearing old: LocationAddress?, payload: [UInt8]?
     ) -> Bool {
         if case .inDoubt = versions, !seenByConvergence {
-            // The convergence publishes it (its retained style is still to be read, or it is
-            // among those the end of the read publishes), or, while the checkpoint is
-            // checked, it waits to be known right.
-            if let old { held?.put(topics.clearing(styleOf: old), under: .style(old), since: arrived) }
+            // The convergence publishes it (its retained style is still to be read, or the
+            // read's end publishes it), or it waits while the checkpoint is checked.
+            if let old { holdClearing(old, since: arrived) }
             held?.put(change, since: arrived)
             return false
         }
@@ -108,10 +107,14 @@ final class OutputStage {
     /// Clears a style topic (the location left it); held while the versions are in doubt.
     func clearHandedOver(_ address: LocationAddress) {
         if case .inDoubt = versions {
-            held?.put(topics.clearing(styleOf: address), under: .style(address), since: nil)
+            holdClearing(address, since: nil)
             return
         }
         clear(address)
+    }
+
+    private func holdClearing(_ address: LocationAddress, since: MonotonicInstant?) {
+        held?.put(topics.clearing(styleOf: address), under: .style(address), since: since)
     }
 
     /// Clears a style topic (the location left it).
