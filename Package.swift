@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "LiveStatePersistence", targets: ["LiveStatePersistence"]),
         .library(name: "LiveDataServer", targets: ["LiveDataServer"]),
         .library(name: "LiveDataConfiguration", targets: ["LiveDataConfiguration"]),
+        .library(name: "LiveDataClient", targets: ["LiveDataClient"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -48,6 +49,9 @@ let package = Package(
             ]
         ),
         .target(name: "LiveTopics"),
+        // What a map client does with the daemon's output (the contract's rules), for
+        // `livedata watch` and for Swift clients: no I/O.
+        .target(name: "LiveDataClient"),
         .target(name: "DisplayRules", dependencies: ["LiveTopics"]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         // The C library's malloc.h: the daemon hands free heap pages back after a start.
@@ -98,6 +102,7 @@ let package = Package(
                 "LiveStatePersistence",
                 "LiveDataConfiguration",
                 "LiveDataServer",
+                "LiveDataClient",
                 "CMimalloc",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -118,6 +123,7 @@ let package = Package(
             path: "Tests/LiveDataTestSupport"
         ),
         .testTarget(name: "LiveDataTestSupportTests", dependencies: ["LiveDataTestSupport"]),
+        .testTarget(name: "LiveDataClientTests", dependencies: ["LiveDataClient"]),
         .testTarget(name: "LiveTopicsTests", dependencies: ["LiveTopics", "LiveDataTestSupport"]),
         .testTarget(name: "DisplayRulesTests", dependencies: ["DisplayRules", "LiveTopics", "LiveDataTestSupport"]),
         .testTarget(

@@ -25,10 +25,10 @@ struct Livedata: AsyncParsableCommand {
 
             Exit codes: 0 ok, 1 runtime failure, 2 usage error, 78 bad configuration.
             """,
-        version: "0.5.0",
+        version: "0.6.0",
         subcommands: [
             ServeCommand.self, SubscribeCommand.self, PublishCommand.self, SimulateCommand.self, TopicCommand.self,
-            RulesCommand.self,
+            RulesCommand.self, WatchCommand.self,
         ]
     )
 }

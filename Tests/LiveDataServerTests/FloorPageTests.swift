@@ -19,7 +19,7 @@ struct FloorPageTests {
     func withFloorPage(_ test: @escaping @Sendable (any TestClientProtocol) async throws -> Void) async throws {
         let router = Router()
         FloorView.addFloorPage(to: router)
-        try await Application(router: router).test(.router, test)
+        try await Application(router: router).test(.router) { client in try await test(RecordingClient(client)) }
     }
 
     @Test("the script and the style sheet are their files, byte for byte, with their type and no-cache", arguments: [

@@ -55,7 +55,7 @@ struct HTTPInterfaceTests {
                 IntakeMessage(topic: topic, payload: Array(#"{"properties": {"nrOfPeople": "1"}}"#.utf8)))
         }
         let app = Application(router: HTTPInterface.router(token: token, queries: LiveQueries(pipeline), metrics: metrics))
-        try await app.test(.router, test)
+        try await app.test(.router) { client in try await test(RecordingClient(client)) }
     }
 
     static func text(_ response: TestResponse) -> String { String(buffer: response.body) }

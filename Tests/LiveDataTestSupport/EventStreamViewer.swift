@@ -49,10 +49,12 @@ public final class EventStreamViewer: Sendable {
 
     private let channel: any Channel
     private let box: Box
+    private let path: String
 
-    private init(channel: any Channel, box: Box) {
+    private init(channel: any Channel, box: Box, path: String) {
         self.channel = channel
         self.box = box
+        self.path = path
     }
 
     /// Connects to 127.0.0.1:`port` and asks for `path`.
@@ -76,7 +78,7 @@ public final class EventStreamViewer: Sendable {
             bootstrap = bootstrap.channelOption(.socketOption(.so_rcvbuf), value: SocketOptionValue(receiveBuffer))
         }
         let channel = try await bootstrap.connect(host: "127.0.0.1", port: port).get()
-        let viewer = EventStreamViewer(channel: channel, box: box)
+        let viewer = EventStreamViewer(channel: channel, box: box, path: path)
         var headers = HTTPHeaders([("Host", "127.0.0.1:\(port)"), ("Accept", "text/event-stream")])
         if let lastEventID { headers.add(name: "Last-Event-ID", value: lastEventID) }
         let head = HTTPRequestHead(version: .http1_1, method: .GET, uri: path, headers: headers)
@@ -102,8 +104,15 @@ public final class EventStreamViewer: Sendable {
         if on { channel.read() }
     }
 
+    /// Closes the stream; what it kept of a stream that opened is checked against
+    /// `docs/openapi.yaml` with the other responses (``Contract/record(method:path:status:contentType:body:)``).
     public func close() async {
         try? await channel.close().get()
+        let (status, events) = box.state.withLock { ($0.status, $0.events) }
+        if status == 200 {
+            let body = events.map { "event: \($0.name)\ndata: \($0.data)\n\n" }.joined()
+            Contract.record(method: "GET", path: path, status: 200, contentType: "text/event-stream", body: body)
+        }
     }
 
     /// Waits until `condition` holds for the events (and whether the stream ended).

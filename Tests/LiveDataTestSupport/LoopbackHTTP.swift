@@ -29,6 +29,8 @@ public enum LoopbackHTTP {
         }
         var fields: [String: String] = [:]
         for case let (name as String, value as String) in response.allHeaderFields { fields[name.lowercased()] = value }
-        return Response(status: response.statusCode, headers: fields, body: String(decoding: data, as: UTF8.self))
+        let text = String(decoding: data, as: UTF8.self)
+        Contract.record(method: method, path: path, status: response.statusCode, contentType: fields["content-type"], body: text)
+        return Response(status: response.statusCode, headers: fields, body: text)
     }
 }

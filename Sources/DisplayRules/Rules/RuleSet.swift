@@ -104,6 +104,7 @@ public struct Legend: Hashable, Sendable {
         }
         var object = JSONObjectWriter()
         object.add("entries", json: "[" + items.joined(separator: ", ") + "]")
+        object.add("format", WireFormat.version)
         return object.json
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import LiveTopics
 
 /// The retained message at `{prefix}/owner/{partition}` that says which replica of a
 /// partition is active: `{"instance": "east-1", "epoch": 7}`; the will of the connection that
@@ -9,11 +10,14 @@ struct Lease: Codable, Equatable, Sendable {
     var epoch: UInt64
     /// The holder's connection ended (its will), or it stepped down.
     var released: Bool?
+    /// The payloads' layout (``WireFormat``); absent in a lease of a daemon before it was written.
+    var format: Int?
 
     init(instance: String, epoch: UInt64, released: Bool = false) {
         self.instance = instance
         self.epoch = epoch
         self.released = released ? true : nil
+        self.format = WireFormat.version
     }
 
     var isReleased: Bool { released ?? false }

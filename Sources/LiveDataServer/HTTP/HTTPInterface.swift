@@ -129,16 +129,42 @@ public enum HTTPInterface {
             .put(":name") { request, context in
                 let name = pathComponents(context, ["name"])[0]
                 let body = try await request.body.collect(upTo: 4096)
-                guard let change = try? JSONDecoder().decode(LayerChange.self, from: Data(buffer: body)),
-                    let hidden = change.hidden ?? change.visible.map({ !$0 })
-                else {
+                guard let hidden = LayerChange.hidden(from: Data(buffer: body)) else {
                     return error(.badRequest, #"the body must be {"hidden": true|false} or {"visible": true|false}"#)
                 }
                 let changed = await queries.setLayer(name, hidden: hidden)
                 return encoded(.ok, LayerChanged(layer: name, hidden: hidden, changed: changed))
             }
         FloorView.add(to: router, queries: queries)
+        answerOtherMethods(on: router)
         return router
+    }
+
+    /// Every path and the methods it answers (`docs/openapi.yaml` documents each).
+    static let routeMethods: [(path: RouterPath, methods: [HTTPRequest.Method])] = [
+        ("/healthz", [.get]), ("/readyz", [.get]), ("/metrics", [.get]), ("/v1/locations/**", [.get]),
+        ("/v1/floors/:dataset/:venue/:building/:floor", [.get]), ("/v1/state", [.get]), ("/v1/legend", [.get]),
+        ("/v1/layers", [.get]), ("/v1/layers/:name", [.put]), ("/", [.get]), ("/assets/venues.js", [.get]),
+        ("/floors/:dataset/:venue/:building/:floor", [.get]), ("/assets/floor.js", [.get]), ("/assets/floor.css", [.get]),
+        ("/v1/venues", [.get]), ("/v1/geometry", [.get]), ("/v1/events", [.get]),
+    ]
+
+    /// A method a path does not answer gets 405 and the methods it does (`Allow`), not the
+    /// 404 of a path that does not exist.
+    static func answerOtherMethods(on router: Router<BasicRequestContext>) {
+        // QUERY (a safe method with a body, being standardized) is sent by clients and fuzzers.
+        let methods: [HTTPRequest.Method] = [.get, .head, .post, .put, .delete, .patch, .options, .trace] + (HTTPRequest.Method("QUERY").map { [$0] } ?? [])
+        for route in routeMethods {
+            let allow = route.methods.map(\.rawValue).joined(separator: ", ")
+            // A path that answers GET answers HEAD too.
+            for method in methods where !route.methods.contains(method) && !(method == .head && route.methods.contains(.get)) {
+                router.on(route.path, method: method) { _, _ in
+                    var response = error(.methodNotAllowed, "\(method.rawValue) is not answered here; use \(allow)")
+                    response.headers[.allow] = allow
+                    return response
+                }
+            }
+        }
     }
 
     /// A path component as the client meant it: the router matches the raw path, so a
@@ -192,9 +218,13 @@ public enum HTTPInterface {
     }
 
     /// `PUT /v1/layers/{name}`'s body: `{"hidden": true|false}` or `{"visible": true|false}`.
-    struct LayerChange: Codable, Equatable {
-        var hidden: Bool?
-        var visible: Bool?
+    enum LayerChange {
+        /// Whether the body hides the layer; nil for a body that is not one of the two
+        /// (another member, a value that is not a boolean, both or neither).
+        static func hidden(from body: Data) -> Bool? {
+            guard let object = try? JSONDecoder().decode([String: Bool].self, from: body), object.count == 1 else { return nil }
+            return object["hidden"] ?? object["visible"].map { !$0 }
+        }
     }
 
     struct LayerChanged: Codable, Equatable {

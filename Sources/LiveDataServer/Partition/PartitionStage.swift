@@ -21,6 +21,8 @@ final class PartitionStage {
         var instance: String
         /// The location's address: `dataset/venue/building/floor/room/location`.
         var location: String
+        /// The payloads' layout (``WireFormat``); absent in an arrival of a daemon before it was written.
+        var format: Int? = WireFormat.version
     }
 
     let partition: Partition

@@ -217,7 +217,7 @@ private func writeLocationJSON(
     var maximum =
         Cursor.maximum(key: "live") + 2 + Cursor.maximum(key: "epoch") + Cursor.integerMaximum
         + Cursor.maximum(key: "version") + Cursor.integerMaximum + Cursor.maximum(key: "updatedAt")
-        + Cursor.timestampMaximum + 1
+        + Cursor.timestampMaximum + Cursor.maximum(key: "format") + Cursor.integerMaximum + 1
     for value in values where !value.stale {
         maximum += Cursor.maximum(text: value.domain.utf8.count) + 4 + Cursor.maximum(key: "timestamp") + Cursor.timestampMaximum
         for property in value.properties {
@@ -249,6 +249,8 @@ private func writeLocationJSON(
             json.key("updatedAt")
             json.timestamp(updatedAt)
         }
+        json.key("format")
+        json.integer(Int64(WireFormat.version))
         json.endObject()
     }
 }

@@ -46,6 +46,7 @@ public struct SummaryTracker {
             object.add("capacity", capacity)
             object.add("updatedAt", updatedAt.description)
             if let epoch { object.add("epoch", Int(clamping: epoch)) }
+            object.add("format", WireFormat.version)
             return object.json
         }
     }

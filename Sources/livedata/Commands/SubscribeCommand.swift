@@ -60,16 +60,8 @@ struct SubscribeCommand: AsyncParsableCommand {
         try await client.subscribe(topicCriteria.filter.string, qos: qos)
         // Started after the subscription succeeded: a refusal from here on comes from a
         // renewed subscription after a reconnection, and ends the command.
-        let events = Task { await Self.watch(client) }
-        defer { events.cancel() }
-
-        let timer = timeout.map { seconds in
-            Task {
-                try await Task.sleep(for: .milliseconds(Int(seconds * 1000)))
-                await client.disconnect()
-            }
-        }
-        defer { timer?.cancel() }
+        let session = StreamingSession(client, timeout: timeout)
+        defer { session.cancel() }
 
         var printer = UpdatePrinter(format: format)
         var received = 0
@@ -80,7 +72,7 @@ struct SubscribeCommand: AsyncParsableCommand {
             if let count, received >= count { break }
         }
         await client.disconnect()
-        if let refusal = await events.value {
+        if let refusal = await session.events.value {
             throw CommandFailure.runtime("\(refusal)")
         }
         if let count, received < count {
@@ -112,6 +104,30 @@ struct SubscribeCommand: AsyncParsableCommand {
             }
         }
         return nil
+    }
+}
+
+/// What a command that prints a stream runs beside its loop: a watch of the connection
+/// (``SubscribeCommand/watch(_:)``), and a timer that disconnects after `timeout` seconds,
+/// which ends the client's messages and so the loop. Both are cancelled when the command
+/// ends (`cancel()` in a `defer`); the loop awaits `events` for a refusal.
+struct StreamingSession {
+    let events: Task<MQTTError?, Never>
+    let timer: Task<Void, any Error>?
+
+    init(_ client: MQTTClient, timeout: Double?) {
+        events = Task { await SubscribeCommand.watch(client) }
+        timer = timeout.map { seconds in
+            Task {
+                try await Task.sleep(for: .milliseconds(Int(seconds * 1000)))
+                await client.disconnect()
+            }
+        }
+    }
+
+    func cancel() {
+        events.cancel()
+        timer?.cancel()
     }
 }
 
