@@ -91,7 +91,22 @@ enum Main {
 /// Writes one line to standard output at once (unbuffered, so a pipe sees every update
 /// as it arrives).
 func printLine(_ line: String) {
-    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+    writeOutput(line + "\n")
+}
+
+/// Writes `text` to standard output. A reader that went away (`livedata subscribe | head`)
+/// ends the command quietly with status 0, as a shell pipeline expects.
+func writeOutput(_ text: String) {
+    var bytes = Array(text.utf8)[...]
+    while !bytes.isEmpty {
+        let written = bytes.withUnsafeBytes { buffer in write(STDOUT_FILENO, buffer.baseAddress, buffer.count) }
+        if written < 0 {
+            if errno == EINTR { continue }
+            if errno == EPIPE { exit(0) }
+            return
+        }
+        bytes = bytes.dropFirst(written)
+    }
 }
 
 /// Writes one line to standard error.

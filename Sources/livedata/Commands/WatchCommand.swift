@@ -65,7 +65,8 @@ struct WatchCommand: AsyncParsableCommand {
             throw CommandFailure.usage("\"\(level)\" is not a topic level: it must be non-empty and free of /, + and #")
         }
         let styles = "\(prefix)/style/" + place.map { $0 ?? "+" }.joined(separator: "/")
-        let filters = [styles, "\(prefix)/legend/\(criteria.dataset ?? "+")", "\(prefix)/status", "\(prefix)/status/+", "\(prefix)/owner/+"]
+        // The legend first: its retained message then comes before the styles it names.
+        let filters = ["\(prefix)/legend/\(criteria.dataset ?? "+")", "\(prefix)/status", "\(prefix)/status/+", "\(prefix)/owner/+", styles]
         let client = try MQTTClient(configuration: broker.configuration(), logger: makeLogger(verbose: verbose))
         try await client.connect()
         for filter in filters { try await client.subscribe(filter, qos: .atLeastOnce) }

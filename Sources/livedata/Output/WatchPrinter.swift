@@ -76,7 +76,7 @@ struct WatchPrinter {
         for row in rows {
             screen += zip(row, widths).map { $0.padding(toLength: $1, withPad: " ", startingAt: 0) }.joined(separator: "  ") + "\n"
         }
-        FileHandle.standardOutput.write(Data(screen.utf8))
+        writeOutput(screen)
     }
 
     private func text(_ outcome: MapClientState.Outcome, _ state: MapClientState) -> String? {
