@@ -22,7 +22,7 @@ struct PipelineService: Service {
 
     func run() async throws {
         let address = pipeline.client.configuration.address
-        try checkBrokerHost(pipeline.client.configuration.host)
+        try await BrokerHostCheck.check(pipeline.client.configuration.host, logger: logger)
         // The restore and the journal's replay: `WatchdogService` reports how far they are
         // (STATUS=, EXTEND_TIMEOUT_USEC=). SIGTERM meanwhile ends them with nothing written;
         // so does the group's cancellation (another service failed to start).
@@ -99,26 +99,5 @@ struct PipelineService: Service {
         let statistics = await pipeline.statistics
         logger.info(
             "stopped", metadata: ["store.locations": "\(statistics.locations)", "updates.received": "\(statistics.core.received)"])
-    }
-
-    /// A host name that does not resolve cannot come right by retrying: the start fails. A
-    /// temporary failure of the resolver (`EAI_AGAIN`, DNS not up yet) is retried by the
-    /// connection like a broker that is down.
-    /// - Throws: ``StartFailure/brokerHost(host:cause:)``.
-    private func checkBrokerHost(_ host: String) throws {
-        var hints = addrinfo()
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-        var result: UnsafeMutablePointer<addrinfo>?
-        let code = getaddrinfo(host, nil, &hints, &result)
-        if let result { freeaddrinfo(result) }
-        switch code {
-        case 0: return
-        case EAI_AGAIN:
-            logger.warning(
-                "cannot resolve the broker host \(host) (broker.host) for now: \(String(cString: gai_strerror(code))); retrying",
-                metadata: ["mqtt.broker": "\(host)"])
-        default:
-            throw StartFailure.brokerHost(host: host, cause: String(cString: gai_strerror(code)))
-        }
     }
 }
