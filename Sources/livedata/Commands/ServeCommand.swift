@@ -19,6 +19,11 @@ struct ServeCommand: AsyncParsableCommand {
             offline, disconnects and writes the store. Logs go to standard error, one line per \
             event.
 
+            A start that cannot succeed ends with one error line naming the address or file and \
+            the cause: exit 1 for an address it cannot listen on, a state file it cannot open or \
+            a broker host name that does not resolve; exit 78 for a TLS or password file it \
+            cannot read.
+
             Example:
               livedata serve --config config/livedata.yaml
             """
