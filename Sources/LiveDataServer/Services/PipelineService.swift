@@ -78,6 +78,8 @@ struct PipelineService: Service {
                 } catch is CancellationError {
                     return
                 } catch {
+                    // A stop meanwhile disconnects the client under the subscription: no fault.
+                    if Task.isShuttingDownGracefully || Task.isCancelled { return }
                     logger.error("cannot subscribe: \(error)")
                 }
             }
