@@ -79,6 +79,7 @@ extension LiveDataConfig {
         var domains: [String: DomainSettings] = [:]
         var stylesNode: Node?
         var rulesNode: Node?
+        var keepaliveGiven = false
         for (key, _, value) in reader.mapping(root, "the config file", allowed: ConfigKeys.keys(of: "")) {
             switch key {
             case "instance": config.instance = reader.nonEmptyString(value, "instance")
@@ -89,7 +90,9 @@ extension LiveDataConfig {
                     if let failover = members["failover"] { config.failover = reader.bool(failover, "partition.failover") ?? false }
                     if let peers = members["peers"] { config.peers = readPeers(peers, reader) }
                 }
-            case "broker": config.broker = readBroker(value, reader, resolver)
+            case "broker":
+                config.broker = readBroker(value, reader, resolver)
+                if case .mapping(let members) = value, members["keepalive"] != nil { keepaliveGiven = true }
             case "subscriptions": config.subscriptions = readSubscriptions(value, reader)
             case "domains": domains = readDomains(value, reader)
             case "catalog":
@@ -115,6 +118,17 @@ extension LiveDataConfig {
         if config.failover && !config.output.retain {
             reader.error(
                 root, "partition.failover needs output.retain: true (a replica that takes over converges with the styles the broker retains)")
+        }
+        if config.failover {
+            if !keepaliveGiven {
+                config.broker.keepalive = BrokerSettings.failoverKeepalive
+            } else if config.broker.keepalive > .seconds(6) {
+                // The lease expires 1.5 keepalives after its last renewal.
+                let seconds = config.broker.keepalive.components.seconds
+                config.warnings.append(
+                    "partition.failover with broker.keepalive \(seconds)s: a paused or cut-off active is replaced only after about \(seconds * 3 / 2 + 1) s (the default with failover, 5s, takes about 8 s)"
+                )
+            }
         }
         if !config.peers.isEmpty && !config.failover {
             config.warnings.append("partition.peers is set without partition.failover: no state is copied from them")
@@ -230,7 +244,20 @@ extension LiveDataConfig {
                 }
             case "username": broker.username = reader.nonEmptyString(value, "broker.username")
             case "passwordFile": broker.passwordFile = reader.nonEmptyString(value, "broker.passwordFile").map(resolver.resolve)
-            case "keepalive": broker.keepalive = reader.duration(value, "broker.keepalive") ?? broker.keepalive
+            case "keepalive":
+                guard let keepalive = reader.duration(value, "broker.keepalive") else { break }
+                if keepalive < BrokerSettings.keepaliveRange.lowerBound {
+                    reader.error(
+                        value,
+                        "broker.keepalive must be at least 5s (libmosquitto refuses a shorter one, and the failover lease is timed from it), found \(ConfigReader.text(keepalive))"
+                    )
+                } else if keepalive > BrokerSettings.keepaliveRange.upperBound {
+                    reader.error(value, "broker.keepalive must be at most 65535s (MQTT's limit), found \(ConfigReader.text(keepalive))")
+                } else if keepalive.components.attoseconds != 0 {
+                    reader.error(value, "broker.keepalive must be whole seconds (MQTT counts it in seconds), found \(ConfigReader.text(keepalive))")
+                } else {
+                    broker.keepalive = keepalive
+                }
             case "qos": broker.qos = reader.int(value, "broker.qos", range: 0...2) ?? broker.qos
             case "cleanStart": broker.cleanStart = reader.bool(value, "broker.cleanStart") ?? broker.cleanStart
             case "bufferedSocket":

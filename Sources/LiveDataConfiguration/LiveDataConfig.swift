@@ -83,8 +83,15 @@ public struct BrokerSettings: Sendable, Equatable {
     public var passwordFile: String?
     /// The password from `$LIVEDATA_MQTT_PASSWORD`, if set.
     public var passwordFromEnvironment: String?
-    /// `keepalive`, default 30s.
+    /// `keepalive`, default 30s, or ``failoverKeepalive`` with `partition.failover`; 5s to
+    /// 65535s in whole seconds (libmosquitto refuses less than 5 s, MQTT counts it in
+    /// seconds in 16 bits).
     public var keepalive: Duration = .seconds(30)
+    /// The keepalive of a failover replica whose config gives none: a lease not renewed for
+    /// 1.5 keepalives expires, so a paused or cut-off active is replaced within about 8 s.
+    public static let failoverKeepalive: Duration = .seconds(5)
+    /// The keepalives the broker and libmosquitto take.
+    public static let keepaliveRange: ClosedRange<Duration> = .seconds(5)...(.seconds(65_535))
     /// `qos` of the subscriptions, default 1.
     public var qos = 1
     /// `cleanStart`, default false: a persistent session keeps updates while the daemon is down.

@@ -8,6 +8,9 @@ public struct RestoredState {
     public var unreadable = 0
     /// Styles that changed while the daemon was down (staleness, other rules).
     public var changed = 0
+    /// Stored locations the restore left out (outside the partition it keeps), their rows
+    /// deleted by the next snapshot.
+    public var dropped = 0
     /// The intake journal position the snapshot covers: replay starts there.
     public var journalPosition: UInt64 = 0
     /// Whether the stored styles were derived with the current rules.
@@ -41,9 +44,14 @@ extension LiveCore {
     /// `progress` is told the locations read so far and how many the file holds (its highest
     /// row, ``StateDatabase/highestRow()``: a file whose rows have gaps ends below it), after
     /// each batch.
+    /// `keeping`, when given, says which stored locations to put back (those of the
+    /// daemon's partition); the others are left out and counted in ``RestoredState/dropped``.
+    /// Once `shouldStop` says so, the rest of the file is left unread: the store then holds
+    /// part of it, and the caller gives the start up.
     /// - Throws: ``StateDatabase/Failure`` when the file cannot be opened or read.
     public func restore(
-        fromFile path: String, progress: (_ done: Int, _ total: Int) -> Void = { _, _ in }
+        fromFile path: String, progress: (_ done: Int, _ total: Int) -> Void = { _, _ in },
+        keeping: ((LocationAddress) -> Bool)? = nil, shouldStop: @escaping @Sendable () -> Bool = { false }
     ) throws -> RestoredState {
         let database = try StateDatabase(path: path)
         var restored = RestoredState()
@@ -60,10 +68,14 @@ extension LiveCore {
         store.reserveCapacity(total)
         progress(0, total)
         var count = 0
-        let unreadable = try StateDatabase.readAll(path: path, preparing: {
-            var cache = RecordCodec.PreparationCache()
-            return { row, bytes in try RecordCodec.prepare(bytes, row: row, ruleEngine: ruleEngine, sameRules: sameRules, cache: &cache) }
-        }) { batch in
+        var dropped = 0
+        let unreadable = try StateDatabase.readAll(
+            path: path,
+            preparing: {
+                var cache = RecordCodec.PreparationCache()
+                return { row, bytes in try RecordCodec.prepare(bytes, row: row, ruleEngine: ruleEngine, sameRules: sameRules, cache: &cache) }
+            }, shouldStop: shouldStop
+        ) { batch in
             let size = batch.count
             // Each location moved out of the batch into the store, with what finding it
             // reads asked for a few locations ahead (its slot in the table, and its path:
@@ -77,7 +89,13 @@ extension LiveCore {
                         store.prefetchPrepared(first + index + 2 * Self.restoreLookahead)
                     }
                     if index + Self.restoreLookahead < locations.count { store.prefetch(first + index + Self.restoreLookahead) }
-                    store.restore(locations.moveElement(from: index), preparedUnder: ruleEngine)
+                    let location = locations.moveElement(from: index)
+                    if let keeping, !keeping(location.address) {
+                        store.drop(location)
+                        dropped += 1
+                        continue
+                    }
+                    store.restore(location, preparedUnder: ruleEngine)
                 }
             }
             count += size
@@ -85,7 +103,8 @@ extension LiveCore {
         }
         try database.setMeta("rules", fingerprint)
         restored.sameRules = sameRules
-        restored.count = count
+        restored.count = count - dropped
+        restored.dropped = dropped
         restored.unreadable = unreadable
         return restored
     }

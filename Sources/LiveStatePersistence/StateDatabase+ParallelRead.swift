@@ -14,12 +14,16 @@ extension StateDatabase {
     /// it by `body` (``MovingBatch/moveAll(_:)``). A copy retains every reference it
     /// holds and its end releases them, and the references are to memory the other thread
     /// just wrote: costly on the thread that fills the store, once for every location.
+    ///
+    /// Once `shouldStop` says so (it is asked once a batch), the rest is neither prepared nor
+    /// handed to `body`: a stop asked for during a long restore ends it within a batch.
     /// - Returns: how many records could not be decoded (and were skipped).
     /// - Throws: ``Failure`` when the file cannot be opened or read.
     @discardableResult
     public static func readAll<Prepared: Sendable>(
         path: String, batchSize: Int = 8192,
         preparing preparer: @escaping @Sendable () -> (_ row: Int64, _ record: UnsafeRawBufferPointer) throws -> Prepared,
+        shouldStop: @escaping @Sendable () -> Bool = { false },
         _ body: (MovingBatch<Prepared>) -> Void
     ) throws(Failure) -> Int {
         let channel = BatchChannel<Prepared>(capacity: 4)
@@ -28,7 +32,10 @@ extension StateDatabase {
                 let database = try StateDatabase(path: path)
                 let prepare = preparer()
                 var batch = MovingBatch<Prepared>(capacity: batchSize)
+                var stopped = false
                 let unreadable = try database.forEachStoredRecord { row, bytes in
+                    // The rows left are stepped over, not decoded.
+                    if stopped { return true }
                     do {
                         batch.append(try prepare(row, bytes))
                     } catch {
@@ -37,6 +44,7 @@ extension StateDatabase {
                     if batch.isFull {
                         channel.send(batch)
                         batch = channel.takeEmptied() ?? MovingBatch(capacity: batchSize)
+                        stopped = shouldStop()
                     }
                     return true
                 }
@@ -51,7 +59,7 @@ extension StateDatabase {
         // A batch's storage goes back to the reader once used: a fresh one each time would be
         // memory the kernel hands out (and clears) page by page, over and over.
         while let batch = channel.receive() {
-            body(batch)
+            if !shouldStop() { body(batch) }
             // Empty before the reader fills it again, whatever `body` left in it.
             batch.removeAll()
             channel.giveBack(batch)

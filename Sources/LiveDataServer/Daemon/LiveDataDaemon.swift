@@ -1,6 +1,8 @@
 import CMalloc
+import Foundation
 import LiveDataConfiguration
 import LiveState
+import LiveStatePersistence
 import Logging
 import Mosquitto
 import ServiceLifecycle
@@ -22,15 +24,28 @@ public struct LiveDataDaemon: Sendable {
 
     /// Builds everything; starts nothing (the state is restored by ``PipelineService``, inside
     /// the service group, so that SIGTERM during a long start stops it cleanly).
-    /// - Throws: when the journal, the broker or HTTP settings are not usable.
+    /// - Throws: ``StartFailure`` when the intake journal cannot be opened; when the broker
+    ///   or HTTP settings are not usable.
     public init(
         config: LiveDataConfig, configPath: String, logger: Logger, notifier: SystemdNotifier = SystemdNotifier(),
         reconnect: MQTTBackoff = MQTTBackoff(initial: .milliseconds(500), maximum: .seconds(30))
     ) async throws {
         let topics = config.outputFormat
+        let files: [(String?, String)] = [
+            (config.broker.tls?.caFile, "broker.tls.caFile"), (config.broker.tls?.certFile, "broker.tls.certFile"),
+            (config.broker.tls?.keyFile, "broker.tls.keyFile"),
+            // The password file is read only for a username, and the environment overrides it.
+            (config.broker.username != nil && config.broker.passwordFromEnvironment == nil ? config.broker.passwordFile : nil, "broker.passwordFile"),
+        ]
+        for case (let path?, let key) in files { try StartFailure.checkReadable(path, key: key) }
         var mqtt = try config.broker.mqttConfiguration(topics: topics, payloadLimit: config.limits.payload.size)
         mqtt.reconnect = reconnect
-        let intake = try Intake(config: config, logger: logger)
+        let intake: Intake
+        do {
+            intake = try Intake(config: config, logger: logger)
+        } catch let failure as IntakeJournal.Failure {
+            throw StartFailure.journal(path: failure.path, cause: String(cString: strerror(failure.code)))
+        }
         let metrics = DaemonMetrics()
         let window = OutputWindow(lag: metrics.publishLag)
         // The acknowledgements that open the window come on the connection that publishes.
@@ -54,7 +69,8 @@ public struct LiveDataDaemon: Sendable {
         self.pipeline = pipeline
         self.metrics = metrics
         services = [
-            PipelineService(pipeline: pipeline, notifier: notifier, logger: logger, waitFor: httpListening),
+            PipelineService(
+                pipeline: pipeline, notifier: notifier, logger: logger, waitFor: httpListening, storePath: config.store.path),
             WatchdogService(pipeline: pipeline, notifier: notifier, logger: logger),
             ReloadService(pipeline: pipeline, configPath: configPath, notifier: notifier, logger: logger),
             http,

@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import Logging
+import NIOCore
 import LiveDataConfiguration
 import LiveState
 import LiveTopics
@@ -28,14 +29,44 @@ public enum HTTPInterface {
             throw BadListenAddress(address: settings.listen)
         }
         let host = String(settings.listen[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
-        return Application(
+        let listening = StartupGate()
+        let application = Application(
             router: router(token: settings.token, queries: queries, metrics: metrics),
             configuration: .init(address: .hostname(host, port: port), serverName: "livedata"),
             onServerRunning: { channel in
                 let address = channel.localAddress.map { "\($0.ipAddress ?? host):\($0.port ?? port)" } ?? settings.listen
                 logger.info("HTTP interface listening", metadata: ["http.listen": "\(address)"])
+                await listening.open()
                 await onListening()
             }, logger: logger)
+        return ListeningService(server: application, address: settings.listen, key: "http.listen", listening: listening)
+    }
+
+    /// A server that fails before it listens fails the start: its error becomes a
+    /// ``StartFailure/cannotListen(address:key:cause:)`` naming the address, so that the
+    /// daemon says why and exits instead of serving without it.
+    struct ListeningService<Server: Service>: Service {
+        let server: Server
+        let address: String
+        let key: String
+        let listening: StartupGate
+
+        func run() async throws {
+            do {
+                try await server.run()
+            } catch let error as CancellationError {
+                throw error
+            } catch {
+                if await listening.isOpen { throw error }
+                throw StartFailure.cannotListen(address: address, key: key, cause: Self.cause(error))
+            }
+        }
+
+        /// `Address already in use`, rather than the system call's name and errno.
+        static func cause(_ error: any Error) -> String {
+            if let error = error as? IOError { return String(cString: strerror(error.errnoCode)) }
+            return "\(error)"
+        }
     }
 
     /// The routes, asking ``LiveQueries`` (the pipeline is built before the server starts).

@@ -96,6 +96,10 @@ public final class DaemonMetrics: Sendable {
         total(
             "locations_handed_over", "Locations that moved into another partition's building: their old style cleared, the other daemon's now.",
             statistics.handOvers)
+        gauge(
+            "locations_dropped_outside_partition",
+            "Stored locations this start left out because they are outside its partition (partition.owns changed): the owning daemon publishes them.",
+            statistics.droppedOutsidePartition)
         total(
             "sessions_lost", "Reconnections that found the broker had not kept the daemon's persistent session: what it had queued is lost.",
             statistics.sessionsLost)

@@ -35,6 +35,8 @@ final class PartitionStage {
     private(set) var handOvers = 0
     /// Times the watched bridge came back and the recent clears went out again.
     private(set) var bridgeRecoveries = 0
+    /// Stored locations the start left out, outside the partition (see ``dropped(_:path:)``).
+    private(set) var droppedAtStart = 0
     private let instance: String
     private let core: LiveCore
     private let output: OutputStage
@@ -51,6 +53,23 @@ final class PartitionStage {
         self.core = core
         self.output = output
         self.logger = logger
+    }
+
+    /// Which stored locations a start keeps: the partition's own. A location stored by a run
+    /// whose `partition.owns` was wider is never updated here again (its updates are refused
+    /// as `outside_partition`), so it is not kept.
+    var keeps: (LocationAddress) -> Bool { { [partition] in partition.owns($0) } }
+
+    /// The start left `count` stored locations out (see ``keeps``). Their retained styles
+    /// are not cleared: they lie in another partition's scope, where the daemon that owns
+    /// them now publishes their styles, and its convergence clears those it does not hold.
+    /// A clear from here could erase the style that daemon has just published.
+    func dropped(_ count: Int, path: String) {
+        droppedAtStart = count
+        guard count > 0 else { return }
+        logger.notice(
+            "dropped \(count) stored locations outside partition \(partition.name) (partition.owns changed): their styles are the owning daemon's to publish or clear",
+            metadata: ["store.path": "\(path)", "partition.name": "\(partition.name)"])
     }
 
     /// `{prefix}/arrival/{dataset}/+` for each dataset of the partition.

@@ -18,8 +18,9 @@ extension LivePipeline {
     public func start() throws {
         defer { if checkpoints.isOpen || config.store.isInMemory { startProgress.set(.started) } }
         if config.store.isInMemory { return }
-        var restored = try processing.restore(fromFile: config.store.path, progress: startProgress)
+        var restored = try processing.restore(fromFile: config.store.path, keeping: partition?.keeps, progress: startProgress)
         if startProgress.isStopRequested { throw CancellationError() }
+        partition?.dropped(restored.dropped, path: config.store.path)
         checkpoints.restored(checkpoint: restored.checkpoint, journalPosition: restored.journalPosition)
         replica?.startedEmpty = restored.count == 0
         // Placements the file held twice are cleared; what changed while the daemon was

@@ -49,6 +49,8 @@ public struct PipelineStatistics: Sendable, Equatable {
     public var handOvers = 0
     /// Times the watched bridge came back and the recent clears went out again.
     public var bridgeRecoveries = 0
+    /// Stored locations this start left out: outside the partition (`partition.owns` changed).
+    public var droppedOutsidePartition = 0
     /// Reconnections that found the broker had not kept the daemon's session.
     public var sessionsLost = 0
     /// A failover replica's role, epoch and counts; nil without failover.
@@ -76,6 +78,6 @@ extension PipelineStatistics {
             bufferedConnections: pipeline.connections.reduce(0) { $0 + $1.bufferedConnections },
             legendConflicts: pipeline.convergence.legendConflicts, convergenceShortReads: pipeline.convergence.shortReads,
             handOvers: pipeline.partition?.handOvers ?? 0, bridgeRecoveries: pipeline.partition?.bridgeRecoveries ?? 0,
-            sessionsLost: pipeline.connection.sessionsLost, replica: pipeline.replica?.role)
+            droppedOutsidePartition: pipeline.partition?.droppedAtStart ?? 0, sessionsLost: pipeline.connection.sessionsLost, replica: pipeline.replica?.role)
     }
 }

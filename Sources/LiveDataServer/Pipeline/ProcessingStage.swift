@@ -73,11 +73,14 @@ final class ProcessingStage {
     /// database is moved aside (no restart would read it) and the start goes on with no
     /// state: the journal, the sensors' next updates and the broker's queue fill it again.
     /// - Throws: when the state file cannot be opened or read.
-    func restore(fromFile path: String, progress: StartProgress) throws -> RestoredState {
+    /// `keeping`: which stored locations to put back (see ``LiveCore/restore(fromFile:progress:keeping:)``).
+    func restore(fromFile path: String, keeping: ((LocationAddress) -> Bool)?, progress: StartProgress) throws -> RestoredState {
         let started = ContinuousClock.now
         var restored: RestoredState
         do {
-            restored = try core.restore(fromFile: path) { done, total in progress.set(.restoring(done: done, of: total)) }
+            restored = try core.restore(
+                fromFile: path, progress: { done, total in progress.set(.restoring(done: done, of: total)) }, keeping: keeping,
+                shouldStop: { [progress] in progress.isStopRequested })
         } catch let failure as StateDatabase.Failure where failure.isUnreadableFile {
             let aside = try StateDatabase.setAside(path)
             logger.critical(

@@ -85,7 +85,7 @@ extension LiveStore {
     /// the thread that prepares and the one that restores, a million times, is a line of
     /// memory going back and forth between their cores.
     package struct PreparedLocation: Sendable {
-        let address: LocationAddress
+        package let address: LocationAddress
         let values: [DomainValue]
         let version: UInt64
         /// Its row in the state file (0: none yet).
@@ -160,6 +160,14 @@ extension LiveStore {
     package func prefetchPrepared(_ prepared: UnsafePointer<PreparedLocation>) {
         let bytes = UnsafeRawPointer(prepared)
         for offset in stride(from: 0, to: MemoryLayout<PreparedLocation>.stride, by: 64) { livedata_prefetch(bytes + offset) }
+    }
+
+    /// Leaves out a stored location a restore does not keep (one outside the daemon's
+    /// partition): its row goes with the next snapshot, and is never given to another.
+    package func drop(_ prepared: consuming PreparedLocation) {
+        guard prepared.row > 0 else { return }
+        vacated.append(prepared.row)
+        nextRow = max(nextRow, prepared.row + 1)
     }
 
     /// Puts back one location prepared under `engine` (see ``restore(_:)-([LocationRecord])``).

@@ -3,6 +3,7 @@ import Foundation
 import LiveDataConfiguration
 import LiveDataServer
 import Logging
+import Mosquitto
 import ServiceLifecycle
 
 struct ServeCommand: AsyncParsableCommand {
@@ -17,6 +18,11 @@ struct ServeCommand: AsyncParsableCommand {
             and the old one keeps running); SIGTERM or SIGINT stops taking updates, publishes \
             offline, disconnects and writes the store. Logs go to standard error, one line per \
             event.
+
+            A start that cannot succeed ends with one error line naming the address or file and \
+            the cause: exit 1 for an address it cannot listen on, a state file it cannot open or \
+            a broker host name that does not resolve; exit 78 for a TLS or password file it \
+            cannot read.
 
             Example:
               livedata serve --config config/livedata.yaml
@@ -44,13 +50,37 @@ struct ServeCommand: AsyncParsableCommand {
         }
         var logger = Logger(label: "livedata") { label in LineLogHandler(label: label) }
         logger.logLevel = Logger.Level(rawValue: settings.log.level) ?? .info
-        let daemon = try await LiveDataDaemon(config: settings, configPath: config, logger: logger)
-        var configuration = ServiceGroupConfiguration(
-            services: daemon.services.map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint],
-            logger: logger)
-        // systemd allows TimeoutStopSec; exit well within it even if the broker does not answer.
-        configuration.maximumGracefulShutdownDuration = .seconds(5)
-        let group = ServiceGroup(configuration: configuration)
-        try await group.run()
+        // A start that cannot succeed ends with one error line naming the address or file and
+        // the cause, and a non-zero exit: systemd then shows why, rather than a start timeout.
+        do {
+            let daemon: LiveDataDaemon
+            do {
+                daemon = try await LiveDataDaemon(config: settings, configPath: config, logger: logger)
+            } catch let error as MQTTError {
+                // The broker settings cannot make a client (a password file that is not one line…).
+                logger.error("\(error)")
+                throw ExitCode(78)
+            }
+            // A service that fails (the HTTP server that cannot bind, a state file that cannot
+            // be opened) stops the others as SIGTERM does, each its own way, rather than by
+            // cancelling them.
+            var configuration = ServiceGroupConfiguration(
+                services: daemon.services.map { .init(service: $0, failureTerminationBehavior: .gracefullyShutdownGroup) },
+                gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+            // systemd allows TimeoutStopSec; exit well within it even if the broker does not answer.
+            configuration.maximumGracefulShutdownDuration = .seconds(5)
+            // The last resort against a part that ignores cancellation: the process ends
+            // (with a trap, so not as a clean stop) instead of waiting forever.
+            configuration.maximumCancellationDuration = .seconds(5)
+            try await ServiceGroup(configuration: configuration).run()
+        } catch let failure as StartFailure {
+            logger.error("\(failure)")
+            throw ExitCode(failure.exitCode)
+        } catch let code as ExitCode {
+            throw code
+        } catch {
+            logger.error("stopped: \(error)")
+            throw ExitCode(1)
+        }
     }
 }
