@@ -142,6 +142,25 @@ struct VenueViewBrowserTests {
         try await browser.command("DELETE", "/actions")
     }
 
+    /// Two fingers on the map, `from` pixels either side of its centre, moving to `to`.
+    func pinch(_ browser: Browser, from: Int, to: Int) async throws {
+        let r = try await mapRect(browser)
+        let x = Int(r[0] + r[2] / 2), y = Int(r[1] + r[3] / 2)
+        func finger(_ id: String, _ sign: Int) -> [String: Any] {
+            [
+                "type": "pointer", "id": id, "parameters": ["pointerType": "touch"],
+                "actions": [
+                    ["type": "pointerMove", "duration": 0, "x": x + sign * from, "y": y, "origin": "viewport"],
+                    ["type": "pointerDown", "button": 0],
+                    ["type": "pointerMove", "duration": 300, "x": x + sign * to, "y": y, "origin": "viewport"],
+                    ["type": "pointerUp", "button": 0],
+                ],
+            ]
+        }
+        try await browser.command("POST", "/actions", ["actions": [finger("finger1", -1), finger("finger2", 1)]])
+        try await browser.command("DELETE", "/actions")
+    }
+
     /// The mouse wheel over the map's centre: positive `deltaY` zooms out.
     func wheel(_ browser: Browser, deltaY: Int) async throws {
         let r = try await mapRect(browser)
@@ -212,6 +231,12 @@ struct VenueViewBrowserTests {
             #expect(try await browser.run("return document.body.dataset.focus || '';") as? String == "")
             try await browser.run("window.sameDocument = true;")
 
+            // A pinch (two touches moving apart by a fifth) zooms in by log2(1.2).
+            let before = try #require(try await browser.run("return parseFloat(document.getElementById('zoom-level').textContent);") as? Double)
+            try await pinch(browser, from: 50, to: 60)
+            try await browser.wait(
+                "return Math.abs(parseFloat(document.getElementById('zoom-level').textContent) - \(before) - Math.log2(1.2)) < 0.06;")
+
             // Zoom in over A (the wheel): A opens on its default floor, the one at 0 m.
             let zoom = try #require(try await browser.run("return parseFloat(document.getElementById('zoom-level').textContent);") as? Double)
             let r = try await mapRect(browser)
@@ -252,8 +277,8 @@ struct VenueViewBrowserTests {
                 #"return (document.querySelector('.building[data-building="B"]').dataset.summary || '').includes('Occupied 2');"#, timeout: .seconds(3))
             try await screenshot(browser, "venue-view.png")
 
-            // The keyboard: + zooms in over the centre (B): B opens again, on B3, the floor
-            // last chosen there... B3 was chosen by elevation, so the last floor shown, B3, again.
+            // The keyboard: + zooms in over the centre (B): B opens again on B3, the floor at
+            // the elevation of the floor shown last.
             try await keys(browser, ["+", "+", "+", "+"])
             try await browser.wait("return document.body.dataset.focus === 'B/B3';", timeout: .seconds(5))
 
@@ -271,7 +296,10 @@ struct VenueViewBrowserTests {
             // It takes the lift to A1: the view follows it onto A1.
             try await position(sensor, "A", "A1", x: 45, y: 10)
             try await browser.wait("return document.body.dataset.live === 'A/A1' && document.body.dataset.viewport === 'following';", timeout: .seconds(3))
-            // It crosses to B, onto B2: the view follows it there, and keeps it centred.
+            // It crosses to B, onto B2: the view flies there (transitioning), follows it
+            // there, and keeps it centred.
+            try await browser.run(
+                "window.viewportStates = []; new MutationObserver(() => window.viewportStates.push(document.body.dataset.viewport)).observe(document.body, {attributes: true, attributeFilter: ['data-viewport']});")
             try await position(sensor, "B", "B2", x: 230, y: 20)
             try await browser.wait("return document.body.dataset.live === 'B/B2' && document.body.dataset.viewport === 'following';", timeout: .seconds(3))
             let offset = try #require(
@@ -279,6 +307,8 @@ struct VenueViewBrowserTests {
                     "const m = document.getElementById('map').getBoundingClientRect(), c = document.querySelector('#assets circle').getBoundingClientRect(); return Math.hypot(c.left + c.width / 2 - m.left - m.width / 2, c.top + c.height / 2 - m.top - m.height / 2);"
                 ) as? Double)
             #expect(offset < 3, "the followed cart is \(offset) px from the centre")
+            let states = try await browser.run("return window.viewportStates;") as? [String] ?? []
+            #expect(states.suffix(2) == ["transitioning", "following"], "\(states)")
             // Escape leaves follow: idle.
             try await keys(browser, ["\u{E00C}"])
             try await browser.wait("return document.body.dataset.viewport === 'idle' && !document.body.dataset.following;")

@@ -87,7 +87,7 @@ struct SimulateCommand: AsyncParsableCommand {
                 throw CommandFailure(message: "cannot write \(writeGeometry): \(error.localizedDescription)", exitCode: 1)
             }
             printError(
-                "wrote \(geometry.features.count) shapes on \(Set(geometry.features.compactMap(\.floor)).count) floor plans of \(geometry.buildings.count) buildings to \(writeGeometry)")
+                "wrote \(geometry.features.count) shapes on \(geometry.buildings.map(\.floors.count).reduce(0, +)) floor plans of \(geometry.buildings.count) buildings to \(writeGeometry)")
             return
         }
         let client = try MQTTClient(configuration: broker.configuration(), logger: makeLogger(verbose: verbose))

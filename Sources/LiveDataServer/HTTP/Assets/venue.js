@@ -349,7 +349,7 @@
       line.textContent = "no reports yet";
       label.append(name, line);
       labelLayer.appendChild(label);
-      buildings.set(info.building, { info, group, path, label, line, bounds: { x0, y0, x1, y1 }, rings: info.footprint.map((r) => r.map(projection.at)), centre, summary: null });
+      buildings.set(info.building, { info, group, path, label, line, title, bounds: { x0, y0, x1, y1 }, rings: info.footprint.map((r) => r.map(projection.at)), centre, summary: null });
     }
     return true;
   }
@@ -361,9 +361,17 @@
     return (states.length ? states.join(" · ") + " · " : "") + people;
   }
 
+  // On the map a facade says its people against capacity (or its locations), to stay short
+  // among its neighbours; the list beside the map and the facade's title say everything.
+  function shortText(summary) {
+    if (!summary || !summary.locations) return "no reports yet";
+    return summary.capacity > 0 ? summary.people + "/" + summary.capacity + " people" : summary.locations + " locations";
+  }
+
   function renderBuildingSummary(item) {
     const text = summaryText(item.summary);
-    item.line.textContent = text;
+    item.line.textContent = shortText(item.summary);
+    item.title.textContent = "Building " + (item.info.name || item.info.building) + ": " + text;
     item.group.dataset.summary = text;
     const s = item.summary;
     item.group.classList.toggle("busy", !!(s && s.capacity > 0 && s.people / s.capacity >= 0.5));
