@@ -90,6 +90,9 @@ let package = Package(
                 .embedInCode("HTTP/Assets/floor.css"),
                 .embedInCode("HTTP/Assets/venues.html"),
                 .embedInCode("HTTP/Assets/venues.js"),
+                .embedInCode("HTTP/Assets/venue.html"),
+                .embedInCode("HTTP/Assets/venue.js"),
+                .embedInCode("HTTP/Assets/venue.css"),
             ]
         ),
         .executableTarget(

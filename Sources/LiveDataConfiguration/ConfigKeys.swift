@@ -11,7 +11,7 @@ import LiveTopics
 /// badge. Keys under `styles.types` and `styles.locations` are names of the user's choosing.
 public enum ConfigKeys {
     public static let sections: [(section: String, keys: [String])] = [
-        ("", ["instance", "partition", "broker", "subscriptions", "domains", "catalog", "geometry", "styles", "rules", "output", "store", "http", "log", "limits"]),
+        ("", ["instance", "partition", "broker", "subscriptions", "domains", "catalog", "geometry", "styles", "rules", "output", "store", "http", "log", "limits", "venueView"]),
         ("partition", ["name", "owns", "bridge", "failover", "peers"]),
         ("partition.owns[]", ["dataset", "venue", "building"]),
         // bufferedSocket: one switch for the whole redirection of libmosquitto's imports:
@@ -29,6 +29,8 @@ public enum ConfigKeys {
         ("store", ["path", "snapshotInterval", "journalSync"]),
         ("http", ["listen", "token"]),
         ("log", ["level"]),
+        ("venueView", ["autoFocus", "indoorZoom", "outdoorZoom", "buildings"]),
+        ("venueView.buildings.*", ["defaultFloor", "elevations"]),
         ("limits", ["futureSkew", "queue", "queueBytes", "locations", "domains", "payloadSize", "properties", "nameLength", "valueLength"]),
     ]
 

@@ -108,6 +108,7 @@ extension LiveDataConfig {
             case "http": config.http = readHTTP(value, reader)
             case "log": config.log = readLog(value, reader)
             case "limits": config.limits = readLimits(value, reader)
+            case "venueView": config.venueView = readVenueView(value, reader)
             default: unhandledKey(key, in: "", value, reader)
             }
         }

@@ -18,6 +18,8 @@ public struct LiveDataConfig: Sendable {
     public var limits = LimitSettings()
     /// `geometry:` — location shapes for the floor view, if given.
     public var geometry: VenueGeometry?
+    /// `venueView:` — the venue page's focus thresholds and its buildings' floors.
+    public var venueView = VenueViewSettings()
     /// `instance`: this daemon's name in its status topic (default: `broker.clientId`).
     public var instance: String?
     /// `partition: {name, owns}`: the venues or buildings this daemon owns when several share

@@ -7,9 +7,23 @@ import LiveTopics
 /// bounds a floor has. A feature may name its place (`properties.dataset`, `venue`,
 /// `building`, `floor`) so that it is drawn before its location first reports; without
 /// them it is drawn wherever the state has a location with its id.
+///
+/// For the venue view, a feature may also be a building's footprint (`properties.kind:
+/// "building"`, with its dataset, venue and building) or a floor's outline (`"floor"`, with
+/// its floor too); any placed feature may give its floor's `properties.elevation` (metres),
+/// so that floors of neighbouring buildings line up. A building without a footprint of its
+/// own gets the outline around its locations' shapes (``buildings``).
 public struct VenueGeometry: Sendable, Equatable {
     public struct Feature: Sendable, Equatable {
+        /// What a feature stands for: a location (the default), or a building's or a floor's outline.
+        public enum Kind: String, Sendable, Equatable {
+            case location, building, floor
+        }
+
         public var id: String
+        public var kind: Kind = .location
+        /// `properties.elevation`: the height of its floor, in metres.
+        public var elevation: Double?
         /// `properties.name`, shown when no style label is set.
         public var name: String?
         /// Where it is drawn before its location reports: any of the four may be missing.
@@ -40,10 +54,17 @@ public struct VenueGeometry: Sendable, Equatable {
         case point([Double])
     }
 
-    public var features: [Feature]
+    public var features: [Feature] {
+        didSet { buildings = BuildingOutline.outlines(of: features) }
+    }
+
+    /// Every building the features place, with its footprint and floors (made once, when
+    /// the geometry is read, since a venue's footprints take every point of every shape).
+    public private(set) var buildings: [BuildingOutline]
 
     public init(features: [Feature] = []) {
         self.features = features
+        buildings = BuildingOutline.outlines(of: features)
     }
 
     /// A problem in the geometry file, with the feature it is in.
@@ -89,6 +110,22 @@ public struct VenueGeometry: Sendable, Equatable {
                 continue
             }
             let properties: [String: JSONValue] = if case .object(let properties) = object["properties"] { properties } else { [:] }
+            var kind = VenueGeometry.Feature.Kind.location
+            if let name = properties["kind"]?.string {
+                guard let known = VenueGeometry.Feature.Kind(rawValue: name) else {
+                    problem(#"properties.kind must be "location", "building" or "floor", found "\#(name)""#, properties["id"]?.string)
+                    continue
+                }
+                kind = known
+            }
+            var elevation: Double?
+            if let value = properties["elevation"] {
+                guard case .number(let metres) = value, metres.isFinite else {
+                    problem("properties.elevation must be a number (metres)", properties["id"]?.string)
+                    continue
+                }
+                elevation = metres
+            }
             guard let id = properties["id"]?.string, !id.isEmpty else {
                 problem(#"properties.id (the location id, a string) is missing"#)
                 continue
@@ -131,14 +168,28 @@ public struct VenueGeometry: Sendable, Equatable {
                 problem("geometry type \"\(type)\" is not drawn: use Polygon, MultiPolygon or Point", id)
                 continue
             }
-            features.append(
-                Feature(
-                    id: id, name: properties["name"]?.string, dataset: properties["dataset"]?.string,
-                    venue: properties["venue"]?.string, building: properties["building"]?.string,
-                    floor: properties["floor"]?.string, shape: shape))
+            var feature = Feature(
+                id: id, name: properties["name"]?.string, dataset: properties["dataset"]?.string,
+                venue: properties["venue"]?.string, building: properties["building"]?.string,
+                floor: properties["floor"]?.string, shape: shape)
+            feature.kind = kind
+            feature.elevation = elevation
+            if kind != .location, feature.dataset == nil || feature.venue == nil || feature.building == nil {
+                problem("a \(kind.rawValue)'s outline needs properties.dataset, venue and building", id)
+                continue
+            }
+            if kind == .floor, feature.floor == nil {
+                problem("a floor's outline needs properties.floor", id)
+                continue
+            }
+            if kind != .location, case .point = shape {
+                problem("a \(kind.rawValue)'s outline must be a Polygon or MultiPolygon", id)
+                continue
+            }
+            features.append(feature)
         }
         guard problems.isEmpty else { throw GeometryErrors(problems) }
-        self.features = features
+        self.init(features: features)
     }
 
     private static func point(_ value: JSONValue?) -> [Double]? {
@@ -163,7 +214,7 @@ public struct VenueGeometry: Sendable, Equatable {
     /// Ids of features without a floor of their own and with no location in `known` (the
     /// catalog's): drawn only where a location with that id reports, so probably a typo.
     public func unplacedUnknownIDs(known: Set<String>) -> [String] {
-        features.filter { $0.floor == nil && !known.contains($0.id) }.map(\.id)
+        features.filter { $0.kind == .location && $0.floor == nil && !known.contains($0.id) }.map(\.id)
     }
 
     /// The GeoJSON text of this geometry (what `livedata simulate --write-geometry` writes).
@@ -175,6 +226,7 @@ public struct VenueGeometry: Sendable, Equatable {
     /// location the state has there (`ids`).
     public func features(dataset: String, venue: String, building: String, floor: String, ids: Set<String>) -> [Feature] {
         features.filter { feature in
+            guard feature.kind == .location else { return false }
             if let placed = feature.floor {
                 return placed == floor && (feature.building ?? building) == building && (feature.venue ?? venue) == venue
                     && (feature.dataset ?? dataset) == dataset
@@ -191,9 +243,11 @@ extension VenueGeometry.Feature {
         func ring(_ ring: [[Double]]) -> String { "[" + ring.map(point).joined(separator: ", ") + "]" }
         func polygon(_ rings: [[[Double]]]) -> String { "[" + rings.map(ring).joined(separator: ", ") + "]" }
         var properties = [#""id": \#(jsonQuoted(id))"#]
+        if kind != .location { properties.append(#""kind": \#(jsonQuoted(kind.rawValue))"#) }
         for (key, value) in [("name", name), ("dataset", dataset), ("venue", venue), ("building", building), ("floor", floor)] {
             if let value { properties.append("\(jsonQuoted(key)): \(jsonQuoted(value))") }
         }
+        if let elevation { properties.append(#""elevation": \#(jsonNumber(elevation))"#) }
         let geometry: String = switch shape {
         case .polygon(let rings): #"{"type": "Polygon", "coordinates": \#(polygon(rings))}"#
         case .multiPolygon(let polygons): #"{"type": "MultiPolygon", "coordinates": [\#(polygons.map(polygon).joined(separator: ", "))]}"#

@@ -20,6 +20,7 @@ struct ConfigKeyCoverageTests {
         case "styles": return "styles: {\(key): {}}"
         case "style": return "styles: {main: {\(entry)}}"
         case "style.badge": return "styles: {main: {badge: {\(entry)}}}"
+        case "venueView.buildings.*": return "venueView: {buildings: {B: {\(entry)}}}"
         case "rules[]": return key == "name" ? "rules: [{\(entry)}]" : "rules: [{name: r, \(entry)}]"
         default: return section.contains(".") || section.contains("[") ? nil : "\(section): {\(entry)}"
         }

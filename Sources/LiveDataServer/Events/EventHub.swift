@@ -9,7 +9,8 @@ import Synchronization
 /// The pipeline hands every derived change, removal and summary to ``publish(_:place:json:)``
 /// as it publishes it; the hub frames it once (`id:`, `event:`, `data:`), keeps the last
 /// ``history`` frames for viewers that reconnect, and gives the frame to every viewer whose
-/// scope holds the place. A viewer's buffer is bounded: one that falls behind is dropped (its
+/// scope (``EventScope``) holds it. A change reaches the viewers of its floor through an
+/// index by floor, so that it costs nothing per viewer of another floor. A viewer's buffer is bounded: one that falls behind is dropped (its
 /// stream ends after what it has; EventSource reconnects with Last-Event-ID and is resumed
 /// from the history, or given a fresh snapshot). The pipeline never waits for a viewer.
 ///
@@ -35,10 +36,10 @@ public final class EventHub: Sendable {
     }
 
     private final class Viewer: Sendable {
-        let scope: PlaceScope
+        let scope: EventScope
         let mailbox: Mailbox
 
-        init(scope: PlaceScope, mailbox: Mailbox) {
+        init(scope: EventScope, mailbox: Mailbox) {
             self.scope = scope
             self.mailbox = mailbox
         }
@@ -46,7 +47,7 @@ public final class EventHub: Sendable {
 
     private struct Frame {
         var number: UInt64
-        var place: Place
+        var subject: EventScope.Subject
         var bytes: ByteBuffer
     }
 
@@ -57,10 +58,24 @@ public final class EventHub: Sendable {
         var history: [Frame] = []
         var historyStart = 0
         var viewers: [Int: Viewer] = [:]
+        /// The viewers of exactly one floor (``EventScope/oneFloor``), by that floor; the
+        /// others are `wide`, asked one by one.
+        var byFloor: [Place: [Int: Viewer]] = [:]
+        var wide: [Int: Viewer] = [:]
         var nextViewer = 0
         /// No viewer watched since this number: frames were not kept.
         var unwatched = true
         var statistics = Statistics()
+
+        /// Takes a viewer that left `viewers` out of the index too.
+        mutating func forget(_ id: Int, _ scope: EventScope) {
+            guard let floor = scope.oneFloor else {
+                wide.removeValue(forKey: id)
+                return
+            }
+            byFloor[floor]?.removeValue(forKey: id)
+            if byFloor[floor]?.isEmpty == true { byFloor.removeValue(forKey: floor) }
+        }
 
         /// The number of the oldest frame kept (`next` when none is).
         var first: UInt64 { historyStart < history.count ? history[historyStart].number : next }
@@ -91,9 +106,19 @@ public final class EventHub: Sendable {
         }
     }
 
-    /// Hands an event to the viewers whose scope holds `place`, and keeps it for those that
-    /// reconnect. `kind` is the SSE event name (`change`, `remove`, `summary`).
+    /// Hands an event about a place (a summary) to the viewers whose scope holds it, and
+    /// keeps it for those that reconnect. `kind` is the SSE event name (`summary`).
     public func publish(_ kind: StaticString, place: Place, json: [UInt8]) {
+        publish(kind, subject: .place(place), json: json)
+    }
+
+    /// Hands an event about a location (`change`, `remove`) to the viewers whose scope holds
+    /// it, and keeps it for those that reconnect.
+    public func publish(_ kind: StaticString, address: LocationAddress, json: [UInt8]) {
+        publish(kind, subject: .location(address), json: json)
+    }
+
+    private func publish(_ kind: StaticString, subject: EventScope.Subject, json: [UInt8]) {
         guard hasViewers else { return }
         let dropped = state.withLock { state -> [Viewer] in
             let number = state.next
@@ -105,8 +130,8 @@ public final class EventHub: Sendable {
             bytes.writeStaticString("\ndata: ")
             bytes.writeBytes(json)
             bytes.writeStaticString("\n\n")
-            keep(Frame(number: number, place: place, bytes: bytes), in: &state)
-            return deliver(bytes, to: place, in: &state)
+            keep(Frame(number: number, subject: subject, bytes: bytes), in: &state)
+            return deliver(bytes, to: subject, in: &state)
         }
         // Outside the lock: a reader woken now may end and take the lock.
         for viewer in dropped { viewer.mailbox.end() }
@@ -120,15 +145,21 @@ public final class EventHub: Sendable {
         for viewer in dropped { viewer.mailbox.end() }
     }
 
-    /// Puts `bytes` in the mailbox of every viewer whose scope holds `place` (every viewer
+    /// Puts `bytes` in the mailbox of every viewer whose scope holds `subject` (every viewer
     /// when `nil`); takes out the ones whose mailbox is full and returns them, for the
     /// caller to end outside the lock.
-    private func deliver(_ bytes: ByteBuffer, to place: Place?, in state: inout State) -> [Viewer] {
-        var dropped: [Viewer] = []
-        for (id, viewer) in state.viewers where place.map(viewer.scope.holds) ?? true {
-            if !viewer.mailbox.put(bytes) { dropped.append(drop(id, in: &state)) }
+    private func deliver(_ bytes: ByteBuffer, to subject: EventScope.Subject?, in state: inout State) -> [Viewer] {
+        var full: [Int] = []
+        if let subject, case .location(let address) = subject {
+            // A change: its floor's viewers, then the wide ones whose scope holds it.
+            for (id, viewer) in state.byFloor[address.place] ?? [:] where !viewer.mailbox.put(bytes) { full.append(id) }
+            for (id, viewer) in state.wide where viewer.scope.holds(subject) && !viewer.mailbox.put(bytes) { full.append(id) }
+        } else {
+            for (id, viewer) in state.viewers where subject.map(viewer.scope.holds) ?? true {
+                if !viewer.mailbox.put(bytes) { full.append(id) }
+            }
         }
-        return dropped
+        return full.map { drop($0, in: &state) }
     }
 
     /// Opens a viewer's stream: the frames after `lastEventID` when the history still has
@@ -136,6 +167,11 @@ public final class EventHub: Sendable {
     /// between it and the stream: the caller makes sure no event is published meanwhile,
     /// as the pipeline's actor does).
     public func subscribe(_ scope: PlaceScope, lastEventID: String?, snapshot: () -> [UInt8]) -> Subscription {
+        subscribe(EventScope(scope), lastEventID: lastEventID, snapshot: snapshot)
+    }
+
+    /// Opens a viewer's stream of any scope (see ``subscribe(_:lastEventID:snapshot:)-(PlaceScope,_,_)``).
+    public func subscribe(_ scope: EventScope, lastEventID: String?, snapshot: () -> [UInt8]) -> Subscription {
         let mailbox = Mailbox(capacity: viewerBuffer)
         return state.withLock { state in
             if state.unwatched {
@@ -150,7 +186,7 @@ public final class EventHub: Sendable {
             var missed: [ByteBuffer]?
             if let after = resumePoint(lastEventID, state), after + 1 >= state.first {
                 var frames: [ByteBuffer] = []
-                for frame in state.history[state.historyStart...] where frame.number > after && scope.holds(frame.place) {
+                for frame in state.history[state.historyStart...] where frame.number > after && scope.holds(frame.subject) {
                     frames.append(frame.bytes)
                     if frames.count >= viewerBuffer { break }
                 }
@@ -172,7 +208,9 @@ public final class EventHub: Sendable {
             }
             let id = state.nextViewer
             state.nextViewer += 1
-            state.viewers[id] = Viewer(scope: scope, mailbox: mailbox)
+            let viewer = Viewer(scope: scope, mailbox: mailbox)
+            state.viewers[id] = viewer
+            if let floor = scope.oneFloor { state.byFloor[floor, default: [:]][id] = viewer } else { state.wide[id] = viewer }
             viewerCount.store(state.viewers.count, ordering: .relaxed)
             mailbox.onTermination { [weak self] in self?.remove(id) }
             return Subscription(frames: Frames(mailbox: mailbox), resumed: resumed, id: id)
@@ -187,7 +225,8 @@ public final class EventHub: Sendable {
 
     private func remove(_ id: Int) {
         state.withLock { state in
-            guard state.viewers.removeValue(forKey: id) != nil else { return }
+            guard let viewer = state.viewers.removeValue(forKey: id) else { return }
+            state.forget(id, viewer.scope)
             viewerCount.store(state.viewers.count, ordering: .relaxed)
             if state.viewers.isEmpty { state.unwatched = true }
         }
@@ -196,6 +235,7 @@ public final class EventHub: Sendable {
     /// Takes a viewer that fell behind out; the caller ends its stream outside the lock.
     private func drop(_ id: Int, in state: inout State) -> Viewer {
         let viewer = state.viewers.removeValue(forKey: id)!
+        state.forget(id, viewer.scope)
         state.statistics.dropped += 1
         viewerCount.store(state.viewers.count, ordering: .relaxed)
         if state.viewers.isEmpty { state.unwatched = true }

@@ -19,7 +19,7 @@ final class ViewerFeed {
         guard hub.hasViewers else { return nil }
         let payload = topics.payload(change)
         if let old = change.movedFrom { removal(old) }
-        hub.publish("change", place: change.address.place, json: payload)
+        hub.publish("change", address: change.address, json: payload)
         return payload
     }
 
@@ -32,7 +32,7 @@ final class ViewerFeed {
         stream.key("topic")
         address.write(to: &stream)
         stream.endObject()
-        hub.publish("remove", place: address.place, json: stream.bytes)
+        hub.publish("remove", address: address, json: stream.bytes)
     }
 
     func summary(_ place: Place, json: [UInt8]) {

@@ -5,10 +5,11 @@ import LiveState
 import LiveTopics
 import ServiceLifecycle
 
-/// The live floor view's routes: the venue list at `/`, a floor's page at
-/// `/floors/{dataset}/{venue}/{building}/{floor}`, its script and style sheet (shipped in
-/// the binary), the shapes (`/v1/geometry`), the floors (`/v1/venues`) and the live feed
-/// (`/v1/events`, Server-Sent Events).
+/// The live floor and venue view's routes: the venue list at `/`, a floor's page at
+/// `/floors/{dataset}/{venue}/{building}/{floor}`, a venue's at `/venues/{dataset}/{venue}`
+/// (``VenuePage``), their scripts and style sheets (shipped in the binary), the shapes
+/// (`/v1/geometry`), the floors (`/v1/venues`), a venue's plan (`/v1/venues/{dataset}/{venue}`)
+/// and the live feed (`/v1/events`, Server-Sent Events).
 enum FloorView {
     /// `/`, the venue list (`Assets/venues.html`), and its script (`venues.js`), which draws
     /// it from `/v1/venues`.
@@ -22,6 +23,7 @@ enum FloorView {
         router.get("/") { _, _ in html(venuePage) }
         router.get("/assets/venues.js") { _, _ in asset(venueScript, type: "text/javascript; charset=utf-8") }
         addFloorPage(to: router)
+        VenuePage.add(to: router, queries: queries)
         router.get("/v1/venues") { _, _ in
             let summaries = await queries.summaries
             let now = LiveTimestamp.now
@@ -46,8 +48,12 @@ enum FloorView {
         }
         router.get("/v1/events") { request, _ in
             let query = request.uri.queryParameters
-            let scope = PlaceScope(
-                dataset: query.get("dataset"), venue: query.get("venue"), building: query.get("building"), floor: query.get("floor"))
+            // The seven-part criteria but the domain, each left out matching any; `building`
+            // may come more than once; `only=summaries` for the buildings' summaries alone.
+            let scope = EventScope(
+                dataset: query.get("dataset"), venue: query.get("venue"), buildings: Set(query.getAll("building")),
+                floor: query.get("floor"), room: query.get("room"), location: query.get("location"),
+                summariesOnly: query.get("only") == "summaries")
             let lastEventID = request.headers[HTTPField.Name("Last-Event-ID")!] ?? query.get("lastEventId")
             let subscription = await queries.openEvents(scope, lastEventID: lastEventID)
             let hub = queries.events

@@ -177,7 +177,8 @@ public enum HTTPInterface {
         ("/v1/floors/:dataset/:venue/:building/:floor", [.get]), ("/v1/state", [.get]), ("/v1/legend", [.get]),
         ("/v1/layers", [.get]), ("/v1/layers/:name", [.put]), ("/", [.get]), ("/assets/venues.js", [.get]),
         ("/floors/:dataset/:venue/:building/:floor", [.get]), ("/assets/floor.js", [.get]), ("/assets/floor.css", [.get]),
-        ("/v1/venues", [.get]), ("/v1/geometry", [.get]), ("/v1/events", [.get]),
+        ("/v1/venues", [.get]), ("/v1/geometry", [.get]), ("/v1/events", [.get]), ("/venues/:dataset/:venue", [.get]),
+        ("/assets/venue.js", [.get]), ("/assets/venue.css", [.get]), ("/v1/venues/:dataset/:venue", [.get]),
     ]
 
     /// A method a path does not answer gets 405 and the methods it does (`Allow`), not the

@@ -50,21 +50,9 @@ public struct LiveQueries: Sendable {
 
     public var events: EventHub { pipeline.events }
 
-    /// Opens a viewer's event stream (see ``openEvents(_:_:lastEventID:)``).
-    public func openEvents(_ scope: PlaceScope, lastEventID: String?) async -> EventHub.Subscription {
-        await Self.openEvents(pipeline, scope, lastEventID: lastEventID)
-    }
-
     /// Runs a query on the pipeline, over a read-only view of the state (``StateView``).
     static func read<T: Sendable>(_ pipeline: isolated LivePipeline, _ query: @Sendable (StateView) -> T) -> T {
         query(StateView(store: pipeline.processing.core.store, config: pipeline.config))
-    }
-
-    /// Opens a floor-view viewer's event stream: resumed after `lastEventID` when the hub
-    /// still has what followed it, else starting with a snapshot of the scope (on the
-    /// pipeline, so that no change falls between the snapshot and the stream).
-    static func openEvents(_ pipeline: isolated LivePipeline, _ scope: PlaceScope, lastEventID: String?) -> EventHub.Subscription {
-        pipeline.events.subscribe(scope, lastEventID: lastEventID) { read(pipeline) { $0.snapshotJSON(scope) } }
     }
 
     // MARK: - The one command

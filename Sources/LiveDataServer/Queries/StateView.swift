@@ -54,21 +54,4 @@ struct StateView {
         let features = geometry.features(dataset: key.dataset, venue: key.venue, building: key.building, floor: floor, ids: ids)
         return "{\"features\": [" + features.map(\.geoJSON).joined(separator: ", ") + "]}"
     }
-
-    /// `{"locations": [records…], "summaries": [summaries…], "legend": {…}}` for a scope:
-    /// what a new viewer of the floor view starts from.
-    func snapshotJSON(_ scope: PlaceScope) -> [UInt8] {
-        let summaries = store.summaries.all().filter { summary in
-            scope.holds(summary.key)
-        }
-        var records: [LocationRecord] = []
-        for summary in summaries where summary.key.floor != nil {
-            records += store.records(floor: summary.key)
-        }
-        let now = LiveTimestamp.now
-        let text = "{\"locations\": [" + records.map(\.json).joined(separator: ", ") + "], \"summaries\": ["
-            + summaries.map { $0.json(updatedAt: now) }.joined(separator: ", ") + "], \"legend\": "
-            + config.ruleSet.legend(dataset: scope.dataset).json + "}"
-        return Array(text.utf8)
-    }
 }

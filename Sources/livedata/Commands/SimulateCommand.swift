@@ -11,7 +11,9 @@ struct SimulateCommand: AsyncParsableCommand {
         discussion: """
             Buildings, floors, meeting rooms, desks and assets: meeting rooms fill and empty \
             over a working day (with the CO2 and temperature that follow), desks are booked and \
-            freed, assets move between floors. Topics: \
+            freed, assets move along corridors, between floors and between buildings. Every \
+            other building stands a storey lower, so floor numbers do not line up across \
+            buildings; --write-geometry writes each floor's elevation. Topics: \
             {dataset}/{venue}/B{n}/F{n}/R{n}{nn}/{room-|desk-|asset-}…/{domain}, matching \
             config/livedata.yaml. A progress line goes to standard error.
 
@@ -31,8 +33,11 @@ struct SimulateCommand: AsyncParsableCommand {
     @Option(help: "Venue (second topic level).")
     var venue = "hq"
 
-    @Option(help: "How many locations to simulate (rooms, desks and assets).")
-    var locations = 60
+    @Option(help: "How many locations to simulate (rooms, desks and assets), 20 a floor.")
+    var locations = 180
+
+    @Option(help: "Floors per building: the locations fill buildings of this many floors, side by side.")
+    var floors = 3
 
     @Option(help: "Updates per second.")
     var rate = 20.0
@@ -60,6 +65,7 @@ struct SimulateCommand: AsyncParsableCommand {
 
     func validate() throws {
         if locations < 1 { throw ValidationError("--locations must be at least 1") }
+        if floors < 1 { throw ValidationError("--floors must be at least 1") }
         if rate <= 0 { throw ValidationError("--rate must be more than 0") }
         if speed <= 0 { throw ValidationError("--speed must be more than 0") }
         if let duration, duration <= 0 { throw ValidationError("--duration must be more than 0 seconds") }
@@ -73,19 +79,20 @@ struct SimulateCommand: AsyncParsableCommand {
 
     func run() async throws {
         if let writeGeometry {
-            let venue = SimulatedVenue(dataset: dataset, venue: self.venue, locations: locations)
+            let venue = SimulatedVenue(dataset: dataset, venue: self.venue, locations: locations, floors: floors)
             let geometry = venue.geometry()
             do {
                 try geometry.geoJSON.write(toFile: writeGeometry, atomically: true, encoding: .utf8)
             } catch {
                 throw CommandFailure(message: "cannot write \(writeGeometry): \(error.localizedDescription)", exitCode: 1)
             }
-            printError("wrote \(geometry.features.count) shapes on \(Set(geometry.features.compactMap(\.floor)).count) floor plans to \(writeGeometry)")
+            printError(
+                "wrote \(geometry.features.count) shapes on \(geometry.buildings.map(\.floors.count).reduce(0, +)) floor plans of \(geometry.buildings.count) buildings to \(writeGeometry)")
             return
         }
         let client = try MQTTClient(configuration: broker.configuration(), logger: makeLogger(verbose: verbose))
         try await client.connect()
-        var venue = SimulatedVenue(dataset: dataset, venue: self.venue, locations: locations)
+        var venue = SimulatedVenue(dataset: dataset, venue: self.venue, locations: locations, floors: floors)
         let clock = ContinuousClock()
         let start = clock.now
         let interval = Duration.seconds(1 / rate)
@@ -129,7 +136,12 @@ struct SimulateCommand: AsyncParsableCommand {
     }
 }
 
-/// A venue whose rooms fill over a working day.
+/// A venue of several buildings whose rooms fill over a working day, and whose assets move
+/// between floors and buildings.
+///
+/// Buildings stand in rows of five, 80 m apart; each has `floors` storeys of 4 m, and every
+/// other one stands a storey lower on its slope, so that its floor numbers do not line up
+/// with its neighbours': floor F2 of B1 is at the elevation of F3 of B2.
 struct SimulatedVenue {
     enum Kind {
         case room(capacity: Int)
@@ -145,31 +157,30 @@ struct SimulatedVenue {
         var temperature = 21.0
         var booked = false
         var floorIndex = 0
-        var latitude = 55.6761
-        var longitude = 12.5683
+        /// An asset's place in its building's corridor, in metres from the building's corner.
+        var x = 10.0
     }
 
     private(set) var locations: [Location] = []
     private var random = SystemRandomNumberGenerator()
+    let floorsPerBuilding: Int
+    let buildingCount: Int
+    static let locationsPerFloor = 20
+    static let storey = 4.0
+    /// Where the venue's south-west corner is (longitude, latitude).
+    static let origin = (longitude: 12.5683, latitude: 55.6761)
 
-    static let floorsPerBuilding = 3
-
-    /// An asset's address on floor `index` (from 0) of its building, in that floor's first room.
-    static func moved(_ address: LocationAddress, toFloor index: Int) -> LocationAddress {
-        LocationAddress(
-            dataset: address.dataset, venue: address.venue, building: address.building, floor: "F\(index + 1)",
-            room: "R\(index + 1)01", location: address.location)
-    }
-
-    init(dataset: String, venue: String, locations count: Int) {
-        let floorsPerBuilding = Self.floorsPerBuilding
-        let locationsPerFloor = 20
+    init(dataset: String, venue: String, locations count: Int, floors: Int = 3) {
+        floorsPerBuilding = max(floors, 1)
+        let floorCount = (count + Self.locationsPerFloor - 1) / Self.locationsPerFloor
+        buildingCount = (floorCount + floorsPerBuilding - 1) / floorsPerBuilding
         for number in 0..<count {
-            let floorNumber = number / locationsPerFloor
-            let building = "B\(floorNumber / floorsPerBuilding + 1)"
-            let floor = "F\(floorNumber % floorsPerBuilding + 1)"
-            let slot = number % locationsPerFloor
-            let room = "R\(floorNumber % floorsPerBuilding + 1)\(String(format: "%02d", slot / 4 + 1))"
+            let floorNumber = number / Self.locationsPerFloor
+            let buildingIndex = floorNumber / floorsPerBuilding
+            let index = floorNumber % floorsPerBuilding
+            let building = "B\(buildingIndex + 1)"
+            let slot = number % Self.locationsPerFloor
+            let room = "R\(index + 1)\(String(format: "%02d", slot / 4 + 1))"
             let kind: Kind
             let id: String
             // Ids are unique in the dataset: a location is its dataset and id.
@@ -185,41 +196,80 @@ struct SimulatedVenue {
                 id = "asset-\(number / 10 + 1)"
             }
             let address = LocationAddress(
-                dataset: dataset, venue: venue, building: building, floor: floor, room: room, location: id)
-            locations.append(Location(address: address, kind: kind, floorIndex: floorNumber % floorsPerBuilding))
+                dataset: dataset, venue: venue, building: building, floor: Self.floorName(index), room: room, location: id)
+            locations.append(Location(address: address, kind: kind, floorIndex: index, x: 4 + Double(slot) * 2.5))
         }
     }
 
-    /// Floor plans of the venue, in metres: on each floor the meeting rooms side by side
-    /// along the north wall, a corridor, and the desks in two open-plan clusters to the
-    /// south. Assets are points in the corridor, drawn on whichever floor they report from.
+    static func floorName(_ index: Int) -> String { "F\(index + 1)" }
+
+    /// The elevation of floor `index` (from 0) of building `building` (from 0), in metres.
+    static func elevation(building: Int, floor index: Int) -> Double {
+        Double(index - building % 2) * storey
+    }
+
+    /// The building's number (from 0) in `B{n}`.
+    static func buildingIndex(_ building: String) -> Int { (Int(building.dropFirst()) ?? 1) - 1 }
+
+    /// A point of building `index`'s plan (metres from its corner) as longitude and latitude.
+    static func lonLat(building index: Int, _ x: Double, _ y: Double) -> [Double] {
+        let east = Double(index % 5) * 80 + x
+        let north = Double(index / 5) * 50 + y
+        let metresPerDegreeLongitude = 111_320 * cos(origin.latitude * .pi / 180)
+        let longitude = origin.longitude + east / metresPerDegreeLongitude
+        let latitude = origin.latitude + north / 110_540
+        return [(longitude * 1e7).rounded() / 1e7, (latitude * 1e7).rounded() / 1e7]
+    }
+
+    /// An asset's address on floor `index` (from 0) of a building, in that floor's first room.
+    static func moved(_ address: LocationAddress, toBuilding building: String, floor index: Int) -> LocationAddress {
+        LocationAddress(
+            dataset: address.dataset, venue: address.venue, building: building, floor: floorName(index),
+            room: "R\(index + 1)01", location: address.location)
+    }
+
+    /// Floor plans of the venue in longitude and latitude: on each floor the meeting rooms
+    /// side by side along the north wall, a corridor, and the desks in open-plan clusters
+    /// to the south; each floor's outline with its elevation. Assets are points drawn on
+    /// whichever floor they report from, at the position they report.
     func geometry() -> VenueGeometry {
-        func rectangle(_ x: Double, _ y: Double, _ width: Double, _ height: Double) -> VenueGeometry.Shape {
-            .polygon([[[x, y], [x + width, y], [x + width, y + height], [x, y + height], [x, y]]])
+        func rectangle(_ building: Int, _ x: Double, _ y: Double, _ width: Double, _ height: Double) -> VenueGeometry.Shape {
+            let corners = [(x, y), (x + width, y), (x + width, y + height), (x, y + height), (x, y)]
+            return .polygon([corners.map { Self.lonLat(building: building, $0.0, $0.1) }])
         }
         var features: [VenueGeometry.Feature] = []
         var floors: [String: (rooms: Int, desks: Int, assets: Int)] = [:]
+        var outlined: Set<String> = []
         for location in locations {
             let address = location.address
+            let building = Self.buildingIndex(address.building)
             let floorKey = "\(address.building)/\(address.floor)"
+            if outlined.insert(floorKey).inserted {
+                var outline = VenueGeometry.Feature(
+                    id: "floor-\(address.building)-\(address.floor)", dataset: address.dataset, venue: address.venue,
+                    building: address.building, floor: address.floor, shape: rectangle(building, 0, 0, 60, 30))
+                outline.kind = .floor
+                outline.elevation = Self.elevation(building: building, floor: location.floorIndex)
+                features.append(outline)
+            }
             var counts = floors[floorKey, default: (0, 0, 0)]
             let shape: VenueGeometry.Shape
             var placed = true
             switch location.kind {
             case .room:
                 // 8 rooms a floor, 7.5 m wide, 12 m deep, north of the corridor (y 18-30).
-                shape = rectangle(Double(counts.rooms % 8) * 7.5, 18 + Double(counts.rooms / 8) * 12, 7.5, 12)
+                shape = rectangle(building, Double(counts.rooms % 8) * 7.5, 18 + Double(counts.rooms / 8) * 12, 7.5, 12)
                 counts.rooms += 1
             case .desk:
-                // Clusters of 5 desks (2 rows), 3 m x 1.6 m each, west and east.
+                // Clusters of 6 desks (2 rows), 3 m x 1.6 m each.
                 let cluster = counts.desks / 6
                 let seat = counts.desks % 6
                 let x = 4 + Double(cluster % 2) * 30 + Double(seat % 3) * 3.4 + Double(cluster / 2) * 12
                 let y = 4 + Double(seat / 3) * 2.2 + Double(cluster / 4) * 8
-                shape = rectangle(x, y, 3, 1.6)
+                shape = rectangle(building, x, y, 3, 1.6)
                 counts.desks += 1
             case .asset:
-                shape = .point([10 + Double(counts.assets) * 8, 15])
+                shape = .point(Self.lonLat(building: building, location.x, 15))
                 counts.assets += 1
                 placed = false
             }
@@ -280,16 +330,26 @@ struct SimulatedVenue {
             domain = .availability
             properties[DomainProperty.available] = location.booked ? "false" : "true"
         case .asset:
-            location.latitude += Double.random(in: -0.0001...0.0001, using: &random)
-            location.longitude += Double.random(in: -0.0001...0.0001, using: &random)
-            if Double.random(in: 0...1, using: &random) < 0.05 {
-                // It rides the lift: the same asset, placed on another floor of its building.
-                location.floorIndex = Int.random(in: 0..<Self.floorsPerBuilding, using: &random)
-                location.address = Self.moved(location.address, toFloor: location.floorIndex)
+            // Along its building's corridor; now and then it rides the lift, and more rarely
+            // it crosses to the next building, onto the floor at the elevation it left.
+            location.x = min(58, max(2, location.x + Double.random(in: -3...3, using: &random)))
+            let roll = Double.random(in: 0...1, using: &random)
+            var building = Self.buildingIndex(location.address.building)
+            if roll < 0.02, buildingCount > 1 {
+                let elevation = Self.elevation(building: building, floor: location.floorIndex)
+                building = (building + 1) % buildingCount
+                let level = Int((elevation / Self.storey).rounded()) + building % 2
+                location.floorIndex = min(max(level, 0), floorsPerBuilding - 1)
+                location.x = 2
+                location.address = Self.moved(location.address, toBuilding: "B\(building + 1)", floor: location.floorIndex)
+            } else if roll < 0.07 {
+                location.floorIndex = Int.random(in: 0..<floorsPerBuilding, using: &random)
+                location.address = Self.moved(location.address, toBuilding: location.address.building, floor: location.floorIndex)
             }
+            let position = Self.lonLat(building: building, location.x, 15)
             domain = .position
-            properties[DomainProperty.latitude] = String(format: "%.6f", location.latitude)
-            properties[DomainProperty.longitude] = String(format: "%.6f", location.longitude)
+            properties[DomainProperty.latitude] = String(format: "%.7f", position[1])
+            properties[DomainProperty.longitude] = String(format: "%.7f", position[0])
             properties[DomainProperty.floorIndex] = String(location.floorIndex)
         }
         locations[index] = location
