@@ -113,7 +113,7 @@
     const [w, h] = size(), s = pixelsPerMetre(camera.zoom);
     world.setAttribute("transform", `translate(${(w / 2).toFixed(1)} ${(h / 2).toFixed(1)}) scale(${s.toFixed(6)}) translate(${(-camera.x).toFixed(3)} ${(-camera.y).toFixed(3)})`);
     // Text on the floor keeps a readable size: set once the zoom settles by a quarter level.
-    if (lastFontZoom === null || Math.abs(lastFontZoom - camera.zoom) > 0.25) {
+    if (!map.classList.contains("moving") && (lastFontZoom === null || Math.abs(lastFontZoom - camera.zoom) > 0.25)) {
       lastFontZoom = camera.zoom;
       floorLayer.style.fontSize = (11 / s).toFixed(4) + "px";
       for (const dot of assetLayer.querySelectorAll("circle")) dot.setAttribute("r", (6 / s).toFixed(4));
@@ -128,7 +128,13 @@
     document.getElementById("zoom-level").textContent = camera.zoom.toFixed(1);
   }
 
+  // While the camera moves the floor's labels are left out and its shapes drawn without
+  // antialiasing: a frame then repaints thousands of shapes without their text.
+  let movingTimer = null;
   function cameraMoved() {
+    if (!map.classList.contains("moving")) map.classList.add("moving");
+    clearTimeout(movingTimer);
+    movingTimer = setTimeout(() => { map.classList.remove("moving"); requestFrame(); }, 150);
     requestFrame();
     scheduleViewWork();
   }
