@@ -281,6 +281,12 @@ struct VenueViewBrowserTests {
             // the elevation of the floor shown last.
             try await keys(browser, ["+", "+", "+", "+"])
             try await browser.wait("return document.body.dataset.focus === 'B/B3';", timeout: .seconds(5))
+            // B2 (0 m) chosen, then back west to A: A opens on A2, the floor last chosen
+            // there, not A1 at B2's elevation.
+            try await browser.run(#"document.querySelector('#floors button[data-floor="B2"]').click();"#)
+            try await browser.wait("return document.body.dataset.live === 'B/B2';", timeout: .seconds(5))
+            for _ in 0..<4 { try await drag(browser, dx: 50 * pixelsPerMetre) }
+            try await browser.wait("return document.body.dataset.focus === 'A/A2' && document.body.dataset.live === 'A/A2';", timeout: .seconds(5))
 
             // Follow the cart: a click on it in A2 (the link takes the view back to A2).
             try await browser.run(

@@ -100,7 +100,7 @@ struct ConfigLoadingTests {
                 "broker:\n  hots: x\n",
                 #"test.yaml:2:3: unknown key "hots" in broker (did you mean "host"? expected one of: host, port, clientId, protocol, username, passwordFile, keepalive, qos, cleanStart, bufferedSocket, outputConnection, outputConnections, tls)"#
             ),
-            ("colour: red\n", #"test.yaml:1:1: unknown key "colour" in the config file (expected one of: instance, partition, broker, subscriptions, domains, catalog, geometry, styles, rules, output, store, http, log, limits)"#),
+            ("colour: red\n", #"test.yaml:1:1: unknown key "colour" in the config file (expected one of: instance, partition, broker, subscriptions, domains, catalog, geometry, styles, rules, output, store, http, log, limits, venueView)"#),
             (
                 "styles:\n  main: {polygonFillColor: red}\n",
                 ##"test.yaml:2:28: styles.main.polygonFillColor must be a color written #RRGGBB (quote it: "#D64545"), found "red""##
