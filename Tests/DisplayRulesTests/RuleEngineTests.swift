@@ -115,7 +115,7 @@ struct RuleEngineTests {
         #expect(legend.entries.map(\.title) == ["Full", "Occupied"])
         #expect(legend.entries[0].swatch == Color("#000000"))
         #expect(legend.entries[1].rules == ["occupied", "crowded"])
-        #expect(legend.json == ##"{"entries": [{"title": "Full", "swatch": "#000000", "layer": "occupancy", "rules": ["full"]}, {"title": "Occupied", "swatch": "#D64545", "layer": "occupancy", "rules": ["occupied", "crowded"]}]}"##)
+        #expect(legend.json == ##"{"entries": [{"title": "Full", "swatch": "#000000", "layer": "occupancy", "rules": ["full"]}, {"title": "Occupied", "swatch": "#D64545", "layer": "occupancy", "rules": ["occupied", "crowded"]}], "format": 1}"##)
         #expect(ruleSet.layers == ["occupancy"])
     }
 

@@ -348,7 +348,7 @@ struct LiveStoreTests {
         let change = try #require(changeOf(store.apply(try update(["nrOfPeople": "3", "capacity": "8"]), now: at(5))))
         #expect(
             change.json
-                == ##"{"location": "room-7", "topic": {"dataset": "ds1", "venue": "hq", "building": "B", "floor": "F3", "room": "R7", "location": "room-7"}, "style": {"visible": true, "label": "3/8", "polygonFillColor": "#D64545", "layer": "occupancy"}, "changed": ["visible", "label", "polygonFillColor", "layer"], "rules": ["occupied"], "live": {"occupancy": {"nrOfPeople": "3", "capacity": "8", "timestamp": "2025-11-21T10:13:20.000Z"}}, "version": 1, "updatedAt": "2025-11-21T10:13:20.005Z"}"##)
+                == ##"{"location": "room-7", "topic": {"dataset": "ds1", "venue": "hq", "building": "B", "floor": "F3", "room": "R7", "location": "room-7"}, "style": {"visible": true, "label": "3/8", "polygonFillColor": "#D64545", "layer": "occupancy"}, "changed": ["visible", "label", "polygonFillColor", "layer"], "rules": ["occupied"], "live": {"occupancy": {"nrOfPeople": "3", "capacity": "8", "timestamp": "2025-11-21T10:13:20.000Z"}}, "version": 1, "updatedAt": "2025-11-21T10:13:20.005Z", "format": 1}"##)
         #expect(OutputFormat(prefix: "p").publication(change).topic == "p/style/ds1/hq/B/F3/R7/room-7")
     }
 
@@ -392,6 +392,7 @@ struct LiveStoreTests {
             stream.add("version", Int(change.version))
             stream.key("updatedAt")
             stream.timestamp(change.updatedAt)
+            stream.add("format", WireFormat.version)
             stream.endObject()
             return stream.text
         }
