@@ -119,6 +119,7 @@ let package = Package(
             dependencies: [
                 "Mosquitto", "LiveTopics",
                 .product(name: "Subprocess", package: "swift-subprocess"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -97,7 +97,7 @@ struct DaemonServicesTests {
             let readiness = HTTPInterface.router(token: nil, queries: LiveQueries(daemon.pipeline), metrics: daemon.metrics)
             let app = Application(router: readiness)
             try await app.test(.router) { client in
-                let response = try await client.execute(uri: "/readyz", method: .get)
+                let response = try await RecordingClient(client).execute(uri: "/readyz", method: .get)
                 #expect(response.status == .ok)
                 #expect(String(buffer: response.body) == #"{"refused":["ds2/#"],"status":"degraded"}"#)
             }

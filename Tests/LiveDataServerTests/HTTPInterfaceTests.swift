@@ -3,6 +3,7 @@ import Hummingbird
 import HummingbirdTesting
 import LiveDataConfiguration
 @testable import LiveDataServer
+import LiveDataTestSupport
 import LiveTopics
 import Logging
 import Mosquitto
