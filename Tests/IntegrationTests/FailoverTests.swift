@@ -411,7 +411,10 @@ struct FailoverTests {
         let directory = try TestDirectory.make(prefix: "replica-\(standby.name)-empty")
         try await feed.send(Self.locations / 4, from: Self.locations * 2)
         let restarted = try await start(standby.name, broker: broker, peers: [active.httpPort, fresh.httpPort], directory: directory)
-        #expect(restarted.running.standardError.contains("copied the state of"), "\(restarted.running.standardError.suffix(2000))")
+        // The line may reach the captured output a moment after READY=1.
+        try await eventually("the copy logged: \(restarted.running.standardError.suffix(2000))", timeout: .seconds(10)) {
+            restarted.running.standardError.contains("copied the state of")
+        }
         let restartedTracked = try await LoopbackHTTP.request("GET", port: restarted.httpPort, path: "/metrics").body
         #expect(CrashRecoveryTests.metric(restartedTracked, "livedata_locations_tracked") == Double(Self.locations))
         restarted.running.signal(SIGTERM)

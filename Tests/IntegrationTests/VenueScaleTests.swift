@@ -260,7 +260,7 @@ struct VenueScaleTests {
             await daemon.pipeline.stallProcessing()
             // The first batch is taken and held; what follows waits in the intake queue.
             try send(10, from: 0)
-            try await eventually("the first batch taken from the intake queue") {
+            try await eventually("the first batch taken from the intake queue", timeout: .seconds(30)) {
                 let intake = await daemon.pipeline.statistics.intake
                 return intake.queuePeak > 0 && intake.queueDepth < intake.queuePeak
             }
