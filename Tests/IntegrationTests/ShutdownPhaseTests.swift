@@ -127,11 +127,7 @@ struct ShutdownPhaseTests {
         case .serving:
             #expect(await notify.wait(for: "READY=1", timeout: .seconds(30)), "\(running.standardError.suffix(2000))")
         }
-        // What the machine takes to start and end the binary at all, now: the bound is on
-        // what the stop adds to it.
-        let baselineStart = ContinuousClock.now
-        _ = try await CommandRunner().run(["--version"])
-        let baseline = ContinuousClock.now - baselineStart
+        let baseline = try await CommandRunner().startBaseline()
         let signalledAt = ContinuousClock.now
         running.signal(SIGTERM)
         let result = try await running.result(timeout: .seconds(30))

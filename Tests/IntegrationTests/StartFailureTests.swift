@@ -45,11 +45,7 @@ struct StartFailureTests {
             path = try TestDirectory.make(prefix: "start-failure").appendingPathComponent("livedata.yaml").path
             try (yaml ?? "").write(toFile: path, atomically: true, encoding: .utf8)
         }
-        // What the machine takes to start and end the binary at all, now (a loaded machine
-        // runs the whole suite at once): the bound is on what the start adds to it.
-        let baselineStart = ContinuousClock.now
-        _ = try await CommandRunner().run(["--version"])
-        let baseline = ContinuousClock.now - baselineStart
+        let baseline = try await CommandRunner().startBaseline()
         let started = ContinuousClock.now
         let running = try await CommandRunner().start(["serve", "--config", path])
         let result = try await running.result(timeout: .seconds(30))

@@ -40,6 +40,15 @@ public struct CommandRunner: Sendable {
         try await ChildProcess.start(executable.path, arguments, environment: environment)
     }
 
+    /// What the machine takes, now, to start and end the binary at all (`--version`): a
+    /// test that bounds a start or a stop bounds what they add to it, so that a machine
+    /// loaded by the rest of the suite does not fail it.
+    public func startBaseline() async throws -> Duration {
+        let started = ContinuousClock.now
+        _ = try await run(["--version"])
+        return ContinuousClock.now - started
+    }
+
     /// Runs the command to its end (killing it after `timeout`).
     public func run(_ arguments: [String], timeout: Duration = .seconds(30)) async throws -> Result {
         try await start(arguments).result(timeout: timeout)
