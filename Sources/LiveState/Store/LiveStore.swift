@@ -88,9 +88,10 @@ public final class LiveStore {
     }
 
     private func numberStaleDomains() {
-        let domains = ruleEngine.ruleSet.domains.filter { $0.value.staleAfter != nil }.keys.sorted().prefix(64)
-        staleDomains = Array(domains)
-        staleAfter = domains.map { ruleEngine.ruleSet.domains[$0]!.staleAfter!.milliseconds }
+        let stale = ruleEngine.ruleSet.domains.compactMap { name, domain in domain.staleAfter.map { (name, $0.milliseconds) } }
+            .sorted { $0.0 < $1.0 }.prefix(64)
+        staleDomains = stale.map(\.0)
+        staleAfter = stale.map(\.1)
     }
 
     private func staleNumber(_ domain: String) -> Int? {
