@@ -278,6 +278,7 @@ public actor LivePipeline {
             let caughtUp = client.state == .connected && connection.isUp && intake.queue.statistics.depth == 0
             route(replica.tick(caughtUp: caughtUp))
         }
+        processing.followClockSteps()
         let now = LiveTimestamp.now
         for change in processing.core.expire(now: now) { queue(change, arrived: nil) }
         let summaries = processing.core.takeDueSummaries(now: now)
