@@ -13,24 +13,19 @@ struct FailoverDefaultsTests {
     static let takeoverBound = Duration.seconds(10)
 
     static func yaml(port: Int, instance: String, store: String) -> String {
-        """
-        instance: \(instance)
-        partition:
-          name: east
-          owns:
-            - {dataset: ds1, venue: hq}
-          failover: true
-        broker: {host: 127.0.0.1, port: \(port), clientId: \(instance)}
-        subscriptions:
-          - {dataset: ds1, domain: occupancy}
-        rules:
-          - name: occupied
-            domain: occupancy
-            when: nrOfPeople > 0
-            style: {polygonFillColor: "#D64545", label: "{nrOfPeople}/{capacity}"}
-        store: {path: \(store)}
-        http: {listen: "127.0.0.1:0"}
-        """
+        var file = DaemonConfigFile(brokerPort: port, clientId: instance, store: store)
+        file.keepalive = nil
+        file.instance = instance
+        file.partition = "east"
+        file.owns = [DaemonConfigFile.Share()]
+        file.failover = true
+        file.rules = """
+              - name: occupied
+                domain: occupancy
+                when: nrOfPeople > 0
+                style: {polygonFillColor: "#D64545", label: "{nrOfPeople}/{capacity}"}
+            """
+        return file.yaml
     }
 
     func start(_ name: String, broker: MosquittoBroker) async throws -> FailoverTests.Replica {

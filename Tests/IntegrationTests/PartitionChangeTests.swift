@@ -14,29 +14,12 @@ struct PartitionChangeTests {
     let partitions = PartitionedDaemonsTests()
 
     static func yaml(port: Int, name: String, owns buildings: [String], store: String) -> String {
-        """
-        instance: \(name)-1
-        partition:
-          name: \(name)
-          owns:
-        \(buildings.map { "    - {dataset: ds1, venue: hq, building: \($0)}" }.joined(separator: "\n"))
-        broker: {host: 127.0.0.1, port: \(port), clientId: \(name), keepalive: 5s}
-        subscriptions:
-          - {dataset: ds1, domain: occupancy}
-        rules:
-          - name: occupied
-            domain: occupancy
-            when: nrOfPeople > 0
-            style: {polygonFillColor: "#D64545"}
-            legend: Occupied
-          - name: vacant
-            domain: occupancy
-            when: nrOfPeople == 0
-            style: {polygonFillColor: "#4CAF50"}
-            legend: Vacant
-        store: {path: \(store)}
-        http: {listen: "127.0.0.1:0"}
-        """
+        var file = DaemonConfigFile(brokerPort: port, clientId: name, store: store)
+        file.instance = "\(name)-1"
+        file.partition = name
+        file.owns = buildings.map { .building($0) }
+        file.rules = DaemonConfigFile.occupiedAndVacantRules
+        return file.yaml
     }
 
     @Test("owning A and B, then only A: the start drops B's stored locations (metric, one log line), keeps none, and clears none of B's styles")

@@ -41,18 +41,9 @@ struct ShutdownPhaseTests {
     }
 
     static func yaml(brokerPort: Int, store: String, listen: String = "127.0.0.1:0") -> String {
-        """
-        broker: {host: 127.0.0.1, port: \(brokerPort), clientId: shutdown-phase-test, keepalive: 5s}
-        subscriptions:
-          - {dataset: ds1, domain: occupancy}
-        rules:
-          - name: occupied
-            domain: occupancy
-            when: nrOfPeople > 0
-            style: {polygonFillColor: "#D64545"}
-        store: {path: \(store)}
-        http: {listen: "\(listen)"}
-        """
+        var file = DaemonConfigFile(brokerPort: brokerPort, clientId: "shutdown-phase-test", store: store)
+        file.listen = listen
+        return file.yaml
     }
 
     /// A state file of `count` locations, each with an occupancy value and no style yet.

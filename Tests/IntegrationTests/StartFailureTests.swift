@@ -16,22 +16,15 @@ struct StartFailureTests {
         var brokerPort = 1883
         var listen = "127.0.0.1:0"
         var store: String
-        var tls = ""
+        var tls: [String] = []
     }
 
     static func yaml(_ setup: Setup) -> String {
-        """
-        broker: {host: \(setup.brokerHost), port: \(setup.brokerPort), clientId: start-failure-test, keepalive: 5s\(setup.tls)}
-        subscriptions:
-          - {dataset: ds1, domain: occupancy}
-        rules:
-          - name: occupied
-            domain: occupancy
-            when: nrOfPeople > 0
-            style: {polygonFillColor: "#D64545"}
-        store: {path: \(setup.store)}
-        http: {listen: "\(setup.listen)"}
-        """
+        var file = DaemonConfigFile(brokerPort: setup.brokerPort, clientId: "start-failure-test", store: setup.store)
+        file.brokerHost = setup.brokerHost
+        file.brokerMembers = setup.tls
+        file.listen = setup.listen
+        return file.yaml
     }
 
     /// Runs `livedata serve` with `yaml` (or on `configPath` as it is) to its end.
@@ -152,7 +145,7 @@ struct StartFailureTests {
         defer { Task { await broker.stop() } }
         let directory = try TestDirectory.make(prefix: "start-failure")
         let ca = directory.appendingPathComponent("ca.pem").path
-        let setup = Setup(brokerPort: broker.port, store: directory.appendingPathComponent("state.db").path, tls: ", tls: {caFile: \(ca)}")
+        let setup = Setup(brokerPort: broker.port, store: directory.appendingPathComponent("state.db").path, tls: ["tls: {caFile: \(ca)}"])
         let (result, took) = try await Self.serve(yaml: Self.yaml(setup))
         Self.expectFailure(result, took: took, status: 78, naming: [ca, "broker.tls.caFile", "No such file or directory"])
     }

@@ -7,12 +7,18 @@ public struct DomainValue: Hashable, Sendable {
     public var timestamp: LiveTimestamp
     /// Older than its domain's `staleAfter`: kept (for ordering), but counts as absent.
     public var stale: Bool
+    /// The update carried no timestamp of its own: `timestamp` is when it was received, on
+    /// the daemon's clock, and moves with that clock when it is stepped.
+    public var stampedOnReceipt: Bool
 
-    public init(domain: String, properties: LiveProperties, timestamp: LiveTimestamp, stale: Bool = false) {
+    public init(
+        domain: String, properties: LiveProperties, timestamp: LiveTimestamp, stale: Bool = false, stampedOnReceipt: Bool = false
+    ) {
         self.domain = domain
         self.properties = properties
         self.timestamp = timestamp
         self.stale = stale
+        self.stampedOnReceipt = stampedOnReceipt
     }
 }
 

@@ -159,7 +159,7 @@ public final class EventHub: Sendable {
                 if !viewer.mailbox.put(bytes) { full.append(id) }
             }
         }
-        return full.map { drop($0, in: &state) }
+        return full.compactMap { drop($0, in: &state) }
     }
 
     /// Opens a viewer's stream: the frames after `lastEventID` when the history still has
@@ -233,8 +233,8 @@ public final class EventHub: Sendable {
     }
 
     /// Takes a viewer that fell behind out; the caller ends its stream outside the lock.
-    private func drop(_ id: Int, in state: inout State) -> Viewer {
-        let viewer = state.viewers.removeValue(forKey: id)!
+    private func drop(_ id: Int, in state: inout State) -> Viewer? {
+        guard let viewer = state.viewers.removeValue(forKey: id) else { return nil }
         state.forget(id, viewer.scope)
         state.statistics.dropped += 1
         viewerCount.store(state.viewers.count, ordering: .relaxed)

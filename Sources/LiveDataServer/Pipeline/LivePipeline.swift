@@ -51,6 +51,8 @@ public actor LivePipeline {
     let jobs = PipelineJobs()
     /// Holds the processing of updates while set (tests of the watchdog).
     var stallForTesting: StartupGate?
+    /// Whether a batch is taken and held by ``stallForTesting`` (tests of the watchdog).
+    package private(set) var holdsStalledBatch = false
 
     /// Builds the stages; ``start()`` restores the stored state.
     public init(
@@ -85,7 +87,11 @@ public actor LivePipeline {
         // taken a few at a time and the read's batches go first: a live change of a
         // location whose retained style is still to be read waits for the read.
         while let batch = await intake.queue.next(limit: convergence.isReading ? Self.liveBatchWhileReading : .max) {
-            await stallForTesting?.wait()
+            if let stall = stallForTesting {
+                holdsStalledBatch = true
+                await stall.wait()
+                holdsStalledBatch = false
+            }
             handle(batch)
             intake.queue.recycle(batch)
             drainOutput()
@@ -272,6 +278,7 @@ public actor LivePipeline {
             let caughtUp = client.state == .connected && connection.isUp && intake.queue.statistics.depth == 0
             route(replica.tick(caughtUp: caughtUp))
         }
+        processing.followClockSteps()
         let now = LiveTimestamp.now
         for change in processing.core.expire(now: now) { queue(change, arrived: nil) }
         let summaries = processing.core.takeDueSummaries(now: now)

@@ -16,6 +16,7 @@ final class ProcessingStage {
     /// What the start's journal replay found.
     private(set) var replayed = IntakeJournal.ReplayStatistics()
     private var rejections = RateLimitedLog()
+    private var clock = ClockStepWatch()
     private let logger: Logger
 
     init(core: LiveCore, logger: Logger) {
@@ -40,6 +41,18 @@ final class ProcessingStage {
             break
         }
         return nil
+    }
+
+    /// Looks for a step of the wall clock since the last look (each tick, before values are
+    /// aged): the values stamped on receipt move with it.
+    func followClockSteps() {
+        guard let step = clock.step() else { return }
+        let started = ContinuousClock.now
+        let moved = core.clockStepped(by: step)
+        let direction = step > 0 ? "forward" : "back"
+        logger.warning(
+            "the system clock was stepped \(direction) by \(Duration.milliseconds(abs(step))): \(moved) values stamped on receipt moved with it (\(ContinuousClock.now - started))",
+            metadata: ["clock.step_ms": "\(step)"])
     }
 
     /// Logs a dropped update, at most once a second with a count of the ones not logged.

@@ -266,7 +266,11 @@ public final class LiveCore {
                 return reject(.badPayload, "\"id\" cannot name a location: \(error)")
             }
         }
-        return outcome(store.apply(LiveUpdate(topic: liveTopic, payload: payload, receivedAt: receivedAt), now: receivedAt), topic: topic)
+        return outcome(
+            store.apply(
+                LiveUpdate(topic: liveTopic, payload: payload, receivedAt: receivedAt), now: receivedAt,
+                stampedOnReceipt: payload.timestamp == nil),
+            topic: topic)
     }
 
     /// Checks a topic against the subscriptions: `nil` when one accepts it, else why not.
@@ -372,6 +376,9 @@ public final class LiveCore {
     // MARK: - Passing through to the store
 
     public func expire(now: LiveTimestamp) -> [DerivedChange] { store.expire(now: now) }
+
+    /// See ``LiveStore/clockStepped(by:)``.
+    public func clockStepped(by milliseconds: Int64) -> Int { store.clockStepped(by: milliseconds) }
 
     /// See ``LiveStore/handOver(dataset:id:to:now:from:)``.
     public func handOver(

@@ -53,7 +53,7 @@ public final class LiveStore {
     @exclusivity(unchecked) var locations = LocationTable()
     /// The locations by floor, for queries.
     @exclusivity(unchecked) var floorIndex = FloorIndex()
-    @exclusivity(unchecked) private var expiries = ExpiryQueue()
+    @exclusivity(unchecked) var expiries = ExpiryQueue()
     /// The keys of the styles locations show (see ``LocationState/published``).
     @exclusivity(unchecked) var styleKeys = StyleKeyPool()
     /// What locations' addresses leave out under the current rules (see ``LocationState/outOfScope``).
@@ -88,9 +88,10 @@ public final class LiveStore {
     }
 
     private func numberStaleDomains() {
-        let domains = ruleEngine.ruleSet.domains.filter { $0.value.staleAfter != nil }.keys.sorted().prefix(64)
-        staleDomains = Array(domains)
-        staleAfter = domains.map { ruleEngine.ruleSet.domains[$0]!.staleAfter!.milliseconds }
+        let stale = ruleEngine.ruleSet.domains.compactMap { name, domain in domain.staleAfter.map { (name, $0.milliseconds) } }
+            .sorted { $0.0 < $1.0 }.prefix(64)
+        staleDomains = stale.map(\.0)
+        staleAfter = stale.map(\.1)
     }
 
     private func staleNumber(_ domain: String) -> Int? {
@@ -135,15 +136,17 @@ public final class LiveStore {
     /// id, another venue, building, floor or room) moves it there when its domain moves
     /// locations and it is not older than the location's value of that domain; otherwise
     /// it is refused (``Outcome/placementConflict``, see ``lastPlacementConflict``) or ignored as out of order.
-    public func apply(_ update: LiveUpdate, now: LiveTimestamp) -> Outcome {
-        apply(update, at: LocationAddress(update.topic), now: now)
+    /// `stampedOnReceipt`: the update's timestamp is its receipt time (its payload had
+    /// none); it is then ordered by its arrival, not by that time.
+    public func apply(_ update: LiveUpdate, now: LiveTimestamp, stampedOnReceipt: Bool = false) -> Outcome {
+        apply(update, at: LocationAddress(update.topic), now: now, stampedOnReceipt: stampedOnReceipt)
     }
 
-    /// ``apply(_:now:)`` with the update's address already made (`LocationAddress(update.topic)`).
-    func apply(_ update: LiveUpdate, at address: LocationAddress, now: LiveTimestamp) -> Outcome {
+    /// ``apply(_:now:stampedOnReceipt:)`` with the update's address already made (`LocationAddress(update.topic)`).
+    func apply(_ update: LiveUpdate, at address: LocationAddress, now: LiveTimestamp, stampedOnReceipt: Bool = false) -> Outcome {
         apply(
-            domain: update.topic.domain, properties: update.properties, timestamp: update.timestamp, isRemoval: update.isRemoval,
-            at: address, now: now)
+            domain: update.topic.domain, properties: update.properties, timestamp: update.timestamp,
+            stampedOnReceipt: stampedOnReceipt, isRemoval: update.isRemoval, at: address, now: now)
     }
 
     /// ``apply(_:now:)`` of a decoded payload for `domain` at `address` (the topic's), without
@@ -157,13 +160,14 @@ public final class LiveStore {
         receivedAt now: LiveTimestamp
     ) -> Outcome {
         apply(
-            domain: domain, properties: payload.properties, timestamp: payload.timestamp ?? now, isRemoval: payload.isRemoval,
+            domain: domain, properties: payload.properties, timestamp: payload.timestamp ?? now,
+            stampedOnReceipt: payload.timestamp == nil, isRemoval: payload.isRemoval,
             at: address, hash: hash, untracked: untracked && hash != nil, now: now)
     }
 
     private func apply(
-        domain: String, properties: LiveProperties, timestamp: LiveTimestamp, isRemoval: Bool, at address: LocationAddress,
-        hash: UInt64? = nil, untracked: Bool = false, now: LiveTimestamp
+        domain: String, properties: LiveProperties, timestamp: LiveTimestamp, stampedOnReceipt: Bool = false, isRemoval: Bool,
+        at address: LocationAddress, hash: UInt64? = nil, untracked: Bool = false, now: LiveTimestamp
     ) -> Outcome {
         let found = location(address, hash: hash ?? LocationTable.hash(address), untracked: untracked)
         guard let (state, samePlacement) = found else { return .tooManyLocations }
@@ -177,7 +181,7 @@ public final class LiveStore {
             }
             // A removal says nothing of where the location is; an older value does not move it back.
             if isRemoval { return .unchanged }
-            if let index, timestamp < state.values[index].timestamp {
+            if let index, !stampedOnReceipt, timestamp < state.values[index].timestamp {
                 counters.ignoredOutOfOrder += 1
                 return .ignoredOutOfOrder
             }
@@ -185,7 +189,8 @@ public final class LiveStore {
             move(state, to: address)
         }
         let outcome = apply(
-            state, domain: domain, at: index, properties: properties, timestamp: timestamp, isRemoval: isRemoval, now: now)
+            state, domain: domain, at: index, properties: properties, timestamp: timestamp, stampedOnReceipt: stampedOnReceipt,
+            isRemoval: isRemoval, now: now)
         guard let movedFrom, case .changed(var change) = outcome else { return outcome }
         change.before = .moved(DerivedChange.MovedFrom(movedFrom))
         return .changed(change)
@@ -328,13 +333,14 @@ public final class LiveStore {
         }
         return apply(
             state, domain: target.index.map { state.values[$0].domain } ?? domain(), at: target.index,
-            properties: payload.properties, timestamp: payload.timestamp ?? now, isRemoval: payload.isRemoval, now: now)
+            properties: payload.properties, timestamp: payload.timestamp ?? now, stampedOnReceipt: payload.timestamp == nil,
+            isRemoval: payload.isRemoval, now: now)
     }
 
     /// `index`: where the domain's value is in `state.values`, if it has one.
     private func apply(
         _ state: LocationState, domain: String, at index: Int?, properties: LiveProperties, timestamp: LiveTimestamp,
-        isRemoval: Bool, now: LiveTimestamp
+        stampedOnReceipt: Bool = false, isRemoval: Bool, now: LiveTimestamp
     ) -> Outcome {
         if index == nil, !isRemoval, state.values.count >= maximumDomains { return .tooManyDomains }
         if isRemoval {
@@ -346,7 +352,10 @@ public final class LiveStore {
             let staleAfter = staleNumber.map { self.staleAfter[$0] }
             let stale = staleAfter.map { timestamp.adding(milliseconds: $0) <= now } ?? false
             if let index {
-                if timestamp < state.values[index].timestamp {
+                // An update without a timestamp of its own is ordered by its arrival (the
+                // broker keeps a topic's order): were it judged by its receipt time, a step
+                // back of the clock would make every such update older than the stored one.
+                if !stampedOnReceipt, timestamp < state.values[index].timestamp {
                     counters.ignoredOutOfOrder += 1
                     return .ignoredOutOfOrder
                 }
@@ -357,6 +366,7 @@ public final class LiveStore {
                     state.published != nil || state.foreign != nil
                 {
                     state.values[index].timestamp = timestamp
+                    state.values[index].stampedOnReceipt = stampedOnReceipt
                     if let staleNumber, let staleAfter {
                         schedule(state, number: staleNumber, deadline: timestamp.adding(milliseconds: staleAfter))
                     }
@@ -369,10 +379,14 @@ public final class LiveStore {
                 state.values[index].properties.replace(with: properties)
                 state.values[index].timestamp = timestamp
                 state.values[index].stale = stale
+                state.values[index].stampedOnReceipt = stampedOnReceipt
             } else {
                 // A copy the size of its properties: a decoded payload's storage has room for
                 // more, and a million locations would keep that room.
-                state.appendValue(DomainValue(domain: domain, properties: properties.compacted(), timestamp: timestamp, stale: stale))
+                state.appendValue(
+                    DomainValue(
+                        domain: domain, properties: properties.compacted(), timestamp: timestamp, stale: stale,
+                        stampedOnReceipt: stampedOnReceipt))
             }
             if let staleNumber, let staleAfter, !stale {
                 schedule(state, number: staleNumber, deadline: timestamp.adding(milliseconds: staleAfter))

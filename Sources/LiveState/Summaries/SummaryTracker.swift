@@ -322,7 +322,11 @@ public struct SummaryTracker {
         var waiting: [Aggregate] = []
         let intervalMilliseconds = interval.milliseconds
         for aggregate in dirty {
-            if let last = aggregate.lastHandedOut, now.millisecondsSince1970 - last.millisecondsSince1970 < intervalMilliseconds {
+            // A negative time since the last one is a step back of the clock: due, rather
+            // than held until the clock is back where it was.
+            if let last = aggregate.lastHandedOut, case let elapsed = now.millisecondsSince1970 - last.millisecondsSince1970,
+                elapsed >= 0, elapsed < intervalMilliseconds
+            {
                 waiting.append(aggregate)
                 continue
             }
@@ -339,7 +343,7 @@ public struct SummaryTracker {
         guard !dirty.isEmpty else { return nil }
         var earliest: LiveTimestamp?
         for aggregate in dirty {
-            guard let last = aggregate.lastHandedOut else { return now }
+            guard let last = aggregate.lastHandedOut, last <= now else { return now }
             let due = LiveTimestamp(millisecondsSince1970: last.millisecondsSince1970 + interval.milliseconds)
             earliest = min(earliest ?? due, due)
         }

@@ -1,0 +1,26 @@
+import DisplayRules
+import LiveTopics
+
+extension LiveStore {
+    /// The daemon's clock was stepped by `milliseconds` (forward when positive). Every value
+    /// stamped on receipt moves with it, so that its age (and so its expiry) and its order
+    /// against what follows stay what they were; a value its sender stamped stays as it is.
+    /// Expiries are scheduled again, and the moved locations written at the next snapshot.
+    /// - Returns: the values moved.
+    public func clockStepped(by milliseconds: Int64) -> Int {
+        var moved = 0
+        expiries.removeAll()
+        for state in locations.locations {
+            var movedHere = false
+            for index in state.values.indices where state.values[index].stampedOnReceipt {
+                state.values[index].timestamp = state.values[index].timestamp.adding(milliseconds: milliseconds)
+                movedHere = true
+                moved += 1
+            }
+            if movedHere { markDirty(state) }
+            state.scheduledExpiries = 0
+            scheduleAll(state)
+        }
+        return moved
+    }
+}
