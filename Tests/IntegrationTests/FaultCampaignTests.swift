@@ -53,11 +53,11 @@ struct FaultCampaignTests {
     func fault(_ fault: String) async throws {
         let outcome = try await campaign(fault)
         if fault == "clock" {
-            // Values are aged and updates ordered by wall-clock timestamps, the daemon's own
-            // receipt time when an update has none: a step forward by an hour expires values
-            // with staleAfter at once, and after a step back every update without a timestamp
-            // is older than the one stored and is ignored (README, "The host's clock was stepped").
-            withKnownIssue("a step of the wall clock ages values and orders receipt-stamped updates wrongly") {
+            // The daemon sees a step at its next tick and moves every value stamped on receipt
+            // by it, those stamped after the step too: after a step back, the updates that
+            // arrived in between are aged by the step and expire at once (21 values, 7 of them
+            // still wrong at the end, at 50,000 locations and 1,000 updates a second).
+            withKnownIssue("values stamped between a clock step and the tick that sees it are moved by the step too", isIntermittent: true) {
                 check(outcome, fault)
             }
         } else {
