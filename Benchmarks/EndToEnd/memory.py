@@ -115,6 +115,18 @@ def reset_peak(pid):
         f.write("5")
 
 
+def mimalloc_summary(log_path, when):
+    """With MIMALLOC_SHOW_STATS set: prints mimalloc's account of the daemon's heap, which it
+    writes to the daemon's log as it exits (its peak and current reserved and committed
+    memory, and the peak of the blocks in use)."""
+    if not os.environ.get("MIMALLOC_SHOW_STATS"):
+        return
+    wanted = ("heap stats", "reserved", "committed", "touched", "process")
+    with open(log_path, errors="replace") as log:
+        lines = [line.rstrip() for line in log if line.strip().lower().startswith(wanted)]
+    print(f"  mimalloc, {when}:\n    " + "\n    ".join(lines[-12:]), flush=True)
+
+
 def run(args, folder):
     port, http = bench.free_port(), bench.free_port()
     broker_folder = os.path.join(folder, "broker")
@@ -161,6 +173,7 @@ def run(args, folder):
         # 3. A start that finds the broker empty.
         os.killpg(daemon.pid, signal.SIGTERM)
         daemon.wait(timeout=120)
+        mimalloc_summary(os.path.join(folder, "daemon.log"), "the first daemon (fill, broker restarted empty)")
         stop(broker)
         broker = start_broker(broker_folder, port, args.broker_inflight)
         started = time.monotonic()
@@ -177,8 +190,10 @@ def run(args, folder):
         bench.heap_stats(daemon.pid, os.path.join(folder, "daemon-start.log"), "after the start's republishing")
         return result
     finally:
-        os.killpg(daemon.pid, signal.SIGTERM)
-        daemon.wait(timeout=120)
+        if daemon.poll() is None:
+            os.killpg(daemon.pid, signal.SIGTERM)
+            daemon.wait(timeout=120)
+            mimalloc_summary(os.path.join(folder, "daemon-start.log"), "the second daemon (a start on an empty broker)")
         stop(broker)
 
 
