@@ -10,7 +10,7 @@ import Testing
 @Suite("Republishing to an empty broker", .timeLimit(.minutes(5)))
 struct RepublishPacingTests {
     let kit = PartitionedDaemonsTests()
-    static let locations = 3_000
+    static let locations = 6_000
     /// The broker's in-flight window for each of the daemon's connections: small, as
     /// mosquitto's default (20) is, so that the republication must wait for acknowledgements.
     static let inFlight = 10

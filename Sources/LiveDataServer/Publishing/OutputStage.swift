@@ -193,9 +193,13 @@ final class OutputStage {
 
     // MARK: - Publishing the state again
 
-    /// How many republications may wait in line at a time, beyond what the windows hold:
-    /// enough that the window never waits for the walk, few enough to cost nothing.
-    static let republishAhead = 256
+    /// How many republications each connection's line is given ahead of its window: enough
+    /// that no window waits for the walk, few enough to cost nothing.
+    static let republishAhead = 128
+    /// How many may wait in all: the walk goes in the state's order and its changes spread
+    /// over the connections by location, so a connection slower than the others collects
+    /// more of them than its share while the others' lines are filled up.
+    static let republishLimit = 1024
 
     /// Publishes again, as the window makes room, what `republication` finds missing at the
     /// broker; one under way is replaced (the convergence that made this one saw what the
@@ -213,26 +217,29 @@ final class OutputStage {
 
     /// Whether a style to publish again may be put in line now, rather than left to the
     /// republication after a convergence's read (see ``republishAhead``).
-    var hasRoomForRepublication: Bool { publisher.waiting < Self.republishAhead }
+    var hasRoomForRepublication: Bool { publisher.waiting < Self.republishAhead * client.connectionCount }
 
     /// Stops publishing the state again (a convergence that starts over, a change of role).
     func stopRepublishing() { republishing = nil }
 
-    /// Puts republications in line while fewer than ``republishAhead`` publications wait, so
-    /// that what was taken from the state and is not acknowledged yet stays within
-    /// ``RepublishStatistics/bound``; the acknowledgements that empty the line bring the next.
+    /// Puts republications in line while a connection has fewer than ``republishAhead``
+    /// publications waiting (and fewer than ``republishLimit`` wait in all), so that what was
+    /// taken from the state and is not acknowledged yet stays within
+    /// ``RepublishStatistics/bound``; the acknowledgements that empty the lines bring the next.
     private func refill() {
         guard republishing != nil else {
             republish.remaining = 0
             return
         }
         let now = LiveTimestamp.now
-        while publisher.waiting < Self.republishAhead, let change = republishing?.next(now: now) {
+        while publisher.shortestLine < Self.republishAhead, publisher.waiting < Self.republishLimit,
+            let change = republishing?.next(now: now)
+        {
             publisher.send(change: change)
             republish.republished += 1
         }
         republish.remaining = republishing?.remaining ?? 0
-        republish.bound = Self.republishAhead + publisher.window * client.connectionCount
+        republish.bound = Self.republishLimit + publisher.window * client.connectionCount
         guard let walk = republishing, walk.isFinished else { return }
         republishing = nil
         republish.outstanding = 0
