@@ -90,6 +90,7 @@ struct RepublishPacingTests {
         let republished = try await kit.metric(daemon, "livedata_republished_total")
         let peak = try await kit.metric(daemon, "livedata_republish_outstanding_peak")
         let bound = try await kit.metric(daemon, "livedata_republish_outstanding_bound")
+        print("republication behind a window of \(Self.inFlight): \(Int(republished)) styles published again, at most \(Int(peak)) waiting or in flight (bound \(Int(bound)))")
         #expect(republished >= Double(Self.locations), "styles published again: \(republished)")
         // The window was full at times (so the walk waited for acknowledgements), and what
         // waited or was in flight never passed the bound, itself far below the locations.
