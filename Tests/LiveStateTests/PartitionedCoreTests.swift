@@ -82,9 +82,12 @@ struct PartitionedCoreTests {
         let stray = convergence.retained(topic: "livedata/style/ds1/hq/A/F1/R1/gone", payload: Array(foreignStyle.utf8), now: Self.now)
         #expect(stray.count == 1)
         let finished = convergence.finish(now: Self.now, retainedLegends: ["livedata/legend/ds7"], datasets: ["ds1"])
-        // Its own location and its building's and floor's summaries; another dataset's legend is left alone.
+        // Its building's and floor's summaries, then its own location; another dataset's legend is left alone.
         #expect(convergence.counts.othersLeft == 2)
-        #expect(finished.count == 3)
+        #expect(finished.count == 2)
+        var republication = convergence.takeRepublication()
+        #expect(republication.next(now: Self.now)?.address.location == "room-1")
+        #expect(republication.next(now: Self.now) == nil)
         #expect(convergence.counts.cleared == 1)
     }
 }

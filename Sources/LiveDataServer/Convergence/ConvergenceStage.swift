@@ -208,6 +208,7 @@ final class ConvergenceStage {
         self.reader = reader
         current = Convergence(core: core, topics: topics)
         output.dropHeld()
+        output.stopRepublishing()
         defer {
             current = nil
             self.reader = nil
@@ -241,8 +242,17 @@ final class ConvergenceStage {
                     return message.withPayload { self.current?.retained(topicBytes: topic, payload: $0, now: now) ?? [] }
                 }
                 // Each is right on its own, so it goes out at once; only what the end of the
-                // read implies waits for the end.
-                for item in items { self.output.send(item) }
+                // read implies waits for the end. A style to publish again waits for the end
+                // too while the output is behind: the republication after the read takes it
+                // from the state as the window makes room, where a line of them would not be
+                // bounded.
+                for item in items {
+                    if case .change(let change) = item, !self.output.hasRoomForRepublication {
+                        self.current?.leaveForLater(change.address)
+                        continue
+                    }
+                    self.output.send(item)
+                }
             }
         }
         if reader.markersSentAgain > 0 {
@@ -269,13 +279,16 @@ final class ConvergenceStage {
         }
         let served = datasets()
         for item in current?.finish(now: .now, retainedLegends: Array(legends.keys), datasets: served) ?? [] { output.send(item) }
+        // Handed over as it is made: the output holds the only copy, so the walk's set of
+        // seen locations changes in place.
+        let toLookAt = output.republish(current?.takeRepublication())
         legendConflicts += output.settleLegends(legends, datasets: served, partitioned: partition != nil)
         trustVersions()
         let counts = current?.counts ?? Convergence.Counts()
         finished += 1
         output.drain()
         logger.info(
-            "converged with the broker: \(counts.read) retained messages read, \(counts.agreed) agreed, \(counts.republished) published again, \(counts.cleared) cleared",
+            "converged with the broker: \(counts.read) retained messages read, \(counts.agreed) agreed, \(counts.republished) published again, \(toLookAt) locations to look at for styles the broker lacks, \(counts.cleared) cleared",
             metadata: ["converge.milliseconds": "\((ContinuousClock.now - started).milliseconds)"])
         await converged.open()
     }

@@ -64,6 +64,19 @@ public final class DaemonMetrics: Sendable {
             "output_unmarked",
             "Publications handed to the broker that no acknowledged sync marker covers yet (a reconnection to a broker that kept its store sends these again).",
             statistics.unmarked)
+        gauge(
+            "republish_remaining",
+            "Locations the republication under way has still to look at: a convergence publishes again what the broker lacks as the window makes room (0 when none runs).",
+            statistics.republish.remaining)
+        total("republished", "Styles a convergence published again because the broker did not hold them.", statistics.republish.republished)
+        gauge(
+            "republish_outstanding_peak",
+            "The most publications waiting or awaiting acknowledgement since the last republication began.",
+            statistics.republish.outstandingPeak)
+        gauge(
+            "republish_outstanding_bound",
+            "What a republication keeps its publications waiting or awaiting acknowledgement within: those let wait in line plus the connections' windows.",
+            statistics.republish.bound)
         total("sync_markers_acknowledged", "Sync markers the broker acknowledged.", statistics.markersAcknowledged)
         total("convergences", "Convergences with the broker's retained messages, by outcome.", statistics.convergences, label: ("outcome", "finished"))
         total("convergences", "Convergences with the broker's retained messages, by outcome.", statistics.convergenceFailures, label: ("outcome", "failed"))

@@ -55,6 +55,8 @@ public struct PipelineStatistics: Sendable, Equatable {
     public var sessionsLost = 0
     /// A failover replica's role, epoch and counts; nil without failover.
     public var replica: ReplicaRole?
+    /// The styles published again as the output's window makes room.
+    public var republish = RepublishStatistics()
 }
 
 extension PipelineStatistics {
@@ -78,6 +80,7 @@ extension PipelineStatistics {
             bufferedConnections: pipeline.connections.reduce(0) { $0 + $1.bufferedConnections },
             legendConflicts: pipeline.convergence.legendConflicts, convergenceShortReads: pipeline.convergence.shortReads,
             handOvers: pipeline.partition?.handOvers ?? 0, bridgeRecoveries: pipeline.partition?.bridgeRecoveries ?? 0,
-            droppedOutsidePartition: pipeline.partition?.droppedAtStart ?? 0, sessionsLost: pipeline.connection.sessionsLost, replica: pipeline.replica?.role)
+            droppedOutsidePartition: pipeline.partition?.droppedAtStart ?? 0, sessionsLost: pipeline.connection.sessionsLost, replica: pipeline.replica?.role,
+            republish: pipeline.publishing.republish)
     }
 }

@@ -42,6 +42,12 @@ final class OutputStage {
     /// Whether what waits may go out now: always, but for a failover replica, while its
     /// lease is its own (set by the owner).
     var permit: () -> Bool = { true }
+    /// The styles a convergence found missing at the broker, still to publish again: taken
+    /// from the state as the line empties (see ``refill()``).
+    private var republishing: Republication?
+    private var republishingSince = ContinuousClock.now
+    /// What the republications have done, for the metrics.
+    private(set) var republish = RepublishStatistics()
     private var reportedRefusals = (broker: 0, library: 0)
     private var refusalLog = RateLimitedLog(interval: .seconds(10))
     private let logger: Logger
@@ -65,7 +71,9 @@ final class OutputStage {
     var client: MQTTClient { publisher.client }
     /// Publishing on a lease connection (an active failover replica).
     var isOnLease: Bool { publisher.client !== home }
-    var waiting: Int { publisher.waiting }
+    /// Publications waiting for the window, and the locations a republication has still to
+    /// look at (each may be one).
+    var waiting: Int { publisher.waiting + (republishing?.remaining ?? 0) }
     var handedOver: Int { publisher.handedOver }
     var puts: Int { publisher.puts }
     var recent: [LocationAddress?] { publisher.recent }
@@ -93,6 +101,7 @@ final class OutputStage {
             return false
         }
         if let old { clear(old) }
+        republishing?.published(change.address)
         guard coalescer != nil else {
             publisher.send(change: change, since: arrived)
             return true
@@ -136,7 +145,11 @@ final class OutputStage {
     func drain() {
         guard permit() else { return }
         while true {
-            switch publisher.drain() {
+            refill()
+            let drained = publisher.drain()
+            if republishing != nil { noteOutstanding() }
+            switch drained {
+            case .empty where republishing != nil: continue
             case .empty, .disconnected: return
             case .more: continue
             case .windowFull:
@@ -178,6 +191,70 @@ final class OutputStage {
         }
     }
 
+    // MARK: - Publishing the state again
+
+    /// How many republications each connection's line is given ahead of its window: enough
+    /// that no window waits for the walk, few enough to cost nothing.
+    static let republishAhead = 128
+    /// How many may wait in all: the walk goes in the state's order and its changes spread
+    /// over the connections by location, so a connection slower than the others collects
+    /// more of them than its share while the others' lines are filled up.
+    static let republishLimit = 1024
+
+    /// Publishes again, as the window makes room, what `republication` finds missing at the
+    /// broker; one under way is replaced (the convergence that made this one saw what the
+    /// other had left).
+    /// - Returns: the locations it is to look at.
+    @discardableResult
+    func republish(_ republication: consuming Republication?) -> Int {
+        republishing = republication
+        let remaining = republishing?.remaining ?? 0
+        republishingSince = .now
+        republish.outstandingPeak = 0
+        refill()
+        return remaining
+    }
+
+    /// Whether a style to publish again may be put in line now, rather than left to the
+    /// republication after a convergence's read (see ``republishAhead``).
+    var hasRoomForRepublication: Bool { publisher.waiting < Self.republishAhead * client.connectionCount }
+
+    /// Stops publishing the state again (a convergence that starts over, a change of role).
+    func stopRepublishing() { republishing = nil }
+
+    /// Puts republications in line while a connection has fewer than ``republishAhead``
+    /// publications waiting (and fewer than ``republishLimit`` wait in all), so that what was
+    /// taken from the state and is not acknowledged yet stays within
+    /// ``RepublishStatistics/bound``; the acknowledgements that empty the lines bring the next.
+    private func refill() {
+        guard republishing != nil else {
+            republish.remaining = 0
+            return
+        }
+        let now = LiveTimestamp.now
+        while publisher.shortestLine < Self.republishAhead, publisher.waiting < Self.republishLimit,
+            let change = republishing?.next(now: now)
+        {
+            publisher.send(change: change)
+            republish.republished += 1
+        }
+        republish.remaining = republishing?.remaining ?? 0
+        republish.bound = Self.republishLimit + publisher.window * client.connectionCount
+        guard let walk = republishing, walk.isFinished else { return }
+        republishing = nil
+        republish.outstanding = 0
+        guard walk.republished > 0 else { return }
+        logger.info(
+            "published again the \(walk.republished) styles the broker did not hold",
+            metadata: ["republish.milliseconds": "\((ContinuousClock.now - republishingSince).milliseconds)"])
+    }
+
+    /// Notes the publications waiting or awaiting acknowledgement while a republication runs.
+    private func noteOutstanding() {
+        republish.outstanding = publisher.waiting + publisher.client.inFlight
+        republish.outstandingPeak = max(republish.outstandingPeak, republish.outstanding)
+    }
+
     // MARK: - Versions
 
     /// The state's versions are known to be at or above the broker's.
@@ -194,6 +271,7 @@ final class OutputStage {
     /// until it has, and the legends are held until compared with the retained ones.
     func publish(on connection: MQTTClient, epoch: UInt64?) {
         _ = publisher.discardWaiting()
+        republishing = nil
         publisher.client = connection
         publisher.topics.epoch = epoch
         versions = .inDoubt

@@ -146,6 +146,9 @@ struct Publisher {
     /// Derived changes and other publications waiting for the window.
     var waiting: Int { lines.reduce(0) { $0 + $1.count } }
 
+    /// What waits on the connection with the fewest waiting.
+    var shortestLine: Int { lines.lazy.map(\.count).min() ?? 0 }
+
     /// Puts a derived change in line; `since` is when the update behind it arrived.
     mutating func send(change: DerivedChange, since: MonotonicInstant? = nil) {
         let key = PendingOutput.Key.style(change.address)

@@ -3,10 +3,11 @@ import LiveTopics
 
 /// Brings the messages the broker holds retained under the daemon's prefix in line with
 /// the state, after a start or a reconnection: give it every retained message read back
-/// (``retained(topic:payload:now:)``), then ``finish(now:datasets:)``. Each returns what to
-/// publish: styles that differ or are missing again in full, an empty retained payload
-/// where the state holds nothing (a location that moved or is gone, a floor without
-/// locations, a dataset no longer served). Versions continue from the highest seen.
+/// (``retained(topic:payload:now:)``), then ``finish(now:retainedLegends:datasets:)`` and
+/// ``takeRepublication()``. Each returns what to publish: styles that differ again in full
+/// (those missing, through a ``Republication``), an empty retained payload where the state
+/// holds nothing (a location that moved or is gone, a floor without locations, a dataset no
+/// longer served). Versions continue from the highest seen.
 public struct Convergence {
     public struct Counts: Sendable, Equatable {
         /// Retained styles that matched the state.
@@ -152,6 +153,14 @@ public struct Convergence {
         if let state = store.locations.find(at: address) { seen.insert(ObjectIdentifier(state)) }
     }
 
+    /// A style this convergence returned to publish again was not published: the
+    /// ``Republication`` after the read publishes it (under a later version).
+    public mutating func leaveForLater(_ address: LocationAddress) {
+        guard let state = store.locations.find(at: address) else { return }
+        seen.remove(ObjectIdentifier(state))
+        counts.republished -= 1
+    }
+
     /// A message under the prefix that the reader got live, not retained: the daemon's own
     /// publication, which reached the broker after the reader subscribed and which the
     /// broker now holds.
@@ -162,18 +171,11 @@ public struct Convergence {
         published(address)
     }
 
-    /// After the last retained message: the styles the broker did not hold, every summary
-    /// again (they are small and few), and the clearing of legends of datasets not served.
+    /// After the last retained message: every summary again (they are small and few), and
+    /// the clearing of legends of datasets not served. The styles the broker did not hold
+    /// come next, from ``takeRepublication()``.
     public mutating func finish(now: LiveTimestamp, retainedLegends: [String], datasets: Set<String>) -> [PendingOutput.Item] {
         var publications: [PendingOutput.Item] = []
-        // A location outside the partition (kept from a run with other `partition.owns`) is
-        // another daemon's to publish.
-        for state in store.locations.locations where isUnseen(state) {
-            guard let change = store.republication(state, now: now) else { continue }
-            counts.republished += 1
-            publications.append(.change(change))
-        }
-        seen = []
         for summary in store.summaries.all() where summary.locations > 0 && owns(summary.key) {
             publications.append(.publication(topics.publication(summary, updatedAt: now)))
         }
@@ -186,8 +188,16 @@ public struct Convergence {
         return publications
     }
 
+    /// After the read: the walk that publishes again, as the output has room, the styles of
+    /// the locations the read did not see (``Republication``). The locations seen go with it:
+    /// this convergence sees none after.
+    public mutating func takeRepublication() -> Republication {
+        defer { seen = [] }
+        return Republication(store: store, seen: seen, partition: partition)
+    }
+
     /// Up to `limit` addresses of locations (of the partition) whose retained style the read
-    /// did not return so far: what ``finish(now:retainedLegends:datasets:)`` would republish.
+    /// did not return so far: what the ``Republication`` after the read would publish again.
     public func unseen(limit: Int) -> [LocationAddress] {
         var found: [LocationAddress] = []
         for state in store.locations.locations where isUnseen(state) {
