@@ -89,11 +89,6 @@
   }
   new ResizeObserver(() => { mapSize = null; requestFrame(); }).observe(map);
 
-  function toScreen([x, y]) {
-    const [w, h] = size(), s = pixelsPerMetre(camera.zoom);
-    return [(x - camera.x) * s + w / 2, (y - camera.y) * s + h / 2];
-  }
-
   function toWorld([px, py]) {
     const [w, h] = size(), s = pixelsPerMetre(camera.zoom);
     return [(px - w / 2) / s + camera.x, (py - h / 2) / s + camera.y];
