@@ -321,10 +321,10 @@ struct VenueViewBrowserTests {
                 "window.viewportStates = []; new MutationObserver(() => window.viewportStates.push(document.body.dataset.viewport)).observe(document.body, {attributes: true, attributeFilter: ['data-viewport']});")
             try await position(sensor, "B", "B2", x: 230, y: 20)
             try await browser.wait("return document.body.dataset.live === 'B/B2' && document.body.dataset.viewport === 'following';", timeout: .seconds(3))
-            let offset = try #require(
-                try await browser.run(
-                    "const m = document.getElementById('map').getBoundingClientRect(), c = document.querySelector('#assets circle').getBoundingClientRect(); return Math.hypot(c.left + c.width / 2 - m.left - m.width / 2, c.top + c.height / 2 - m.top - m.height / 2);"
-                ) as? Double)
+            let measured = try await browser.run(
+                "const m = document.getElementById('map').getBoundingClientRect(), c = document.querySelector('#assets circle').getBoundingClientRect(); return Math.hypot(c.left + c.width / 2 - m.left - m.width / 2, c.top + c.height / 2 - m.top - m.height / 2);"
+            )
+            let offset = try #require(measured as? Double, "the offset read: \(String(describing: measured))")
             #expect(offset < 3, "the followed cart is \(offset) px from the centre")
             let states = try await browser.run("return window.viewportStates;") as? [String] ?? []
             #expect(states.suffix(2) == ["transitioning", "following"], "\(states)")
