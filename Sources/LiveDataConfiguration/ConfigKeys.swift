@@ -12,7 +12,7 @@ import LiveTopics
 public enum ConfigKeys {
     public static let sections: [(section: String, keys: [String])] = [
         ("", ["instance", "partition", "broker", "subscriptions", "domains", "catalog", "geometry", "styles", "rules", "output", "store", "http", "log", "limits", "venueView"]),
-        ("partition", ["name", "owns", "bridge", "failover", "peers"]),
+        ("partition", ["name", "owns", "bridge", "bridgeHorizon", "failover", "peers"]),
         ("partition.owns[]", ["dataset", "venue", "building"]),
         // bufferedSocket: one switch for the whole redirection of libmosquitto's imports:
         // buffered socket reads and writes, wake-up writes left out, the coarse monotonic

@@ -87,6 +87,11 @@ extension LiveDataConfig {
                 config.partition = readPartition(value, reader)
                 if case .mapping(let members) = value {
                     if let bridge = members["bridge"] { config.bridge = reader.nonEmptyString(bridge, "partition.bridge") }
+                    if let horizon = members["bridgeHorizon"],
+                        let value = reader.duration(horizon, "partition.bridgeHorizon", range: .seconds(60)...ConfigReader.maximumDuration)
+                    {
+                        config.bridgeHorizon = value
+                    }
                     if let failover = members["failover"] { config.failover = reader.bool(failover, "partition.failover") ?? false }
                     if let peers = members["peers"] { config.peers = readPeers(peers, reader) }
                 }
@@ -309,7 +314,7 @@ extension LiveDataConfig {
         for (key, _, value) in reader.mapping(node, "partition", allowed: ConfigKeys.keys(of: "partition")) {
             switch key {
             case "name": name = reader.nonEmptyString(value, "partition.name")
-            case "bridge", "failover", "peers": break  // read by the caller: this daemon's, not the partition's
+            case "bridge", "bridgeHorizon", "failover", "peers": break  // read by the caller: this daemon's, not the partition's
             case "owns":
                 ownsNode = value
                 for item in reader.sequence(value, "partition.owns") {

@@ -29,6 +29,11 @@ public struct LiveDataConfig: Sendable {
     /// broker to a central one; when it comes back up, the daemon publishes its recent
     /// clears again (a bridge may have lost them while down). None: no bridge watched.
     public var bridge: String?
+    /// `partition.bridgeHorizon`: how long a clear is recorded to be published again when
+    /// the bridge comes back (an outage longer than this may leave a stale style on the
+    /// central broker).
+    public var bridgeHorizon: Duration = Self.defaultBridgeHorizon
+    public static let defaultBridgeHorizon: Duration = .seconds(7 * 86_400)
     /// `partition.failover`: replicas of the partition (same `partition`, each its own
     /// `instance`) share it, one active at a time, under a lease at `{prefix}/owner/{name}`
     /// (see `ReplicaStage`). Off: this daemon is its partition's only owner.

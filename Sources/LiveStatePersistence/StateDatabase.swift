@@ -72,6 +72,7 @@ public final class StateDatabase {
         try execute("PRAGMA secure_delete=OFF")
         try execute("CREATE TABLE IF NOT EXISTS location_rows (row INTEGER PRIMARY KEY, record BLOB NOT NULL)")
         try execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        try createClearedTopicsTable()
         migrated = try migrateAddressKeyedRows()
         upsert = try prepare("INSERT OR REPLACE INTO location_rows (row, record) VALUES (?1, ?2)")
         let values = (0..<Self.rowsAtOnce).map { "(?\(2 * $0 + 1), ?\(2 * $0 + 2))" }.joined(separator: ", ")
@@ -277,7 +278,7 @@ public final class StateDatabase {
         return Int(sqlite3_column_int64(statement, 0))
     }
 
-    private func execute(_ sql: String) throws(Failure) {
+    func execute(_ sql: String) throws(Failure) {
         var message: UnsafeMutablePointer<CChar>?
         let code = sqlite3_exec(db, sql, nil, nil, &message)
         guard code == SQLITE_OK else {
@@ -287,13 +288,13 @@ public final class StateDatabase {
         }
     }
 
-    private func prepare(_ sql: String) throws(Failure) -> OpaquePointer? {
+    func prepare(_ sql: String) throws(Failure) -> OpaquePointer? {
         var statement: OpaquePointer?
         guard sqlite3_prepare_v2(db, sql, -1, &statement, nil) == SQLITE_OK else { throw failure(sql) }
         return statement
     }
 
-    private func failure(_ operation: String) -> Failure {
+    func failure(_ operation: String) -> Failure {
         Failure(
             operation: operation, message: db.map { String(cString: sqlite3_errmsg($0)) } ?? "no database",
             code: db.map { sqlite3_errcode($0) & 0xFF } ?? 0)
@@ -314,6 +315,6 @@ public final class StateDatabase {
 }
 
 /// SQLite copies bound values at once (`SQLITE_TRANSIENT`).
-private let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
 /// SQLITE_STATIC: the caller keeps the bytes alive while the statement uses them.
 private let inPlace = unsafeBitCast(0, to: sqlite3_destructor_type.self)

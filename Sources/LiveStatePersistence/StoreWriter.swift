@@ -51,4 +51,38 @@ public actor StoreWriter {
             return error
         }
     }
+
+    // MARK: - Cleared topics (see `StateDatabase+ClearedTopics`)
+
+    /// Records topics as cleared, each at its time (milliseconds since 1970).
+    /// - Returns: `nil` when written, or the failure (the caller keeps them for the next try).
+    public func recordCleared(_ topics: [String: Int64]) -> StateDatabase.Failure? {
+        do {
+            try database.recordCleared(topics)
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    /// Forgets these cleared topics, and those cleared before `before` when given.
+    /// - Returns: how many were cleared before `before`, or the failure.
+    public func forgetCleared(_ topics: [String], before: Int64? = nil) -> Result<Int, StateDatabase.Failure> {
+        do {
+            try database.forgetCleared(topics)
+            guard let before else { return .success(0) }
+            return .success(try database.forgetCleared(before: before))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// At most `limit` cleared topics after `topic`, in topic order.
+    public func clearedTopics(after topic: String?, limit: Int) -> Result<[String], StateDatabase.Failure> {
+        do {
+            return .success(try database.clearedTopics(after: topic, limit: limit))
+        } catch {
+            return .failure(error)
+        }
+    }
 }

@@ -222,7 +222,8 @@ struct BridgedBrokersTests {
             try await retainedStyles(central, building: "B")[oldB] == nil
         }
         #expect(try await partitions.metric(west, "livedata_bridge_recoveries_total") >= 1)
-        #expect(west.running.standardError.contains("recent clears published again"))
+        #expect(try await partitions.metric(west, "livedata_bridge_clears_republished_total") >= 1)
+        #expect(west.running.standardError.contains("recorded clears published again"))
         #expect(
             try await statuses(central) == ["livedata/status/east-1": "online", "livedata/status/west-1": "online"])
         for building in ["A", "B"] {
@@ -279,5 +280,112 @@ struct BridgedBrokersTests {
         west.running.signal(SIGTERM)
         #expect(try await east.running.result(timeout: .seconds(15)).status == 0)
         #expect(try await west.running.result(timeout: .seconds(15)).status == 0)
+    }
+
+    /// An update of location `index` of building C: its occupancy on floor F1, or its
+    /// position on `floor` (a move when the floor differs from where it is).
+    static func southUpdate(_ index: Int, floor: String? = nil) -> (topic: String, payload: String) {
+        guard let floor else {
+            return ("ds1/hq/C/F1/R\(index)/c-\(index)/occupancy", #"{"properties": {"nrOfPeople": "1", "capacity": "8"}}"#)
+        }
+        return (
+            "ds1/hq/C/\(floor)/R\(index)/c-\(index)/position",
+            #"{"properties": {"latitude": "55.1", "longitude": "12.1", "floorIndex": "2"}}"#
+        )
+    }
+
+    static func southTopic(_ index: Int, floor: String) -> String { "livedata/style/ds1/hq/C/\(floor)/R\(index)/c-\(index)" }
+
+    @Test(
+        "a bridge that comes back gets every clear it may have missed: made while it was down, before a restart of the daemon (the bridge back while the daemon was down) and after one, more than a batch of them; a location that came back keeps its style"
+    )
+    func clearsMissedWhileTheLinkWasDown() async throws {
+        // More clears than one batch of the recovery's walk (1,024 topics).
+        let count = 1_200
+        let beforeRestart = 0..<(count / 2)
+        let afterRestart = (count / 2)..<count
+        let central = try await MosquittoBroker.start(.init(extra: ["persistence true"]))
+        defer { Task { await central.stop() } }
+        // An edge without persistence: restarted while the link is down, it forgets the
+        // bridge's queue, clears included (and what it retained: the daemon converges it).
+        let bridge = MosquittoBroker.Bridge(name: "central", remotePort: central.port, remoteClientID: "edge-c", topics: Self.outTopics)
+        let edge = try await MosquittoBroker.start(.init(bridges: [bridge]))
+        defer { Task { await edge.stop() } }
+        try await bridgesUp(central, [bridge], "1")
+        let directory = try TestDirectory.make(prefix: "south")
+        let yaml = Self.yaml(port: edge.port, name: "south", building: "C", store: directory.appendingPathComponent("state.db").path)
+        var south = try await partitions.start(yaml, in: directory)
+
+        try await publish(edge, (0..<count).map { Self.southUpdate($0) })
+        try await eventually("every location's style on the central broker", timeout: .seconds(60), every: .milliseconds(250)) {
+            try await retainedStyles(central, building: "C").count == count
+        }
+
+        // The link goes down; the first half of the locations move to F2: their F1 styles are
+        // cleared on the edge, and the clears wait in the bridge's queue.
+        try await central.terminate()
+        try await bridgesUp(edge, [bridge], "0")
+        try await publish(edge, beforeRestart.map { Self.southUpdate($0, floor: "F2") })
+        try await eventually("the first half moved and cleared on the edge", timeout: .seconds(60), every: .milliseconds(250)) {
+            let onEdge = try await retainedStyles(edge, building: "C")
+            return beforeRestart.allSatisfy { onEdge[Self.southTopic($0, floor: "F1")] == nil && onEdge[Self.southTopic($0, floor: "F2")] != nil }
+        }
+
+        // The daemon dies (what it cleared is in its state file or its journal, nowhere in
+        // its memory); the edge restarts and forgets the bridge's queue; the link comes back
+        // while the daemon is down. The central broker keeps every old style.
+        south.running.signal(SIGKILL)
+        _ = try await south.running.wait(timeout: .seconds(10))
+        try await edge.terminate()
+        try await edge.relaunch()
+        try await central.relaunch()
+        try await bridgesUp(central, [bridge], "1")
+        let onCentralBefore = try await retainedStyles(central, building: "C")
+        #expect(
+            beforeRestart.allSatisfy { onCentralBefore[Self.southTopic($0, floor: "F1")] != nil },
+            "the bridge alone left every old style on the central broker")
+
+        // The daemon starts, finds its bridge up, and clears them there.
+        south = try await partitions.start(yaml, in: directory)
+        try await eventually("the first half's old styles cleared on the central broker", timeout: .seconds(60), every: .milliseconds(250)) {
+            let onCentral = try await retainedStyles(central, building: "C")
+            return beforeRestart.allSatisfy { onCentral[Self.southTopic($0, floor: "F1")] == nil }
+        }
+        #expect(try await partitions.metric(south, "livedata_bridge_recoveries_total") >= 1)
+        #expect(try await partitions.metric(south, "livedata_bridge_clears_republished_total") >= Double(beforeRestart.count))
+
+        // Down again: the second half moves too, and location 0 comes back to its F1 place;
+        // the edge restarts again, losing the queue, while the daemon runs.
+        try await central.terminate()
+        try await bridgesUp(edge, [bridge], "0")
+        try await publish(edge, afterRestart.map { Self.southUpdate($0, floor: "F2") } + [Self.southUpdate(0, floor: "F1")])
+        try await eventually("the second half moved, and location 0 back on F1, on the edge", timeout: .seconds(60), every: .milliseconds(250)) {
+            let onEdge = try await retainedStyles(edge, building: "C")
+            return afterRestart.allSatisfy { onEdge[Self.southTopic($0, floor: "F1")] == nil }
+                && onEdge[Self.southTopic(0, floor: "F1")] != nil && onEdge[Self.southTopic(0, floor: "F2")] == nil
+        }
+        let recoveries = try await partitions.metric(south, "livedata_bridge_recoveries_total")
+        try await edge.terminate()
+        try await edge.relaunch()
+        try await eventually("the daemon's styles on the restarted edge again", timeout: .seconds(60), every: .milliseconds(250)) {
+            try await retainedStyles(edge, building: "C").count == count
+        }
+        try await central.relaunch()
+        try await bridgesUp(central, [bridge], "1")
+
+        // Back: the central broker holds exactly what the daemon holds, location 0 on F1.
+        let held = try await held(by: south, building: "C")
+        #expect(held.count == count && held[Self.southTopic(0, floor: "F1")] != nil)
+        let onCentral = try await eventually(
+            "the central broker's styles of building C as the daemon holds them", timeout: .seconds(60), every: .milliseconds(250),
+            observing: { try await retainedStyles(central, building: "C") },
+            until: { Set($0.keys) == Set(held.keys) })
+        #expect(onCentral[Self.southTopic(0, floor: "F1")] != nil, "location 0 came back to F1 after its clear: not cleared again")
+        #expect(onCentral[Self.southTopic(0, floor: "F2")] == nil)
+        #expect(try await partitions.metric(south, "livedata_bridge_recoveries_total") > recoveries)
+        #expect(south.running.standardError.contains("recorded clears published again"))
+
+        south.running.signal(SIGTERM)
+        #expect(try await south.running.result(timeout: .seconds(15)).status == 0)
     }
 }

@@ -40,6 +40,10 @@ struct PartitionConfigTests {
         let bridged = try LiveDataConfig.parse(yaml: "partition: {name: p, owns: [{dataset: ds1}], bridge: edge-east}", file: "test.yaml")
         #expect(bridged.bridge == "edge-east" && bridged.partition?.name == "p")
         #expect(!bridged.failover && bridged.peers.isEmpty, "failover is off unless asked for")
+        #expect(bridged.bridgeHorizon == .seconds(7 * 86_400), "a clear is kept a week by default")
+        let horizon = try LiveDataConfig.parse(
+            yaml: "partition: {name: p, owns: [{dataset: ds1}], bridge: edge-east, bridgeHorizon: 36h}", file: "test.yaml")
+        #expect(horizon.bridgeHorizon == .seconds(36 * 3600))
         let replica = try LiveDataConfig.parse(
             yaml: "partition: {name: p, owns: [{dataset: ds1}], failover: true, peers: [\"http://10.0.0.2:8080/\", \"http://[::1]:8081\"]}",
             file: "test.yaml")
@@ -56,6 +60,7 @@ struct PartitionConfigTests {
             ("partition: {name: p, owns: [{dataset: ds1, floor: F1}]}", "unknown key \"floor\""),
             ("partition: {name: p, owns: [{dataset: ds2}]}\nsubscriptions: [{dataset: ds1}]", "do not meet"),
             ("partition: {name: \"a/b\", owns: [{dataset: ds1}]}", "cannot be a topic level"),
+            ("partition: {name: p, owns: [{dataset: ds1}], bridge: e, bridgeHorizon: 10s}", "partition.bridgeHorizon must be between 60s"),
             ("partition: {name: p, owns: [{dataset: ds1}], failover: true}\noutput: {retain: false}", "partition.failover needs output.retain: true"),
             ("partition: {name: p, owns: [{dataset: ds1}], failover: true, peers: [\"10.0.0.2:8080\"]}", "is not an address such as http://"),
             ("partition: {name: p, owns: [{dataset: ds1}], failover: yes please}", "partition.failover"),

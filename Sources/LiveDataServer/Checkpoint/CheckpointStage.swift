@@ -104,6 +104,9 @@ final class CheckpointStage {
             core.discardSnapshotChanges()
             return
         }
+        // The clears a bridge may lose go in first, in a transaction of their own: the
+        // journal position that follows never covers an update whose clear is not recorded.
+        guard await writeClears() else { return }
         let (changed, vacated) = core.takeSnapshotChanges()
         if changed.count >= Self.burstSize { burstToTrim = true }
         let position = journal != nil ? appliedPosition : nil
@@ -137,6 +140,53 @@ final class CheckpointStage {
         if fault != nil { logger.notice("the state file is writable again", metadata: ["store.path": "\(path)"]) }
         fault = nil
         coveredPosition = position
+    }
+
+    /// Writes the clears recorded since the last snapshot (with a watched bridge), and, when
+    /// due, forgets those past the horizon.
+    /// - Returns: whether they are written (else they are kept for the next try, and so is
+    ///   the snapshot).
+    nonisolated(nonsending) func writeClears(pruning: Bool = false) async -> Bool {
+        guard let writer, output.recordsClears else { return true }
+        let clears = output.takeUnwrittenClears()
+        var failure = await writer.recordCleared(clears)
+        if failure == nil, let cutoff = output.clearsPruneCutoff(always: pruning),
+            case .failure(let error) = await writer.forgetCleared([], before: cutoff)
+        {
+            failure = error
+        }
+        guard let failure else { return true }
+        output.returnUnwrittenClears(clears)
+        failures += 1
+        fault = "cannot write the state file: \(failure)"
+        if let suppressed = faultLog.admit() {
+            let more = suppressed > 0 ? " (\(suppressed) more failures since the last report)" : ""
+            logger.error(
+                "cannot write the state file (\(failure)); the journal keeps every update until it can\(more)",
+                metadata: ["store.path": "\(path)"])
+        }
+        return false
+    }
+
+    /// The state file's recorded clears after `topic`, at most `limit`, in topic order;
+    /// `nil` without a state file or when it cannot be read.
+    nonisolated(nonsending) func clearedTopics(after topic: String?, limit: Int) async -> [String]? {
+        guard let writer else { return nil }
+        switch await writer.clearedTopics(after: topic, limit: limit) {
+        case .success(let topics): return topics
+        case .failure(let failure):
+            logger.error("cannot read the cleared topics from the state file: \(failure)", metadata: ["store.path": "\(path)"])
+            return nil
+        }
+    }
+
+    /// Forgets recorded clears in the state file (their topics are published again, or not
+    /// this daemon's).
+    nonisolated(nonsending) func forgetCleared(_ topics: [String]) async {
+        guard let writer, !topics.isEmpty else { return }
+        if case .failure(let failure) = await writer.forgetCleared(topics) {
+            logger.warning("cannot forget cleared topics in the state file: \(failure)", metadata: ["store.path": "\(path)"])
+        }
     }
 
     /// Records the rules' fingerprint with the state (after a reload).

@@ -117,8 +117,13 @@ public final class DaemonMetrics: Sendable {
             "sessions_lost", "Reconnections that found the broker had not kept the daemon's persistent session: what it had queued is lost.",
             statistics.sessionsLost)
         total(
-            "bridge_recoveries", "Times the watched bridge (partition.bridge) came back up and the recent clears were published again.",
+            "bridge_recoveries",
+            "Times the watched bridge (partition.bridge) came back up, or was found up at start, and the recorded clears were published again.",
             statistics.bridgeRecoveries)
+        total(
+            "bridge_clears_republished",
+            "Recorded clears (styles and summaries cleared and not published since) published again after the watched bridge came back.",
+            statistics.bridgeClearsRepublished)
         total(
             "legend_conflicts", "Retained legends of a served dataset found differing from this daemon's (another daemon's rules disagree).",
             statistics.legendConflicts)

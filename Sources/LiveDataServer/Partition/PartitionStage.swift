@@ -121,33 +121,98 @@ final class PartitionStage {
         return change
     }
 
-    /// The watched bridge's state (`1` up, `0` down). A bridge that was down may have lost
-    /// the clears made meanwhile (mosquitto drops what finds its queue full, and a
-    /// reconnection sends only what the broker still retains): when it is back, the recent
-    /// clears that are still right go out again (`publishing`: this daemon publishes now).
-    func bridgeState(_ payload: UnsafeRawBufferPointer, publishing: Bool) {
+    /// The watched bridge's state (`1` up, `0` down): whether to publish the recorded clears
+    /// again now (``republishClears(checkpoints:)``, a job). A bridge that was down may have
+    /// lost clears made meanwhile (mosquitto drops what finds its queue full, an edge
+    /// restarted without persistence forgets its queue, and a reconnection sends only what
+    /// the edge still retains); so may one that was down while this daemon was: the first
+    /// state a start sees up counts as a return too. Only this daemon, publishing, does it.
+    func bridgeState(_ payload: UnsafeRawBufferPointer, publishing: Bool) -> Bool {
         let up = payload.count == 1 && payload[0] == UInt8(ascii: "1")
         defer { bridgeUp = up }
-        guard up, bridgeUp == false, !output.clears.isEmpty, publishing else { return }
-        bridgeRecoveries += 1
-        // What is retained at the edge the bridge sends by itself on reconnecting: only the
-        // clears still right (nothing there now) go out again.
-        let topics = output.topics
-        var count = 0
-        for topic in Set(output.clears) {
-            if let address = topics.address(ofStyleTopic: topic) {
-                guard !core.holds(address) else { continue }
-            } else if let place = topics.place(ofSummaryTopic: topic) {
-                guard core.summaryLocations(place) == 0 else { continue }
-            } else {
-                continue
-            }
-            output.send(Publication(topic: topic, payload: [], retain: true))
-            count += 1
+        guard up, bridgeUp != true, publishing else { return false }
+        guard !recovering else {
+            recoverAgain = true
+            return false
         }
+        recovering = true
+        return true
+    }
+
+    /// A walk of the recorded clears is under way; another return of the bridge meanwhile
+    /// asks for one more after it.
+    private var recovering = false
+    private var recoverAgain = false
+    /// Clears published again after the bridge came back.
+    private(set) var clearsRepublished = 0
+    /// How many recorded clears one batch of the walk reads and puts in line; the next
+    /// batch waits until the output's line is down to one batch.
+    static let recoveryBatch = 1_024
+
+    /// Publishes again every recorded clear still right (nothing held at its topic now, and
+    /// the topic this partition's), in batches, each once the output's line has room; and
+    /// forgets the others (a location came back there, or the partition changed) and those
+    /// past `partition.bridgeHorizon`.
+    /// - Returns: whether another walk is asked for (the bridge came back again meanwhile).
+    nonisolated(nonsending) func republishClears(checkpoints: CheckpointStage, publishing: () -> Bool) async -> Bool {
+        defer { recovering = false }
+        bridgeRecoveries += 1
+        let started = ContinuousClock.now
+        let inFile = checkpoints.isOpen
+        // What the last snapshot did not write goes in first, and what passed the horizon out.
+        guard await checkpoints.writeClears(pruning: true) else { return false }
+        let inMemory = inFile ? [] : output.clearsInMemory()
+        var after: String?
+        var memoryIndex = 0
+        var published = 0
+        var forgotten = 0
+        while !Task.isCancelled, publishing() {
+            let batch: [String]
+            if inFile {
+                guard let read = await checkpoints.clearedTopics(after: after, limit: Self.recoveryBatch) else { break }
+                batch = read
+            } else {
+                batch = Array(inMemory[memoryIndex..<min(memoryIndex + Self.recoveryBatch, inMemory.count)])
+                memoryIndex += batch.count
+            }
+            guard let last = batch.last else { break }
+            after = last
+            var forget: [String] = []
+            for topic in batch {
+                if stillRight(topic) {
+                    output.sendClearAgain(topic)
+                    published += 1
+                } else {
+                    forget.append(topic)
+                }
+            }
+            output.drain()
+            forgotten += forget.count
+            if inFile { await checkpoints.forgetCleared(forget) } else { output.forgetClearsInMemory(forget) }
+            // The line holds one entry per topic: a batch at a time keeps it short.
+            while output.waiting > Self.recoveryBatch, !Task.isCancelled, publishing() {
+                try? await Task.sleep(for: .milliseconds(10))
+            }
+        }
+        clearsRepublished += published
         logger.notice(
-            "the bridge to the central broker is back: \(count) recent clears published again (a bridge may lose them while down)",
+            "the bridge to the central broker is up: \(published) recorded clears published again (a bridge may lose them while down), \(forgotten) forgotten (published again since, or outside the partition), in \(String(format: "%.2f", (ContinuousClock.now - started) / .seconds(1))) s",
             metadata: ["mqtt.topic": "\(bridgeStateTopic ?? "")"])
-        output.drain()
+        defer { recoverAgain = false }
+        return recoverAgain
+    }
+
+    /// Whether a recorded clear is still right: nothing is held at its topic now, and the
+    /// topic is in this partition (a building that went to another partition is that
+    /// daemon's to publish or clear).
+    private func stillRight(_ topic: String) -> Bool {
+        let topics = output.topics
+        if let address = topics.address(ofStyleTopic: topic) {
+            return partition.owns(address) && !core.holds(address)
+        }
+        if let place = topics.place(ofSummaryTopic: topic) {
+            return partition.owns(place) && core.summaryLocations(place) == 0
+        }
+        return false
     }
 }

@@ -122,6 +122,10 @@ extension LivePipeline {
             await connection.disconnect()
         case .marker(let payload, let position):
             await checkpoints.deliver((payload, position))
+        case .republishClears:
+            if await partition?.republishClears(checkpoints: checkpoints, publishing: { self.publishes }) == true {
+                jobs.start(.republishClears)
+            }
         }
     }
 

@@ -216,7 +216,8 @@ public actor LivePipeline {
                 return false
             }
             if let bridge = partition.bridgeStateTopic, topic.elementsEqual(bridge.utf8) {
-                partition.bridgeState(payload, publishing: publishes)
+                // A replayed one is history: the broker sends the retained state again.
+                if !processing.replaying, partition.bridgeState(payload, publishing: publishes) { jobs.start(.republishClears) }
                 return false
             }
         }
@@ -235,7 +236,11 @@ public actor LivePipeline {
     /// Puts a change in line for the broker and tells the floor view; `arrived`: when the
     /// update behind it reached the daemon.
     func queue(_ change: DerivedChange, arrived: MonotonicInstant?) {
-        guard !processing.replaying else { return }
+        guard !processing.replaying else {
+            // The run before the crash cleared the old topic: a bridge may still lose it.
+            if let old = change.movedFrom, partition?.partition.owns(old) ?? true { publishing.noteCleared(styleOf: old) }
+            return
+        }
         // A location that moved: its old topic is cleared as the new one gets the style
         // (with a partition, only when the old one was this partition's).
         var clearing = change.movedFrom
@@ -248,7 +253,11 @@ public actor LivePipeline {
         let payload = feed.hasViewers ? feed.change(change, topics: publishing.topics) : nil
         // A failover replica whose lease is not (or no longer) its own publishes nothing: the
         // tick that finds the lease unrenewed may not have come yet.
-        if let replica, !replica.mayPublish { return }
+        if let replica, !replica.mayPublish {
+            // The active clears it; this replica, active when the bridge is back, may have to again.
+            if let clearing { publishing.noteCleared(styleOf: clearing) }
+            return
+        }
         let seen = publishing.hasTrustedVersions || convergence.hasSeen(change.address)
         if publishing.put(change, arrived: arrived, seenByConvergence: seen, clearing: clearing, payload: payload) {
             convergence.published(change.address)

@@ -15,6 +15,8 @@ struct PipelineJobs: Sendable {
         case disconnect(MQTTClient)
         /// Publish a sync marker after the first `position` publications.
         case marker(payload: String, position: Int)
+        /// Publish again the recorded clears still right (the watched bridge came back).
+        case republishClears
     }
 
     let jobs: AsyncStream<Job>

@@ -32,6 +32,7 @@ struct PipelineStages {
             scope: config.partition.map { $0.shares.map(\.description).joined(separator: ",") } ?? "*", logger: logger)
         convergence = ConvergenceStage(core: core, output: publishing, checkpoint: checkpoints, partition: config.partition, logger: logger)
         if let settings = config.partition {
+            if config.bridge != nil { publishing.recordClears(horizon: config.bridgeHorizon) }
             partition = PartitionStage(
                 partition: settings, prefix: config.output.prefix, bridge: config.bridge, instance: config.instanceName, core: core,
                 output: publishing, logger: logger)

@@ -47,8 +47,10 @@ public struct PipelineStatistics: Sendable, Equatable {
     public var convergenceShortReads = 0
     /// Locations handed over to another partition's daemon (they moved there).
     public var handOvers = 0
-    /// Times the watched bridge came back and the recent clears went out again.
+    /// Times the watched bridge came back (or was found up at start) and the recorded clears went out again.
     public var bridgeRecoveries = 0
+    /// Recorded clears published again after the watched bridge came back.
+    public var bridgeClearsRepublished = 0
     /// Stored locations this start left out: outside the partition (`partition.owns` changed).
     public var droppedOutsidePartition = 0
     /// Reconnections that found the broker had not kept the daemon's session.
@@ -80,6 +82,7 @@ extension PipelineStatistics {
             bufferedConnections: pipeline.connections.reduce(0) { $0 + $1.bufferedConnections },
             legendConflicts: pipeline.convergence.legendConflicts, convergenceShortReads: pipeline.convergence.shortReads,
             handOvers: pipeline.partition?.handOvers ?? 0, bridgeRecoveries: pipeline.partition?.bridgeRecoveries ?? 0,
+            bridgeClearsRepublished: pipeline.partition?.clearsRepublished ?? 0,
             droppedOutsidePartition: pipeline.partition?.droppedAtStart ?? 0, sessionsLost: pipeline.connection.sessionsLost, replica: pipeline.replica?.role,
             republish: pipeline.publishing.republish)
     }

@@ -48,6 +48,9 @@ final class OutputStage {
     private var republishingSince = ContinuousClock.now
     /// What the republications have done, for the metrics.
     private(set) var republish = RepublishStatistics()
+    /// With a watched bridge (`partition.bridge`): the clears it may lose, recorded as they
+    /// are made (see ``ClearedTopics``).
+    private var cleared: ClearedTopics?
     private var reportedRefusals = (broker: 0, library: 0)
     private var refusalLog = RateLimitedLog(interval: .seconds(10))
     private let logger: Logger
@@ -78,8 +81,8 @@ final class OutputStage {
     var puts: Int { publisher.puts }
     var recent: [LocationAddress?] { publisher.recent }
     var recentIsWhole: Bool { publisher.recentIsWhole }
-    /// Recent clears, by topic (see ``Publisher/clears``).
-    var clears: [String] { publisher.clears }
+    /// Whether the clears are recorded for a bridge (``recordClears(horizon:)``).
+    var recordsClears: Bool { cleared != nil }
     /// The paced interval of `output.minInterval`, when set.
     var coalescingInterval: Duration? { coalescer?.interval }
 
@@ -123,21 +126,36 @@ final class OutputStage {
     }
 
     private func holdClearing(_ address: LocationAddress, since: MonotonicInstant?) {
-        held?.put(topics.clearing(styleOf: address), under: .style(address), since: since)
+        let clearing = topics.clearing(styleOf: address)
+        cleared?.cleared(clearing.topic)
+        held?.put(clearing, under: .style(address), since: since)
     }
 
     /// Clears a style topic (the location left it).
     func clear(_ address: LocationAddress) {
         let clearing = topics.clearing(styleOf: address)
+        cleared?.cleared(clearing.topic)
         // A style waiting for its interval must not land after the clearing.
         coalescer?.drop(topic: clearing.topic)
         publisher.send(clearing)
     }
 
-    func send(_ publication: Publication) { publisher.send(publication) }
-    func send(summary: Publication) { publisher.send(summary: summary) }
+    func send(_ publication: Publication) {
+        noteIfClear(publication)
+        publisher.send(publication)
+    }
+
+    func send(summary: Publication) {
+        noteIfClear(summary)
+        publisher.send(summary: summary)
+    }
+
     func send(change: DerivedChange) { publisher.send(change: change) }
-    func send(_ item: PendingOutput.Item, since: MonotonicInstant? = nil) { publisher.send(item, since: since) }
+
+    func send(_ item: PendingOutput.Item, since: MonotonicInstant? = nil) {
+        if case .publication(let publication) = item { noteIfClear(publication) }
+        publisher.send(item, since: since)
+    }
 
     /// Hands the client what waits, as far as the broker's window has room; when it is
     /// full, the acknowledgement that halves it wakes the drain again (``OutputWindow``).
@@ -253,6 +271,50 @@ final class OutputStage {
     private func noteOutstanding() {
         republish.outstanding = publisher.waiting + publisher.client.inFlight
         republish.outstandingPeak = max(republish.outstandingPeak, republish.outstanding)
+    }
+
+    // MARK: - Clears a bridge may lose
+
+    /// Records from now on every style or summary topic cleared (a bridge is watched).
+    func recordClears(horizon: Duration) { cleared = ClearedTopics(horizon: horizon) }
+
+    private func noteIfClear(_ publication: Publication) {
+        guard cleared != nil, publication.retain, publication.payload.isEmpty else { return }
+        let topics = topics
+        guard topics.address(ofStyleTopic: publication.topic) != nil || topics.place(ofSummaryTopic: publication.topic) != nil
+        else { return }
+        cleared?.cleared(publication.topic)
+    }
+
+    /// Records the clear of a location's old style topic that is not put in line: one that
+    /// a journal's replay made again (the run before the crash published it), or one of a
+    /// standby (the active published it, and this one may be active when the bridge is back).
+    func noteCleared(styleOf address: LocationAddress) { cleared?.cleared(topics.clearing(styleOf: address).topic) }
+
+    /// Puts in line again a clear recorded earlier (a bridge came back), without recording it anew.
+    func sendClearAgain(_ topic: String) { publisher.send(Publication(topic: topic, payload: [], retain: true)) }
+
+    /// The clears recorded since the last call, for the state file.
+    func takeUnwrittenClears() -> [String: Int64] { cleared?.takeUnwritten() ?? [:] }
+
+    /// Clears the state file could not take, kept for the next try.
+    func returnUnwrittenClears(_ topics: [String: Int64]) { cleared?.putBack(topics) }
+
+    /// Without a state file: the clears recorded (those within the horizon), in topic order.
+    func clearsInMemory() -> [String] {
+        cleared?.forgetExpired()
+        return cleared?.unwritten.keys.sorted() ?? []
+    }
+
+    /// Without a state file: forgets recorded clears (published again, or not this daemon's).
+    func forgetClearsInMemory(_ topics: [String]) { cleared?.forget(topics) }
+
+    /// The time (milliseconds since 1970) before which recorded clears have passed the
+    /// horizon, when the state file is due a prune of them: at the first snapshot, then
+    /// hourly (see ``ClearedTopics/takePruneDue()``), and whenever `always`.
+    func clearsPruneCutoff(always: Bool = false) -> Int64? {
+        guard cleared != nil, cleared?.takePruneDue() == true || always else { return nil }
+        return cleared?.cutoff
     }
 
     // MARK: - Versions

@@ -76,17 +76,6 @@ struct Publisher {
     private var overflowedAt: Int?
     static let recentLimit = 1_000_000
 
-    /// The retained topics cleared lately (an empty retained payload), oldest first, at most
-    /// ``clearsLimit``: a bridge that lost some while its link was down gets them again
-    /// (see ``PartitionStage``).
-    private(set) var clears: [String] = []
-    static let clearsLimit = 100_000
-
-    private mutating func rememberClear(_ topic: String) {
-        if clears.count >= 2 * Self.clearsLimit { clears.removeFirst(Self.clearsLimit) }
-        clears.append(topic)
-    }
-
     /// Whether ``recent`` holds every topic handed over since the last acknowledged marker.
     var recentIsWhole: Bool { overflowedAt == nil }
 
@@ -254,7 +243,6 @@ struct Publisher {
                     }
                 }
                 try sent.get()
-                if retain && ready.payload.isEmpty { rememberClear(topic) }
                 styleOf = topics.address(ofStyleTopic: topic)
             }
         } catch {
