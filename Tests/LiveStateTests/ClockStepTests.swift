@@ -111,7 +111,22 @@ struct ClockStepTests {
         // Half a millisecond a second over an hour is a slew.
         #expect(watch.step(wall: Self.at(100 + Self.hour + 1_800), monotonic: monotonic + .milliseconds(100 + Self.hour)) == nil)
         let base = monotonic + .milliseconds(100 + Self.hour)
-        #expect(watch.step(wall: Self.at(100 + 2 * Self.hour + 1_800 + 200), monotonic: base + .milliseconds(200)) == Self.hour)
-        #expect(watch.step(wall: Self.at(100 + Self.hour + 1_800 + 500), monotonic: base + .milliseconds(500)) == -Self.hour)
+        let forward = watch.step(wall: Self.at(100 + 2 * Self.hour + 1_800 + 200), monotonic: base + .milliseconds(200))
+        #expect(forward?.milliseconds == Self.hour)
+        // What was received since the last reading (200 ms), on the stepped clock.
+        #expect(forward?.stampedAfter == Self.at(100 + 2 * Self.hour + 1_800 - 100)...Self.at(100 + 2 * Self.hour + 1_800 + 300))
+        #expect(watch.step(wall: Self.at(100 + Self.hour + 1_800 + 500), monotonic: base + .milliseconds(500))?.milliseconds == -Self.hour)
+    }
+
+    @Test("values received between a step and the look that sees it are on the stepped clock: they stay as they are")
+    func receivedAfterTheStep() throws {
+        let core = try Self.core(staleAfter: .seconds(60))
+        _ = Self.send(core, "room-1", people: 1, receivedAt: Self.at(0))
+        // The clock goes back an hour; room-2's update arrives 50 ms later, before the look.
+        _ = Self.send(core, "room-2", people: 1, receivedAt: Self.at(-Self.hour + 50))
+        #expect(core.clockStepped(by: -Self.hour, stampedAfter: Self.at(-Self.hour - 100)...Self.at(-Self.hour + 200)) == 1)
+        #expect(core.records.first { $0.address.location == "room-2" }?.values.first?.timestamp == Self.at(-Self.hour + 50))
+        #expect(core.records.first { $0.address.location == "room-1" }?.values.first?.timestamp == Self.at(-Self.hour))
+        #expect(core.expire(now: Self.at(-Self.hour + 30_000)).isEmpty)
     }
 }

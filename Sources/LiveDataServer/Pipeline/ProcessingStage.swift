@@ -48,11 +48,11 @@ final class ProcessingStage {
     func followClockSteps() {
         guard let step = clock.step() else { return }
         let started = ContinuousClock.now
-        let moved = core.clockStepped(by: step)
-        let direction = step > 0 ? "forward" : "back"
+        let moved = core.clockStepped(by: step.milliseconds, stampedAfter: step.stampedAfter)
+        let direction = step.milliseconds > 0 ? "forward" : "back"
         logger.warning(
-            "the system clock was stepped \(direction) by \(Duration.milliseconds(abs(step))): \(moved) values stamped on receipt moved with it (\(ContinuousClock.now - started))",
-            metadata: ["clock.step_ms": "\(step)"])
+            "the system clock was stepped \(direction) by \(Duration.milliseconds(abs(step.milliseconds))): \(moved) values stamped on receipt moved with it (\(ContinuousClock.now - started))",
+            metadata: ["clock.step_ms": "\(step.milliseconds)"])
     }
 
     /// Logs a dropped update, at most once a second with a count of the ones not logged.

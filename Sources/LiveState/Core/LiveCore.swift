@@ -377,8 +377,10 @@ public final class LiveCore {
 
     public func expire(now: LiveTimestamp) -> [DerivedChange] { store.expire(now: now) }
 
-    /// See ``LiveStore/clockStepped(by:)``.
-    public func clockStepped(by milliseconds: Int64) -> Int { store.clockStepped(by: milliseconds) }
+    /// See ``LiveStore/clockStepped(by:stampedAfter:)``.
+    public func clockStepped(by milliseconds: Int64, stampedAfter: ClosedRange<LiveTimestamp>? = nil) -> Int {
+        store.clockStepped(by: milliseconds, stampedAfter: stampedAfter)
+    }
 
     /// See ``LiveStore/handOver(dataset:id:to:now:from:)``.
     public func handOver(

@@ -12,14 +12,31 @@ public struct ClockStepWatch: Sendable {
     static let toleranceMilliseconds: Int64 = 1_000
     static let tolerancePerSecond: Int64 = 1
 
-    /// The step since the last reading, in milliseconds (positive when the clock went
-    /// forward), or nil when it only ran.
-    public mutating func step(wall: LiveTimestamp = .now, monotonic: MonotonicInstant = .now) -> Int64? {
+    /// A step seen: by how much, and which receipt times were taken after it.
+    public struct Step: Sendable, Equatable {
+        /// Positive when the clock went forward.
+        public var milliseconds: Int64
+        /// Receipt times in this range were taken on the stepped clock (between the last
+        /// reading and this one, with a margin for readings shared by a pass of messages);
+        /// those before or after it, on the clock before the step.
+        public var stampedAfter: ClosedRange<LiveTimestamp>
+    }
+
+    /// The margin around the time since the last reading, in milliseconds.
+    static let marginMilliseconds: Int64 = 100
+
+    /// The step since the last reading, or nil when the clock only ran.
+    public mutating func step(wall: LiveTimestamp = .now, monotonic: MonotonicInstant = .now) -> Step? {
         defer { last = (wall, monotonic) }
         guard let last else { return nil }
         let elapsed = monotonic.nanoseconds(since: last.monotonic) / 1_000_000
         let step = wall.millisecondsSince1970 - last.wall.millisecondsSince1970 - elapsed
         let tolerance = Self.toleranceMilliseconds + Self.tolerancePerSecond * elapsed / 1_000
-        return abs(step) > tolerance ? step : nil
+        guard abs(step) > tolerance else { return nil }
+        let now = wall.millisecondsSince1970
+        return Step(
+            milliseconds: step,
+            stampedAfter: LiveTimestamp(millisecondsSince1970: now - elapsed - Self.marginMilliseconds)...LiveTimestamp(
+                millisecondsSince1970: now + Self.marginMilliseconds))
     }
 }
