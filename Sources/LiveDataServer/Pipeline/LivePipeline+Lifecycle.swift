@@ -255,11 +255,17 @@ extension LivePipeline {
         await replica?.join { processing.importState($0) }
     }
 
-    /// The state as ``PeerState`` lines, for a replica that copies it (`GET /v1/state`);
-    /// nil while this replica has not joined (its own state may be incomplete).
-    public func exportState() -> [UInt8]? {
+    /// A part of the state for a replica that copies it (`GET /v1/state`): the values of up
+    /// to ``PeerState/partSize`` locations from `position`, in the order they were first
+    /// seen; nil while this replica has not joined (its own state may be incomplete). The
+    /// route asks for one part at a time and encodes it off the pipeline, which takes
+    /// updates between two parts: a copy of a million locations never holds it up for more
+    /// than a part's worth of copying.
+    func stateCopyPart(from position: Int) -> PeerState.Part? {
         guard replica?.eligible ?? true else { return nil }
-        return PeerState.lines(processing.core.records)
+        let end = position + PeerState.partSize
+        let locations = processing.core.values(ofLocationsAt: position..<end)
+        return PeerState.Part(locations: locations, next: end < processing.core.locationCount ? end : nil)
     }
 
     // MARK: - Changes while running
