@@ -54,6 +54,7 @@ extension LivePipeline {
         for filter in partition?.arrivalFilters ?? [] { try await connection.subscribe(filter, qos: .atLeastOnce) }
         if let replica {
             try await connection.subscribe(replica.ownerTopic, qos: .atLeastOnce)
+            try await connection.subscribe(replica.syncTopic, qos: .atLeastOnce)
             replica.watching()
         }
         if let bridge = partition?.bridgeStateTopic { try await connection.subscribe(bridge, qos: .atLeastOnce) }
@@ -122,6 +123,8 @@ extension LivePipeline {
             await connection.disconnect()
         case .marker(let payload, let position):
             await checkpoints.deliver((payload, position))
+        case .open(let gate):
+            await gate.open()
         }
     }
 
@@ -139,10 +142,15 @@ extension LivePipeline {
             jobs.start(.hold(holder, epoch: epoch))
         case .renew(let holder, let epoch):
             jobs.start(.renew(holder, epoch: epoch))
-        case .activate(let holder, let epoch):
+        case .activate(let holder, let epoch, let resending):
             publishing.publish(on: holder, epoch: epoch)
             checkpoints.setCheck(nil)
-            startConvergence()
+            if let resending {
+                convergence.takeOver(resending: resending, datasets: knownDatasets())
+                jobs.start(.open(convergence.converged))
+            } else {
+                startConvergence()
+            }
             drainOutput()
         case .depose(let reason, let closing):
             let wasActive = publishing.isOnLease
@@ -165,9 +173,16 @@ extension LivePipeline {
     }
 
     /// Publishes a sync marker when one is due. A failover replica's lease connection ends
-    /// with its epoch (the one that takes over converges in full): it publishes none.
+    /// with its epoch: the active publishes the failover markers instead, in line after its
+    /// styles, which its standbys follow (``FailoverMarkers``).
     func publishMarkerIfDue() {
-        guard replica == nil, let marker = checkpoints.dueMarker() else { return }
+        if let replica {
+            guard publishing.hasTrustedVersions, let marker = replica.dueMarker(idle: publishing.isIdle) else { return }
+            publishing.send(marker)
+            drainOutput()
+            return
+        }
+        guard let marker = checkpoints.dueMarker() else { return }
         jobs.start(.marker(payload: marker.payload, position: marker.position))
     }
 
@@ -294,6 +309,7 @@ extension LivePipeline {
         publishing.ruleSet = newConfig.ruleSet
         let newFilters = Set(config.partitionSubscriptions.map(\.filter.string))
         let changes = processing.core.reload(ruleSet: newConfig.ruleSet, subscriptions: newConfig.subscriptions, now: .now)
+        replica?.rulesReloaded()
         for change in changes { queue(change, arrived: nil) }
         await flush()
         await checkpoints.setRulesFingerprint(processing.core.rulesFingerprint)

@@ -89,6 +89,8 @@ public actor LivePipeline {
             handle(batch)
             intake.queue.recycle(batch)
             drainOutput()
+            // The active's last marker read back is covered once nothing waits.
+            if let replica, publishing.isIdle { replica.outputIdle() }
         }
     }
 
@@ -219,6 +221,10 @@ public actor LivePipeline {
             if !processing.replaying { route(replica.observed(payload)) }
             return false
         }
+        if let replica, topic.elementsEqual(replica.syncTopic.utf8) {
+            if !processing.replaying { replica.markerRead(payload) }
+            return false
+        }
         guard let change = processing.process(topic: topic, payload: payload, receivedAt: receivedAt, retain: retain, pathHash: pathHash)
         else { return false }
         publishing.publishLegend(of: change.address)
@@ -242,7 +248,11 @@ public actor LivePipeline {
         let payload = feed.hasViewers ? feed.change(change, topics: publishing.topics) : nil
         // A failover replica whose lease is not (or no longer) its own publishes nothing: the
         // tick that finds the lease unrenewed may not have come yet.
-        if let replica, !replica.mayPublish { return }
+        if let replica, !replica.mayPublish {
+            // What a takeover publishes again when it may skip reading everything back.
+            replica.standbyChanged(change.address, left: clearing)
+            return
+        }
         let seen = publishing.hasTrustedVersions || convergence.hasSeen(change.address)
         if publishing.put(change, arrived: arrived, seenByConvergence: seen, clearing: clearing, payload: payload) {
             convergence.published(change.address)

@@ -15,6 +15,8 @@ struct PipelineJobs: Sendable {
         case disconnect(MQTTClient)
         /// Publish a sync marker after the first `position` publications.
         case marker(payload: String, position: Int)
+        /// Open a gate (a takeover that needed no convergence has converged).
+        case open(StartupGate)
     }
 
     let jobs: AsyncStream<Job>

@@ -66,6 +66,9 @@ final class OutputStage {
     /// Publishing on a lease connection (an active failover replica).
     var isOnLease: Bool { publisher.client !== home }
     var waiting: Int { publisher.waiting }
+    /// Nothing waits to be handed over, nor for its interval: every change put in line so
+    /// far is with the client.
+    var isIdle: Bool { publisher.waiting == 0 && (coalescer?.waitingCount ?? 0) == 0 }
     var handedOver: Int { publisher.handedOver }
     var puts: Int { publisher.puts }
     var recent: [LocationAddress?] { publisher.recent }
