@@ -58,7 +58,7 @@ struct FailoverMarkers {
             self = marker
         }
 
-        var payload: [UInt8] { (try? JSONEncoder().encode(self)).map(Array.init) ?? [] }
+        var payload: [UInt8] { (try? JSONEncoder().encode(self)).map { [UInt8]($0) } ?? [] }
     }
 
     // MARK: - As the active
@@ -192,7 +192,7 @@ struct FailoverMarkers {
     func missing(replacing epoch: UInt64?) -> String {
         if joinedByCopy { return "this replica copied a peer's state and has not taken over since" }
         guard let followed else { return "no marker of the active read since \(lastLoss)" }
-        if followed.epoch != epoch { return "the markers read are of epoch \(followed.epoch), the lease replaced is of \(epoch.map(String.init) ?? "none")" }
+        if followed.epoch != epoch { return "the markers read are of epoch \(followed.epoch), the lease replaced is of \(epoch.map { "\($0)" } ?? "none")" }
         return "no marker of the active has covered a fence since \(lastLoss)"
     }
 }

@@ -116,7 +116,7 @@ public final class LiveStore {
     public func values(ofLocationsAt positions: Range<Int>) -> [(address: LocationAddress, values: [DomainValue])] {
         let all = locations.locations
         let range = positions.clamped(to: 0..<all.count)
-        return all[range].map { ($0.address, $0.values) }
+        return all[range].map { (address: $0.address, values: $0.values) }
     }
 
     /// The records of every location with this id (the topic's location level), in
