@@ -151,6 +151,15 @@ struct FailoverTests {
             try await client.connect()
             try await client.subscribe("livedata/style/#")
             try await client.subscribe("livedata/owner/#")
+            try await client.subscribe("livedata/sync/#")
+        }
+
+        /// The active's failover markers seen, in order.
+        var markers: [[String: Any]] {
+            all.compactMap { entry in
+                guard entry.topic.hasPrefix("livedata/sync/") else { return nil }
+                return try? JSONSerialization.jsonObject(with: Data(entry.payload)) as? [String: Any]
+            }
         }
 
         var all: [Entry] { entries.withLock { $0 } }
@@ -551,6 +560,192 @@ struct FailoverTests {
         for replica in [cutOff, other] { #expect(try await replica.running.result(timeout: .seconds(15)).status == 0) }
         await recorder.client.disconnect()
         await feed.client.disconnect()
+    }
+}
+
+extension FailoverTests {
+    /// A count shared with a task.
+    final class Count: Sendable {
+        private let count = Mutex(0)
+        func add() { count.withLock { $0 += 1 } }
+        var value: Int { count.withLock { $0 } }
+    }
+
+    /// A replica's convergences: finished, skipped (no read), and the retained messages read.
+    func convergences(_ replica: Replica) async throws -> (finished: Double, skipped: Double, read: Double) {
+        let text = try await LoopbackHTTP.request("GET", port: replica.httpPort, path: "/metrics").body
+        return (
+            CrashRecoveryTests.metric(text, #"livedata_convergences_total{outcome="finished"}"#) ?? -1,
+            CrashRecoveryTests.metric(text, #"livedata_convergences_total{outcome="skipped"}"#) ?? -1,
+            CrashRecoveryTests.metric(text, "livedata_convergence_read_total") ?? -1
+        )
+    }
+
+    /// Two replicas, the feed's first 600 updates in, and the standby following the active's
+    /// markers (one that covers a fence seen after the feed).
+    func followedPair(_ broker: MosquittoBroker) async throws -> (active: Replica, standby: Replica, epoch: Int, recorder: Recorder, feed: Feed) {
+        let first = try await start("east-1", broker: broker)
+        let second = try await start("east-2", broker: broker)
+        let (active, epoch) = try await active(among: [first, second])
+        let standby = active === first ? second : first
+        let recorder = try await Recorder(port: broker.port, logger: logger)
+        let feed = try await Feed(port: broker.port, logger: logger)
+        try await feed.send(600)
+        let fed = recorder.markers.count
+        try await eventually("the active's markers to cover a fence after the feed", timeout: .seconds(10), every: .milliseconds(100)) {
+            recorder.markers.dropFirst(fed).contains { $0["covers"] != nil }
+        }
+        return (active, standby, epoch, recorder, feed)
+    }
+
+    @Test("a standby that read every marker of the active takes over without reading back the retained styles; nothing is lost, no version goes back")
+    func takeoverWithoutRead() async throws {
+        let broker = try await MosquittoBroker.start()
+        defer { Task { await broker.stop() } }
+        let (active, standby, epoch, recorder, feed) = try await followedPair(broker)
+        // Killed in the middle of a burst: some of its changes never reach the broker.
+        try await feed.send(300, from: 600, pause: .microseconds(100))
+        let killedAt = ContinuousClock.now
+        active.running.signal(SIGKILL)
+        try await feed.send(300, from: 900)
+        let (_, newEpoch) = try await self.active(among: [standby])
+        #expect(newEpoch > epoch)
+        let published = recorder.styles(after: killedAt).first { $0.epoch == newEpoch }
+        #expect(published != nil, "the new active published")
+        if let published {
+            #expect(published.at - killedAt <= Self.takeoverBound, "took over in \(published.at - killedAt)")
+            print("failover without a read: SIGKILL to the first style under the new epoch: \(published.at - killedAt)")
+        }
+        try await expectConverged(broker, feed, active: standby)
+        #expect(recorder.backwards().isEmpty, "versions went backwards at \(recorder.backwards().prefix(5))")
+        let counts = try await convergences(standby)
+        #expect(counts.skipped == 1 && counts.finished == 0 && counts.read == 0, "skipped, finished, read: \(counts)")
+        #expect(
+            standby.running.standardError.contains("saw every acknowledgement of epoch \(epoch)"),
+            "\(standby.running.standardError.suffix(3000))")
+        standby.running.signal(SIGTERM)
+        #expect(try await standby.running.result(timeout: .seconds(15)).status == 0)
+        await recorder.client.disconnect()
+        await feed.client.disconnect()
+    }
+
+    @Test("a standby that missed a marker of the active reads back every retained style when it takes over; nothing is lost")
+    func missedMarkerForcesRead() async throws {
+        let broker = try await MosquittoBroker.start()
+        defer { Task { await broker.stop() } }
+        let (active, standby, epoch, recorder, feed) = try await followedPair(broker)
+        try await feed.send(300, from: 600, pause: .microseconds(100))
+        // The active paused, so that it sends no marker more; then a marker that skips some
+        // of its sequence reaches the standby, as if the broker had lost those.
+        active.running.signal(SIGSTOP)
+        let last = try #require(recorder.markers.last)
+        var skipping = last
+        skipping["sequence"] = (last["sequence"] as? Int ?? 0) + 5
+        skipping["covers"] = (last["sequence"] as? Int ?? 0) + 4
+        try await feed.client.publish(
+            "livedata/sync/east", payload: Array(try JSONSerialization.data(withJSONObject: skipping)), qos: .atLeastOnce)
+        try await eventually("the standby to read the marker") { recorder.markers.count > 0 && recorder.markers.last?["sequence"] as? Int == skipping["sequence"] as? Int }
+        try await Task.sleep(for: .milliseconds(300))
+        let killedAt = ContinuousClock.now
+        active.running.signal(SIGKILL)
+        try await feed.send(300, from: 900)
+        let (_, newEpoch) = try await self.active(among: [standby])
+        #expect(newEpoch > epoch)
+        #expect(recorder.styles(after: killedAt).contains { $0.epoch == newEpoch }, "the new active published")
+        try await expectConverged(broker, feed, active: standby)
+        #expect(recorder.backwards().isEmpty, "versions went backwards at \(recorder.backwards().prefix(5))")
+        let counts = try await convergences(standby)
+        #expect(counts.skipped == 0 && counts.finished >= 1 && counts.read >= Double(Self.locations), "skipped, finished, read: \(counts)")
+        #expect(standby.running.standardError.contains("a marker of the active was missed"), "\(standby.running.standardError.suffix(3000))")
+        standby.running.signal(SIGTERM)
+        #expect(try await standby.running.result(timeout: .seconds(15)).status == 0)
+        await recorder.client.disconnect()
+        await feed.client.disconnect()
+    }
+
+    @Test("the state copy goes out a part at a time while updates keep flowing: every location once, none older than a copy before, and the last copy is every last update")
+    func stateCopyWhileUpdating() async throws {
+        let broker = try await MosquittoBroker.start()
+        defer { Task { await broker.stop() } }
+        let peer = try await start("east-1", broker: broker)
+        _ = try await active(among: [peer])
+        let publisher = try MQTTClient(configuration: .test(port: broker.port), logger: logger)
+        try await publisher.connect()
+        // Several parts' worth (a part is 4,096 locations).
+        let count = 10_000
+        func topic(_ index: Int) -> String { "ds1/hq/C/F\(index / 1000)/R\(index / 10)/spot-\(index)/occupancy" }
+        func payload(_ people: Int) -> String { #"{"properties": {"nrOfPeople": "\#(people)", "capacity": "8"}}"# }
+        for index in 0..<count { try await publisher.publish(topic(index), text: payload(1), qos: .atLeastOnce) }
+        try await eventually("the peer to hold every location", timeout: .seconds(60), every: .milliseconds(200)) {
+            let text = try await LoopbackHTTP.request("GET", port: peer.httpPort, path: "/metrics").body
+            return CrashRecoveryTests.metric(text, "livedata_locations_tracked") == Double(count)
+        }
+        /// Each location's people count in a copy; fails on a location twice or a line that does not parse.
+        func copy() async throws -> [Int: Int] {
+            let answer = try await LoopbackHTTP.request("GET", port: peer.httpPort, path: "/v1/state", headers: ["Authorization": "Bearer sesame"])
+            #expect(answer.status == 200)
+            var people: [Int: Int] = [:]
+            for line in answer.body.split(separator: "\n") {
+                let parts = line.split(separator: "\t", maxSplits: 1)
+                guard parts.count == 2, let location = parts[0].split(separator: "/")[5].split(separator: "-").last.flatMap({ Int($0) }),
+                    let object = try? JSONSerialization.jsonObject(with: Data(parts[1].utf8)) as? [String: Any],
+                    let value = (object["properties"] as? [String: Any])?["nrOfPeople"] as? String, let number = Int(value)
+                else {
+                    Issue.record("a line of the copy does not read: \(line.prefix(200))")
+                    continue
+                }
+                #expect(people[location] == nil, "location \(location) twice in one copy")
+                people[location] = number
+            }
+            return people
+        }
+        let sent = Count()
+        let flowing = Task {
+            var round = 2
+            while !Task.isCancelled {
+                for index in stride(from: round % 7, to: count, by: 7) {
+                    try await publisher.publish(topic(index), text: payload(round), qos: .atLeastOnce)
+                    sent.add()
+                }
+                round += 1
+            }
+        }
+        func processed() async throws -> Double {
+            CrashRecoveryTests.metric(try await LoopbackHTTP.request("GET", port: peer.httpPort, path: "/metrics").body, "livedata_updates_processed_total") ?? 0
+        }
+        var previous: [Int: Int] = [:]
+        for _ in 0..<4 {
+            let before = try await processed()
+            let sentBefore = sent.value
+            let people = try await copy()
+            let after = try await processed()
+            #expect(people.count == count, "every location once: \(people.count) of \(count)")
+            let older = previous.filter { (people[$0.key] ?? 0) < $0.value }
+            #expect(older.isEmpty, "values older than in the copy before: \(older.prefix(5))")
+            #expect(after > before || sent.value == sentBefore, "the peer took updates during the copy (\(before) → \(after))")
+            previous = people
+        }
+        flowing.cancel()
+        _ = await flowing.result
+        // Every update acknowledged is processed, then a copy shows each location's last.
+        try await eventually("the peer to be idle", timeout: .seconds(30), every: .milliseconds(300)) {
+            let first = try await processed()
+            try await Task.sleep(for: .milliseconds(500))
+            return try await processed() == first
+        }
+        let last = try await copy()
+        let expected = try await LoopbackHTTP.request("GET", port: peer.httpPort, path: "/v1/floors/ds1/hq/C/F3")
+        let records = (try JSONSerialization.jsonObject(with: Data(expected.body.utf8)) as? [String: Any])?["locations"] as? [[String: Any]] ?? []
+        #expect(records.count == 1000)
+        for record in records {
+            guard let id = (record["location"] as? String)?.split(separator: "-").last.flatMap({ Int($0) }),
+                let live = (record["live"] as? [String: Any])?["occupancy"] as? [String: Any], let value = live["nrOfPeople"] as? String
+            else { continue }
+            #expect(last[id] == Int(value), "the last copy shows spot-\(id) as the peer holds it")
+        }
+        peer.running.signal(SIGTERM)
+        #expect(try await peer.running.result(timeout: .seconds(15)).status == 0)
+        await publisher.disconnect()
     }
 }
 

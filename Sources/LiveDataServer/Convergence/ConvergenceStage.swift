@@ -176,6 +176,21 @@ final class ConvergenceStage {
         return true
     }
 
+    /// A takeover by a replica that saw every acknowledgement of the active it replaces
+    /// (``FailoverMarkers``): the broker holds every style of the state but those at
+    /// `addresses`, which go out again as the state has them now (under the new epoch, so
+    /// above any the broker holds), with every summary; nothing is read back. The legends
+    /// are the old active's, of the same rules. The caller opens ``converged``.
+    func takeOver(resending addresses: [LocationAddress], datasets: Set<String>) {
+        trustVersions()
+        let count = resend(addresses.map(Optional.some))
+        output.forgetLegends()
+        for dataset in datasets { output.legendHeld(dataset) }
+        skipped += 1
+        output.drain()
+        logger.info("took over without reading back the retained styles: \(count) published again")
+    }
+
     /// Puts in line again, as the state has them now, what the broker may have lost
     /// (``Publisher/recent``): styles (under a new version), clearings, every summary.
     private func resend(_ recent: [LocationAddress?]) -> Int {

@@ -1,3 +1,4 @@
+import DisplayRules
 import Foundation
 import LiveState
 import LiveTopics
@@ -12,14 +13,27 @@ import Logging
 /// `ds1/v1/A/F1/R1/desk-1/occupancy<TAB>{"timestamp":"…","properties":{"occupied":"true"}}`,
 /// so that the copying replica applies them as it applies updates (a value older than the
 /// one it holds is ignored: the overlap with its queued updates is harmless).
+///
+/// A peer serves it a part at a time (``Part``), as one chunked response: it is never built
+/// whole, and the peer's pipeline takes updates between two parts.
 enum PeerState {
-    /// The lines of `records`.
-    static func lines(_ records: [LocationRecord]) -> [UInt8] {
+    /// Locations in one part.
+    static let partSize = 4_096
+
+    /// A part of the state: some locations' values, and the position of the next part
+    /// (nil after the last).
+    struct Part: Sendable {
+        var locations: [(address: LocationAddress, values: [DomainValue])]
+        var next: Int?
+    }
+
+    /// The lines of a part's locations.
+    static func lines(_ locations: [(address: LocationAddress, values: [DomainValue])]) -> [UInt8] {
         var out: [UInt8] = []
-        out.reserveCapacity(records.count * 160)
-        for record in records {
-            for value in record.values {
-                let topic = record.address.path + "/" + value.domain
+        out.reserveCapacity(locations.count * 160)
+        for (address, values) in locations {
+            for value in values {
+                let topic = address.path + "/" + value.domain
                 // A tab or a line break would end the line early: no such topic is valid.
                 guard !topic.utf8.contains(where: { $0 == 9 || $0 == 10 }) else { continue }
                 out.append(contentsOf: topic.utf8)
@@ -139,14 +153,20 @@ enum PeerState {
         if lines.contains(where: { $0.hasPrefix("transfer-encoding:") && $0.contains("chunked") }) {
             var decoded: [UInt8] = []
             var index = 0
+            var ended = false
             while let lineEnd = body[index...].firstIndex(of: 13) {
                 let size = Int(String(decoding: body[index..<lineEnd], as: UTF8.self).split(separator: ";")[0], radix: 16) ?? 0
                 index = lineEnd + 2
-                if size == 0 { break }
+                if size == 0 {
+                    ended = true
+                    break
+                }
                 guard index + size <= body.count else { throw Failure(description: "\(peer) sent a cut chunk") }
                 decoded.append(contentsOf: body[index..<(index + size)])
                 index += size + 2
             }
+            // A peer that could not send all of its state ends without the last chunk.
+            guard ended else { throw Failure(description: "\(peer) ended its answer before its last chunk: the copy is incomplete") }
             body = decoded
         } else if let length = lines.first(where: { $0.hasPrefix("content-length:") }).flatMap({ Int($0.dropFirst(15).trimmingCharacters(in: .whitespaces)) }),
             body.count != length

@@ -28,8 +28,10 @@ final class ReplicaStage {
         case hold(MQTTClient, epoch: UInt64)
         /// Run ``publishLease(on:epoch:)``.
         case renew(MQTTClient, epoch: UInt64)
-        /// The claim held: publish on `holder` under `epoch`, converging first.
-        case activate(MQTTClient, epoch: UInt64)
+        /// The claim held: publish on `holder` under `epoch`, converging first; or, when
+        /// this replica saw every acknowledgement of the active it replaces, publishing
+        /// `resending` again instead (see ``FailoverMarkers``).
+        case activate(MQTTClient, epoch: UInt64, resending: [LocationAddress]?)
         /// Stop publishing (`reason`, for the log); close `holder` (cleanly: its will is not
         /// published) when given.
         case depose(reason: String, closing: MQTTClient?)
@@ -50,6 +52,20 @@ final class ReplicaStage {
     let joined = StartupGate()
     /// `{prefix}/owner/{partition}`.
     let ownerTopic: String
+    /// `{prefix}/sync/{partition}`: the active's markers (``FailoverMarkers``).
+    let syncTopic: String
+    private var markers = FailoverMarkers()
+    /// The epoch of the lease the claim under way replaces (the last active's).
+    private var replacing: UInt64?
+    /// The rules' fingerprint, worked out once per set of rules (a large catalog makes it
+    /// long to work out, and every marker carries it).
+    private var rulesFingerprint: String {
+        if let cachedFingerprint { return cachedFingerprint }
+        let fingerprint = core.rulesFingerprint
+        cachedFingerprint = fingerprint
+        return fingerprint
+    }
+    private var cachedFingerprint: String?
     private let partition: String
     private let config: LiveDataConfig
     /// The receiving connection's settings, which a holder's start from.
@@ -59,12 +75,13 @@ final class ReplicaStage {
     private let logger: Logger
 
     init(
-        partition: Partition, config: LiveDataConfig, connection: MQTTConfiguration, ownerTopic: String, core: LiveCore,
-        window: OutputWindow, logger: Logger
+        partition: Partition, config: LiveDataConfig, connection: MQTTConfiguration, ownerTopic: String, syncTopic: String,
+        core: LiveCore, window: OutputWindow, logger: Logger
     ) {
         state = FailoverState(instance: config.instanceName, keepalive: max(config.broker.keepalive, .seconds(5)))
         self.partition = partition.name
         self.ownerTopic = ownerTopic
+        self.syncTopic = syncTopic
         self.config = config
         self.connection = connection
         self.core = core
@@ -121,19 +138,68 @@ final class ReplicaStage {
     }
 
     /// After every (re)connection: the lease messages missed meanwhile count as not missed
-    /// (the retained one comes again).
-    func reconnected() { state.reconnected(now: .now) }
+    /// (the retained one comes again). The markers are not sent again: what this replica
+    /// knew of the active's acknowledgements no longer holds.
+    func reconnected() {
+        state.reconnected(now: .now)
+        markers.forget("the connection to the broker came back")
+    }
+
+    // MARK: - The markers
+
+    /// A message at the sync topic, in order with the updates.
+    func markerRead(_ payload: UnsafeRawBufferPointer) {
+        guard let marker = FailoverMarkers.Marker(payload: payload) else {
+            logger.warning("the sync topic holds something that is not a marker; ignored", metadata: ["mqtt.topic": "\(syncTopic)"])
+            return
+        }
+        let own = state.isActive ? state.epoch.map { (instance: config.instanceName, epoch: $0) } : nil
+        markers.read(marker, own: own, rules: rulesFingerprint)
+    }
+
+    /// A change of the state that is not published (a standby's, or a claimant's).
+    func standbyChanged(_ address: LocationAddress, left: LocationAddress?) { markers.standbyChanged(address, left: left) }
+
+    /// The rules were reloaded: the styles derived before are not the active's.
+    func rulesReloaded() {
+        cachedFingerprint = nil
+        markers.forget("the rules were reloaded")
+    }
+
+    /// The active's next marker, when one is due; `idle`: nothing waits for the broker.
+    func dueMarker(idle: Bool) -> Publication? {
+        guard state.mayPublish(now: .now), let epoch = state.epoch else { return nil }
+        if idle { markers.outputIdle() }
+        guard let marker = markers.next(instance: config.instanceName, epoch: epoch, rules: rulesFingerprint, now: .now) else {
+            return nil
+        }
+        return Publication(topic: syncTopic, payload: marker.payload, retain: false)
+    }
+
+    /// Nothing waits for the broker (the active, after a batch).
+    func outputIdle() { markers.outputIdle() }
 
     private func step(_ action: FailoverState.Action) -> Step {
         switch action {
         case .none: return .none
-        case .claim(let epoch): return claim(epoch)
+        case .claim(let epoch):
+            replacing = state.current?.epoch
+            return claim(epoch)
         case .activate(let epoch):
             guard let holder else { return depose("the connection that held the claim is gone") }
-            logger.notice(
-                "active for partition \(partition) with epoch \(epoch): converging with the broker",
-                metadata: ["failover.epoch": "\(epoch)"])
-            return .activate(holder, epoch: epoch)
+            let resending = markers.evidence(replacing: replacing)
+            if let resending {
+                logger.notice(
+                    "active for partition \(partition) with epoch \(epoch): saw every acknowledgement of epoch \(replacing ?? 0), publishing again the \(resending.count) styles changed since the last one, reading nothing back",
+                    metadata: ["failover.epoch": "\(epoch)"])
+            } else {
+                logger.notice(
+                    "active for partition \(partition) with epoch \(epoch): converging with the broker (\(markers.missing(replacing: replacing)))",
+                    metadata: ["failover.epoch": "\(epoch)"])
+            }
+            markers.forget("it became active")
+            markers.activated()
+            return .activate(holder, epoch: epoch, resending: resending)
         case .renew:
             guard let holder, let epoch = state.epoch else { return .none }
             return .renew(holder, epoch: epoch)
@@ -219,6 +285,7 @@ final class ReplicaStage {
         let closing = holder
         holder = nil
         depositions += 1
+        markers.forget("it stood down")
         return .depose(reason: reason, closing: closing)
     }
 
@@ -265,6 +332,8 @@ final class ReplicaStage {
             await PeerState.copy(
                 from: config.peers, token: config.http.token, after: state.quiet, leaseHeld: { state.current.map { !$0.isReleased } ?? false },
                 importState: importState, locations: { core.locationCount }, logger: logger)
+            // The copy changed the state outside the stream the markers fence.
+            markers.copied()
         }
         state.eligible = true
         await joined.open()

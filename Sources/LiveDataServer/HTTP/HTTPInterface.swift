@@ -144,11 +144,27 @@ public enum HTTPInterface {
         // A failover replica's state, for one that starts with none (see `PeerState`).
         router.group("/v1/state").add(middleware: StateCopyTokenMiddleware(token: token))
             .get { _, _ in
-                guard let lines = await queries.exportState() else {
+                guard let first = await queries.stateCopyPart(from: 0) else {
                     return error(.serviceUnavailable, "this replica has not joined its partition yet: its state may be incomplete")
                 }
+                // A part at a time, each encoded here, off the pipeline, and written before the
+                // next is asked for: the peer's memory holds one part, and its pipeline takes
+                // updates between two. Chunked, so that a copy cut short has no final chunk:
+                // a part that cannot be had ends the response without it.
                 return Response(
-                    status: .ok, headers: [.contentType: "text/tab-separated-values"], body: .init(byteBuffer: ByteBuffer(bytes: lines)))
+                    status: .ok, headers: [.contentType: "text/tab-separated-values"],
+                    body: ResponseBody { writer in
+                        var part = first
+                        while true {
+                            let lines = PeerState.lines(part.locations)
+                            // An empty chunk would read as the last one.
+                            if !lines.isEmpty { try await writer.write(ByteBuffer(bytes: lines)) }
+                            guard let next = part.next else { break }
+                            guard let following = await queries.stateCopyPart(from: next) else { throw PeerState.Failure(description: "the replica stopped serving its state") }
+                            part = following
+                        }
+                        try await writer.finish(nil)
+                    })
             }
         router.get("/v1/legend") { request, _ in
             json(.ok, await queries.legend(dataset: request.uri.queryParameters.get("dataset")).json)

@@ -54,6 +54,7 @@ extension LivePipeline {
         for filter in partition?.arrivalFilters ?? [] { try await connection.subscribe(filter, qos: .atLeastOnce) }
         if let replica {
             try await connection.subscribe(replica.ownerTopic, qos: .atLeastOnce)
+            try await connection.subscribe(replica.syncTopic, qos: .atLeastOnce)
             replica.watching()
         }
         if let bridge = partition?.bridgeStateTopic { try await connection.subscribe(bridge, qos: .atLeastOnce) }
@@ -126,6 +127,8 @@ extension LivePipeline {
             if await partition?.republishClears(checkpoints: checkpoints, publishing: { self.publishes }) == true {
                 jobs.start(.republishClears)
             }
+        case .open(let gate):
+            await gate.open()
         }
     }
 
@@ -143,10 +146,15 @@ extension LivePipeline {
             jobs.start(.hold(holder, epoch: epoch))
         case .renew(let holder, let epoch):
             jobs.start(.renew(holder, epoch: epoch))
-        case .activate(let holder, let epoch):
+        case .activate(let holder, let epoch, let resending):
             publishing.publish(on: holder, epoch: epoch)
             checkpoints.setCheck(nil)
-            startConvergence()
+            if let resending {
+                convergence.takeOver(resending: resending, datasets: knownDatasets())
+                jobs.start(.open(convergence.converged))
+            } else {
+                startConvergence()
+            }
             drainOutput()
         case .depose(let reason, let closing):
             let wasActive = publishing.isOnLease
@@ -169,9 +177,16 @@ extension LivePipeline {
     }
 
     /// Publishes a sync marker when one is due. A failover replica's lease connection ends
-    /// with its epoch (the one that takes over converges in full): it publishes none.
+    /// with its epoch: the active publishes the failover markers instead, in line after its
+    /// styles, which its standbys follow (``FailoverMarkers``).
     func publishMarkerIfDue() {
-        guard replica == nil, let marker = checkpoints.dueMarker() else { return }
+        if let replica {
+            guard publishing.hasTrustedVersions, let marker = replica.dueMarker(idle: publishing.isIdle) else { return }
+            publishing.send(marker)
+            drainOutput()
+            return
+        }
+        guard let marker = checkpoints.dueMarker() else { return }
         jobs.start(.marker(payload: marker.payload, position: marker.position))
     }
 
@@ -259,11 +274,17 @@ extension LivePipeline {
         await replica?.join { processing.importState($0) }
     }
 
-    /// The state as ``PeerState`` lines, for a replica that copies it (`GET /v1/state`);
-    /// nil while this replica has not joined (its own state may be incomplete).
-    public func exportState() -> [UInt8]? {
+    /// A part of the state for a replica that copies it (`GET /v1/state`): the values of up
+    /// to ``PeerState/partSize`` locations from `position`, in the order they were first
+    /// seen; nil while this replica has not joined (its own state may be incomplete). The
+    /// route asks for one part at a time and encodes it off the pipeline, which takes
+    /// updates between two parts: a copy of a million locations never holds it up for more
+    /// than a part's worth of copying.
+    func stateCopyPart(from position: Int) -> PeerState.Part? {
         guard replica?.eligible ?? true else { return nil }
-        return PeerState.lines(processing.core.records)
+        let end = position + PeerState.partSize
+        let locations = processing.core.values(ofLocationsAt: position..<end)
+        return PeerState.Part(locations: locations, next: end < processing.core.locationCount ? end : nil)
     }
 
     // MARK: - Changes while running
@@ -292,6 +313,7 @@ extension LivePipeline {
         publishing.ruleSet = newConfig.ruleSet
         let newFilters = Set(config.partitionSubscriptions.map(\.filter.string))
         let changes = processing.core.reload(ruleSet: newConfig.ruleSet, subscriptions: newConfig.subscriptions, now: .now)
+        replica?.rulesReloaded()
         for change in changes { queue(change, arrived: nil) }
         await flush()
         await checkpoints.setRulesFingerprint(processing.core.rulesFingerprint)

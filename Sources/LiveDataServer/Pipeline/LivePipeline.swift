@@ -95,6 +95,8 @@ public actor LivePipeline {
             handle(batch)
             intake.queue.recycle(batch)
             drainOutput()
+            // The active's last marker read back is covered once nothing waits.
+            if let replica, publishing.isIdle { replica.outputIdle() }
         }
     }
 
@@ -226,6 +228,10 @@ public actor LivePipeline {
             if !processing.replaying { route(replica.observed(payload)) }
             return false
         }
+        if let replica, topic.elementsEqual(replica.syncTopic.utf8) {
+            if !processing.replaying { replica.markerRead(payload) }
+            return false
+        }
         guard let change = processing.process(topic: topic, payload: payload, receivedAt: receivedAt, retain: retain, pathHash: pathHash)
         else { return false }
         publishing.publishLegend(of: change.address)
@@ -256,6 +262,8 @@ public actor LivePipeline {
         if let replica, !replica.mayPublish {
             // The active clears it; this replica, active when the bridge is back, may have to again.
             if let clearing { publishing.noteCleared(styleOf: clearing) }
+            // What a takeover publishes again when it may skip reading everything back.
+            replica.standbyChanged(change.address, left: clearing)
             return
         }
         let seen = publishing.hasTrustedVersions || convergence.hasSeen(change.address)

@@ -17,6 +17,8 @@ struct PipelineJobs: Sendable {
         case marker(payload: String, position: Int)
         /// Publish again the recorded clears still right (the watched bridge came back).
         case republishClears
+        /// Open a gate (a takeover that needed no convergence has converged).
+        case open(StartupGate)
     }
 
     let jobs: AsyncStream<Job>

@@ -40,7 +40,7 @@ struct PipelineStages {
                 config.failover
                 ? ReplicaStage(
                     partition: settings, config: config, connection: client.configuration, ownerTopic: topics.owner(settings.name),
-                    core: core, window: window, logger: logger) : nil
+                    syncTopic: "\(topics.prefix)/sync/\(settings.name)", core: core, window: window, logger: logger) : nil
         } else {
             partition = nil
             replica = nil

@@ -77,6 +77,9 @@ final class OutputStage {
     /// Publications waiting for the window, and the locations a republication has still to
     /// look at (each may be one).
     var waiting: Int { publisher.waiting + (republishing?.remaining ?? 0) }
+    /// Nothing waits to be handed over, nor for its interval: every change put in line so
+    /// far is with the client.
+    var isIdle: Bool { waiting == 0 && (coalescer?.waitingCount ?? 0) == 0 }
     var handedOver: Int { publisher.handedOver }
     var puts: Int { publisher.puts }
     var recent: [LocationAddress?] { publisher.recent }

@@ -32,8 +32,8 @@ public struct LiveQueries: Sendable {
     public var statistics: LivePipeline.Statistics { get async { await pipeline.statistics } }
     /// A failover replica's role; nil without failover.
     public var replicaRole: ReplicaRole? { get async { await pipeline.replicaRole } }
-    /// A failover replica's state for another to copy (nil until it has joined).
-    public func exportState() async -> [UInt8]? { await pipeline.exportState() }
+    /// A part of a failover replica's state for another to copy (nil until it has joined).
+    func stateCopyPart(from position: Int) async -> PeerState.Part? { await pipeline.stateCopyPart(from: position) }
 
     // MARK: - The state
 

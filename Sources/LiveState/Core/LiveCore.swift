@@ -432,8 +432,13 @@ public final class LiveCore {
     /// Whether a location is held at `address`.
     public func holds(_ address: LocationAddress) -> Bool { store[address] != nil }
 
-    /// The record of every location held (a peer's copy of the state).
+    /// The record of every location held.
     public var records: [LocationRecord] { store.records }
+
+    /// A part of the state for a peer's copy (see ``LiveStore/values(ofLocationsAt:)``).
+    public func values(ofLocationsAt positions: Range<Int>) -> [(address: LocationAddress, values: [DomainValue])] {
+        store.values(ofLocationsAt: positions)
+    }
 
     /// Every floor and building summary.
     public var summaries: [SummaryTracker.Summary] { store.summaries.all() }

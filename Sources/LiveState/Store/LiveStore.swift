@@ -109,6 +109,17 @@ public final class LiveStore {
     /// Every tracked location's record.
     public var records: [LocationRecord] { locations.locations.map { $0.record(ruleEngine) } }
 
+    /// The values of the locations at `positions` in the order they were first seen (clamped
+    /// to those there are), without their styles: a part of the state for a replica that
+    /// copies it. Locations are only ever added at the end of that order, so a position
+    /// handed out before still names the same location, and the parts of a copy taken one
+    /// after another visit every location that was there when it began once.
+    public func values(ofLocationsAt positions: Range<Int>) -> [(address: LocationAddress, values: [DomainValue])] {
+        let all = locations.locations
+        let range = positions.clamped(to: 0..<all.count)
+        return all[range].map { (address: $0.address, values: $0.values) }
+    }
+
     /// The records of every location with this id (the topic's location level), in
     /// address order: one per dataset that has it at most. Read through an index kept up to
     /// date as locations are added and move, not a scan.
