@@ -62,14 +62,6 @@ struct FaultCampaignTests {
             withKnownIssue("a broker restored from a save that holds the last marker lacks styles published before it", isIntermittent: true) {
                 check(outcome, fault)
             }
-        } else if fault == "clock" {
-            // The daemon sees a step at its next tick and moves every value stamped on receipt
-            // by it, those stamped after the step too: after a step back, the updates that
-            // arrived in between are aged by the step and expire at once (21 values, 7 of them
-            // still wrong at the end, at 50,000 locations and 1,000 updates a second).
-            withKnownIssue("values stamped between a clock step and the tick that sees it are moved by the step too", isIntermittent: true) {
-                check(outcome, fault)
-            }
         } else {
             check(outcome, fault)
         }
