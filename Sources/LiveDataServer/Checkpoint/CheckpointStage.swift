@@ -125,14 +125,7 @@ final class CheckpointStage {
                 // Kept for the next try: the store still holds these records, and the journal
                 // everything since the last snapshot.
                 core.returnSnapshotChanges(changed, in: start..<changed.count, vacated: start == 0 ? vacated : nil)
-                failures += 1
-                fault = "cannot write the state file: \(failure)"
-                if let suppressed = faultLog.admit() {
-                    let more = suppressed > 0 ? " (\(suppressed) more failures since the last report)" : ""
-                    logger.error(
-                        "cannot write the state file (\(failure)); the journal keeps every update until it can\(more)",
-                        metadata: ["store.path": "\(path)"])
-                }
+                noteWriteFailure(failure)
                 return
             }
             start = end
@@ -157,6 +150,13 @@ final class CheckpointStage {
         }
         guard let failure else { return true }
         output.returnUnwrittenClears(clears)
+        noteWriteFailure(failure)
+        return false
+    }
+
+    /// Counts a failed write of the state file, holds readiness on it, and logs it (at most
+    /// as often as the fault log admits).
+    private func noteWriteFailure(_ failure: StateDatabase.Failure) {
         failures += 1
         fault = "cannot write the state file: \(failure)"
         if let suppressed = faultLog.admit() {
@@ -165,7 +165,6 @@ final class CheckpointStage {
                 "cannot write the state file (\(failure)); the journal keeps every update until it can\(more)",
                 metadata: ["store.path": "\(path)"])
         }
-        return false
     }
 
     /// The state file's recorded clears after `topic`, at most `limit`, in topic order;
