@@ -55,10 +55,8 @@ struct FaultCampaignTests {
         if fault == "broker-saved" {
             // The broker restored from its autosave holds the daemon's last acknowledged sync
             // marker, so the daemon sends again only what it published after it ("holds the last
-            // marker: N publications sent again, nothing else to converge"), yet the save lacks
-            // styles published before that marker: those stay stale on the broker (3,250 of
-            // 50,000 with a debug daemon; none at a million, where the save was older than the
-            // marker and a full convergence ran).
+            // marker: N publications sent again, nothing else to converge"), yet the save can
+            // lack styles published before that marker: those stay stale on the broker.
             withKnownIssue("a broker restored from a save that holds the last marker lacks styles published before it", isIntermittent: true) {
                 check(outcome, fault)
             }
