@@ -95,6 +95,17 @@ struct VenueViewBrowserTests {
         #"(document.querySelector('[data-location="\#(id)"] .shape')?.getAttribute('fill') ?? null)"#
     }
 
+    /// The colour the map's canvas shows inside a location (a fifth of the way in from its
+    /// top-left corner, off its label), as `#RRGGBB`: what a person sees there.
+    func painted(_ id: String) -> String {
+        #"""
+        (() => { const s = document.querySelector('[data-location="\#(id)"] .shape'); if (!s) return null;
+          const r = s.getBoundingClientRect(), c = document.getElementById('paint'), b = c.getBoundingClientRect(), k = c.width / b.width;
+          const d = c.getContext('2d').getImageData(Math.round((r.left + r.width * 0.2 - b.left) * k), Math.round((r.top + r.height * 0.2 - b.top) * k), 1, 1).data;
+          return '#' + [d[0], d[1], d[2]].map((v) => v.toString(16).padStart(2, '0')).join('').toUpperCase(); })()
+        """#
+    }
+
     /// The map's rectangle on screen: left, top, width, height.
     func mapRect(_ browser: Browser) async throws -> [Double] {
         try #require(
@@ -232,13 +243,13 @@ struct VenueViewBrowserTests {
             try await browser.run("window.sameDocument = true;")
 
             // A pinch (two touches moving apart by a fifth) zooms in by log2(1.2).
-            let before = try #require(try await browser.run("return parseFloat(document.getElementById('zoom-level').textContent);") as? Double)
+            let before = try #require(try await browser.run("return parseFloat(document.getElementById('map').dataset.zoom);") as? Double)
             try await pinch(browser, from: 50, to: 60)
             try await browser.wait(
-                "return Math.abs(parseFloat(document.getElementById('zoom-level').textContent) - \(before) - Math.log2(1.2)) < 0.06;")
+                "return Math.abs(parseFloat(document.getElementById('map').dataset.zoom) - \(before) - Math.log2(1.2)) < 0.06;")
 
             // Zoom in over A (the wheel): A opens on its default floor, the one at 0 m.
-            let zoom = try #require(try await browser.run("return parseFloat(document.getElementById('zoom-level').textContent);") as? Double)
+            let zoom = try #require(try await browser.run("return parseFloat(document.getElementById('map').dataset.zoom);") as? Double)
             let r = try await mapRect(browser)
             let a = try #require(
                 try await browser.run(#"const b = document.querySelector('.building[data-building="A"] .facade').getBoundingClientRect(); return [b.left + b.width / 2, b.top + b.height / 2];"#)
@@ -248,6 +259,7 @@ struct VenueViewBrowserTests {
             try await wheel(browser, deltaY: -Int(((19 - zoom) / 0.0025).rounded()))
             try await browser.wait("return document.body.dataset.focus === 'A/A1' && document.body.dataset.live === 'A/A1';", timeout: .seconds(5))
             try await browser.wait(#"return \#(fill("a1-room")) === '#2E9E4F';"#)
+            try await browser.wait(#"return \#(painted("a1-room")) === '#2E9E4F';"#)
             // The person chooses A2.
             try await browser.run(#"document.querySelector('#floors button[data-floor="A2"]').click();"#)
             try await browser.wait("return document.body.dataset.live === 'A/A2';", timeout: .seconds(5))
@@ -256,13 +268,14 @@ struct VenueViewBrowserTests {
 
             // Pan to B (200 m east) at indoor zoom: B opens on B3, the floor at A2's 4 m.
             let pixelsPerMetre = try #require(
-                try await browser.run("const z = parseFloat(document.getElementById('zoom-level').textContent); return Math.pow(2, z) / (156543.03 * Math.cos(55.6 * Math.PI / 180));")
+                try await browser.run("const z = parseFloat(document.getElementById('map').dataset.zoom); return Math.pow(2, z) / (156543.03 * Math.cos(55.6 * Math.PI / 180));")
                     as? Double)
             for _ in 0..<4 { try await drag(browser, dx: -50 * pixelsPerMetre) }
             try await browser.wait("return document.body.dataset.focus === 'B/B3' && document.body.dataset.live === 'B/B3';", timeout: .seconds(5))
             try await browser.wait(#"return \#(fill("b3-room")) === '#2E9E4F';"#)
             try await occupancy(sensor, "B", "B3", "b3-room", people: 2)
             try await browser.wait(#"return \#(fill("b3-room")) === '#D64545';"#, timeout: .seconds(2))
+            try await browser.wait(#"return \#(painted("b3-room")) === '#D64545';"#, timeout: .seconds(2))
             #expect(try await browser.run(#"return document.querySelector('.building[data-building="B"]').classList.contains('open');"#) as? Bool == true)
             #expect(try await browser.run(#"return document.querySelector('.building[data-building="A"]').classList.contains('open');"#) as? Bool == false)
 

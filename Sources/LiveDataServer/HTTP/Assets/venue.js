@@ -15,13 +15,12 @@
   const facadeLayer = document.getElementById("facades");
   const floorLayer = document.getElementById("floor");
   const assetLayer = document.getElementById("assets");
-  const labelLayer = document.getElementById("labels");
   const banner = document.getElementById("banner");
 
   // --- State ------------------------------------------------------------------
   let layout = null;            // GET /v1/venues/{dataset}/{venue}
   let projection = null;        // source coordinates <-> metres
-  const buildings = new Map();  // building id -> {info, group, path, label, bounds, centre, summary}
+  const buildings = new Map();  // building id -> {info, group, path, shape, bounds, centre, summary, busy, short}
   const camera = { x: 0, y: 0, zoom: 17 };
   let viewport = "overview";    // overview, idle, following, transitioning
   let autoFocus = true;
@@ -31,7 +30,7 @@
   let following = null;         // location id
   let followed = null;          // the followed location's latest record
   let animation = null;
-  const shapes = new Map();     // location id -> {group, shape, title, label, anchor, name}
+  const shapes = new Map();     // location id -> {group, shape, title, name}
   const records = new Map();    // location id -> latest record on the focused floor
   let ruleTitles = new Map();
   let floorStream = null, summaryStream = null, followStream = null;
@@ -43,18 +42,19 @@
   const measuring = new URLSearchParams(location.search).has("measure");
   const stats = { readyAt: null, focusAt: null, liveAt: null, latencies: [], summaryAt: new Map() };
   if (measuring) window.livedataStats = stats;
+  // The changes taken since the last frame, counted as drawn once a frame has painted them.
   let drawnPending = [];
   function measureDrawn(record) {
     if (!measuring || !record.live) return;
     let newest = 0;
     for (const value of Object.values(record.live)) newest = Math.max(newest, Date.parse(value.timestamp) || 0);
-    if (newest === 0) return;
-    if (drawnPending.length === 0) requestAnimationFrame(() => {
-      const now = Date.now();
-      for (const t of drawnPending) stats.latencies.push(now - t);
-      drawnPending = [];
-    });
-    drawnPending.push(newest);
+    if (newest !== 0) drawnPending.push(newest);
+  }
+  function measureFrame() {
+    if (drawnPending.length === 0) return;
+    const now = Date.now();
+    for (const t of drawnPending) stats.latencies.push(now - t);
+    drawnPending = [];
   }
 
   // --- Projection -------------------------------------------------------------
@@ -80,12 +80,16 @@
     return Math.pow(2, zoom) / (156543.03 * Math.cos((projection ? projection.latitude : 0) * Math.PI / 180));
   }
 
-  function size() { return [map.clientWidth || 800, map.clientHeight || 600]; }
-
-  function toScreen([x, y]) {
-    const [w, h] = size(), s = pixelsPerMetre(camera.zoom);
-    return [(x - camera.x) * s + w / 2, (y - camera.y) * s + h / 2];
+  // The map's size, read once and again when it changes: reading it from the element in a
+  // frame, after the frame's first change to the SVG, would lay the page out again.
+  let mapSize = null;
+  function size() {
+    if (!mapSize) mapSize = [map.clientWidth || 800, map.clientHeight || 600];
+    return mapSize;
   }
+  // A new size moves everything on screen at once: the SVG that takes the pointer follows
+  // in the same frame (as after a jump), never a rest later.
+  new ResizeObserver(() => { mapSize = null; jumped = true; requestFrame(); }).observe(map);
 
   function toWorld([px, py]) {
     const [w, h] = size(), s = pixelsPerMetre(camera.zoom);
@@ -99,42 +103,73 @@
   }
 
   // --- Drawing the camera -----------------------------------------------------
+  // A frame paints the canvas (`paint` below) and changes nothing else on the page while
+  // a person moves the camera: the SVG (thousands of unpainted elements that take the
+  // pointer) is placed where the camera is once it rests, or at once after a jump (the
+  // page opening, the end of an animation, a followed asset's step), so that a frame costs
+  // the page no layout.
   let frameRequested = false;
-  let lastFontZoom = null;
   function requestFrame() {
     if (frameRequested) return;
     frameRequested = true;
     requestAnimationFrame(drawFrame);
   }
 
+  function worldTransform() {
+    const [w, h] = size(), s = pixelsPerMetre(camera.zoom);
+    return `translate(${(w / 2).toFixed(1)} ${(h / 2).toFixed(1)}) scale(${s.toFixed(6)}) translate(${(-camera.x).toFixed(3)} ${(-camera.y).toFixed(3)})`;
+  }
+
+  // The camera's last drawn place; a frame that finds it elsewhere is a frame of a move.
+  const drawn = { x: NaN, y: NaN, zoom: NaN, width: 0, height: 0 };
+  let moving = false, restTimer = null, jumped = true;
   function drawFrame() {
     frameRequested = false;
     window.livedataFrames++;
-    const [w, h] = size(), s = pixelsPerMetre(camera.zoom);
-    world.setAttribute("transform", `translate(${(w / 2).toFixed(1)} ${(h / 2).toFixed(1)}) scale(${s.toFixed(6)}) translate(${(-camera.x).toFixed(3)} ${(-camera.y).toFixed(3)})`);
-    // Text on the floor keeps a readable size: set once the zoom settles by a quarter level.
-    if (!map.classList.contains("moving") && (lastFontZoom === null || Math.abs(lastFontZoom - camera.zoom) > 0.25)) {
-      lastFontZoom = camera.zoom;
-      floorLayer.style.fontSize = (11 / s).toFixed(4) + "px";
-      for (const dot of assetLayer.querySelectorAll("circle")) dot.setAttribute("r", (6 / s).toFixed(4));
-      for (const dot of floorLayer.querySelectorAll("circle.asset-dot")) dot.setAttribute("r", (5 / s).toFixed(4));
+    const [w, h] = size();
+    if (camera.x !== drawn.x || camera.y !== drawn.y || camera.zoom !== drawn.zoom || w !== drawn.width || h !== drawn.height) {
+      Object.assign(drawn, { x: camera.x, y: camera.y, zoom: camera.zoom, width: w, height: h });
+      clearTimeout(restTimer);
+      if (jumped) {
+        moving = false;
+        place();
+      } else {
+        moving = true;
+        restTimer = setTimeout(rest, 150);
+      }
     }
-    for (const item of buildings.values()) {
-      // An open building's label stands above its outline, off the floor it shows.
-      const open = focus && focus.building === item.info.building;
-      const [x, y] = toScreen(open ? [item.centre[0], item.bounds.y0] : item.centre);
-      item.label.setAttribute("transform", `translate(${x.toFixed(1)} ${(open ? y - 26 : y).toFixed(1)})`);
-    }
-    document.getElementById("zoom-level").textContent = camera.zoom.toFixed(1);
+    jumped = false;
+    paint.frame();
+    measureFrame();
   }
 
-  // While the camera moves the floor's labels are left out and its shapes drawn without
-  // antialiasing: a frame then repaints thousands of shapes without their text.
-  let movingTimer = null;
+  // The camera rests: the SVG follows it, and the next frame paints the floor sharp.
+  function rest() {
+    moving = false;
+    place();
+    requestFrame();
+  }
+
+  function place() {
+    const s = pixelsPerMetre(camera.zoom);
+    world.setAttribute("transform", worldTransform());
+    for (const dot of assetLayer.querySelectorAll("circle")) dot.setAttribute("r", (6 / s).toFixed(4));
+    for (const dot of floorLayer.querySelectorAll("circle.asset-dot")) dot.setAttribute("r", (5 / s).toFixed(4));
+    document.getElementById("zoom-level").textContent = camera.zoom.toFixed(1);
+    map.dataset.zoom = camera.zoom.toFixed(4);
+  }
+
+  // A person moves the camera: frames follow until it rests.
   function cameraMoved() {
-    if (!map.classList.contains("moving")) map.classList.add("moving");
-    clearTimeout(movingTimer);
-    movingTimer = setTimeout(() => { map.classList.remove("moving"); requestFrame(); }, 150);
+    requestFrame();
+    scheduleViewWork();
+  }
+
+  // The camera jumps (an animation ends, a followed asset steps, the overview is asked
+  // for): the SVG follows it at once, and the next frame is a rest.
+  function cameraJumped() {
+    jumped = true;
+    place();
     requestFrame();
     scheduleViewWork();
   }
@@ -145,6 +180,343 @@
     clearTimeout(viewTimer);
     viewTimer = setTimeout(() => { updateFocus(); updateSummaryScope(); writeURL(); }, 120);
   }
+
+  // --- Painting: the facades' fills and the focused floor on a canvas -----------------
+  // The floor is painted into two bitmaps: `cache`, the whole floor at about the scale of
+  // the camera's last rest (no labels), which a frame of a move draws transformed, one
+  // image instead of thousands of shapes; and `sharp`, the view at the camera's rest,
+  // labels included, which a frame at rest draws as it is. A live change repaints its
+  // location's box in both (the shapes and labels that reach into it, in their order).
+  const paint = (() => {
+    const canvas = document.getElementById("paint");
+    const screen = canvas.getContext("2d");
+    const items = new Map();   // location id -> {path, box, anchor, order, look}
+    let ordered = [];          // the items in drawing order
+    let grid = null;           // cells of the floor -> the items whose box reaches in
+    let extent = null;         // the floor's box, in metres
+    let cache = null, sharp = null;
+    const changed = new Set(); // items to repaint in the bitmaps at the next frame
+    let dots = new Map();      // location id -> where its dot stands (assets, points)
+    const labelFont = "600 11px system-ui, sans-serif";
+    const labelReach = 40;     // pixels a label may reach beyond its location's box
+
+    function ratio() { return window.devicePixelRatio || 1; }
+
+    function bitmap(width, height) {
+      const c = document.createElement("canvas");
+      c.width = Math.max(1, Math.ceil(width));
+      c.height = Math.max(1, Math.ceil(height));
+      return { canvas: c, context: c.getContext("2d") };
+    }
+
+    function clear() {
+      items.clear();
+      ordered = [];
+      grid = null;
+      extent = null;
+      cache = null;
+      sharp = null;
+      changed.clear();
+      dots = new Map();
+      requestFrame();
+    }
+
+    // A location's shape: polygons (rings of points in metres) or a point, in drawing order.
+    function add(id, polygons, point) {
+      const item = { id, order: ordered.length, look: null, path: null, box: null, anchor: null };
+      if (point) {
+        item.anchor = point;
+        item.box = { x0: point[0], y0: point[1], x1: point[0], y1: point[1] };
+        dots.set(id, point);
+      } else {
+        const path = new Path2D();
+        let x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
+        for (const rings of polygons) for (const ring of rings) {
+          ring.forEach(([x, y], i) => {
+            if (i === 0) path.moveTo(x, y); else path.lineTo(x, y);
+            x0 = Math.min(x0, x); x1 = Math.max(x1, x); y0 = Math.min(y0, y); y1 = Math.max(y1, y);
+          });
+          path.closePath();
+        }
+        item.path = path;
+        item.box = { x0, y0, x1, y1 };
+        const ring = polygons[0][0];
+        item.anchor = ring.slice(0, -1).reduce((a, p) => [a[0] + p[0] / (ring.length - 1), a[1] + p[1] / (ring.length - 1)], [0, 0]);
+      }
+      items.set(id, item);
+      ordered.push(item);
+      extent = extent
+        ? { x0: Math.min(extent.x0, item.box.x0), y0: Math.min(extent.y0, item.box.y0), x1: Math.max(extent.x1, item.box.x1), y1: Math.max(extent.y1, item.box.y1) }
+        : Object.assign({}, item.box);
+    }
+
+    // The shapes are all in: the index of boxes, and the bitmaps painted afresh.
+    function shapesAdded() {
+      if (!extent) return;
+      const span = Math.max(extent.x1 - extent.x0, extent.y1 - extent.y0, 1);
+      const cell = span / 64;
+      grid = { cell, x0: extent.x0, y0: extent.y0, cells: new Map() };
+      for (const item of ordered) {
+        for (const key of cellsOf(item.box)) {
+          let list = grid.cells.get(key);
+          if (!list) grid.cells.set(key, (list = []));
+          list.push(item);
+        }
+      }
+      cache = null;
+      sharp = null;
+      requestFrame();
+    }
+
+    // The grid's cells that `box` reaches into (every item lies within the grid's 65 × 65).
+    function* cellsOf(box) {
+      const index = (v, origin) => Math.min(64, Math.max(0, Math.floor((v - origin) / grid.cell)));
+      const i0 = index(box.x0, grid.x0), i1 = index(box.x1, grid.x0), j0 = index(box.y0, grid.y0), j1 = index(box.y1, grid.y0);
+      for (let i = i0; i <= i1; i++) for (let j = j0; j <= j1; j++) yield i * 65536 + j;
+    }
+
+    // The items whose box reaches into `box` (metres), in drawing order.
+    function within(box) {
+      if (!grid) return [];
+      const found = new Set();
+      for (const key of cellsOf(box)) {
+        for (const item of grid.cells.get(key) || []) {
+          const b = item.box;
+          if (b.x1 >= box.x0 && b.x0 <= box.x1 && b.y1 >= box.y0 && b.y0 <= box.y1) found.add(item);
+        }
+      }
+      return [...found].sort((a, b) => a.order - b.order);
+    }
+
+    // A location's look (from `render`); none when it has no shape to paint.
+    function setLook(id, look) {
+      const item = items.get(id);
+      if (!item) return;
+      item.look = look;
+      if (item.path) changed.add(item);
+      requestFrame();
+    }
+
+    function setDot(id, at) {
+      if (at) dots.set(id, at); else dots.delete(id);
+      requestFrame();
+    }
+
+    // Paints `list` into `target` (a bitmap with its scale and origin: metres to pixels),
+    // clipped to `clip` (pixels) when given.
+    function paintInto(target, list, labels, clip) {
+      const context = target.context, k = target.scale;
+      context.save();
+      context.setTransform(1, 0, 0, 1, 0, 0);
+      if (clip) {
+        context.beginPath();
+        context.rect(clip.x, clip.y, clip.width, clip.height);
+        context.clip();
+        context.clearRect(clip.x, clip.y, clip.width, clip.height);
+      } else {
+        context.clearRect(0, 0, target.canvas.width, target.canvas.height);
+      }
+      context.setTransform(k, 0, 0, k, -target.x * k, -target.y * k);
+      const lineScale = target.lineScale / k;
+      for (const item of list) {
+        const look = item.look;
+        if (!item.path || !look || look.hidden || look.shapeHidden) continue;
+        if (look.fillOpacity > 0) {
+          context.globalAlpha = look.fillOpacity;
+          context.fillStyle = look.fill;
+          context.fill(item.path, "evenodd");
+        }
+        if (look.strokeOpacity > 0 && look.strokeWidth > 0) {
+          context.globalAlpha = look.strokeOpacity;
+          context.strokeStyle = look.stroke;
+          context.lineWidth = look.strokeWidth * lineScale;
+          context.stroke(item.path);
+        }
+      }
+      if (labels) {
+        context.setTransform(1, 0, 0, 1, 0, 0);
+        context.globalAlpha = 1;
+        context.font = labelFont;
+        context.textAlign = "center";
+        context.textBaseline = "middle";
+        context.fillStyle = "#1d2330";
+        for (const item of list) {
+          const look = item.look;
+          if (!look || look.hidden || !look.label) continue;
+          context.fillText(look.label, (item.anchor[0] - target.x) * k, (item.anchor[1] - target.y) * k);
+        }
+      }
+      context.restore();
+    }
+
+    // The whole floor at about `scale` pixels a metre, within 2048 pixels a side.
+    function makeCache(scale) {
+      const margin = 2;
+      const width = extent.x1 - extent.x0, height = extent.y1 - extent.y0;
+      const k = Math.min(scale, 2048 / Math.max(width, height, 1));
+      const target = bitmap((width) * k + 2 * margin, (height) * k + 2 * margin);
+      Object.assign(target, { scale: k, x: extent.x0 - margin / k, y: extent.y0 - margin / k, lineScale: 1 });
+      paintInto(target, ordered, false, null);
+      return target;
+    }
+
+    // The view at the camera's rest, labels included.
+    function makeSharp() {
+      const [w, h] = size(), r = ratio(), s = pixelsPerMetre(camera.zoom);
+      const target = bitmap(w * r, h * r);
+      Object.assign(target, { scale: s * r, x: camera.x - w / 2 / s, y: camera.y - h / 2 / s, lineScale: r, camera: { x: camera.x, y: camera.y, zoom: camera.zoom, w, h } });
+      const reach = labelReach / s;
+      paintInto(target, within({ x0: target.x - reach, y0: target.y - reach, x1: target.x + w / s + reach, y1: target.y + h / s + reach }), true, null);
+      return target;
+    }
+
+    // Repaints the changed items' boxes in a bitmap: what reaches into each box, labels of
+    // the neighbours included, in order.
+    function repaint(target, labels) {
+      const k = target.scale, reach = labels ? labelReach / k : 2 / k;
+      for (const item of changed) {
+        const b = item.box;
+        const stroke = ((item.look && item.look.strokeWidth) || 1) * target.lineScale + 2;
+        const clip = {
+          x: Math.floor((b.x0 - target.x) * k - stroke), y: Math.floor((b.y0 - target.y) * k - stroke),
+          width: Math.ceil((b.x1 - b.x0) * k + 2 * stroke) + 1, height: Math.ceil((b.y1 - b.y0) * k + 2 * stroke) + 1,
+        };
+        if (labels) {
+          // The item's own label may reach past its box.
+          clip.x = Math.min(clip.x, Math.floor((item.anchor[0] - target.x) * k - labelReach));
+          clip.width = Math.max(clip.width, 2 * labelReach);
+          clip.y = Math.min(clip.y, Math.floor((item.anchor[1] - target.y) * k - 8));
+          clip.height = Math.max(clip.height, 16);
+        }
+        if (clip.x + clip.width < 0 || clip.y + clip.height < 0 || clip.x > target.canvas.width || clip.y > target.canvas.height) continue;
+        const box = { x0: target.x + clip.x / k - reach, y0: target.y + clip.y / k - reach, x1: target.x + (clip.x + clip.width) / k + reach, y1: target.y + (clip.y + clip.height) / k + reach };
+        paintInto(target, within(box), labels, clip);
+      }
+    }
+
+    function sameView(target) {
+      const [w, h] = size();
+      const c = target.camera;
+      return c.x === camera.x && c.y === camera.y && c.zoom === camera.zoom && c.w === w && c.h === h;
+    }
+
+    let hovered = null;        // the building under the pointer
+    let followedAt = null;     // where the followed asset stands
+
+    function setHovered(building) {
+      if (hovered === building) return;
+      hovered = building;
+      requestFrame();
+    }
+
+    function setFollowed(at) {
+      followedAt = at;
+      requestFrame();
+    }
+
+    function facadeLook(item) {
+      const open = focus && focus.building === item.info.building;
+      const over = hovered === item.info.building;
+      if (open) return { fill: "#ffffff", alpha: 0.85, stroke: "#2458c6", width: 2.5 };
+      return { fill: item.busy ? "#e3b6b0" : "#c9ced8", alpha: 1, stroke: over ? "#2458c6" : "#58627a", width: 1.5 };
+    }
+
+    function dot(x, y, radius, colour, r) {
+      screen.fillStyle = colour;
+      screen.beginPath();
+      screen.arc(x, y, radius * r, 0, 2 * Math.PI);
+      screen.fill();
+      screen.stroke();
+    }
+
+    // One frame: the canvas sized to the map; the facades' fills; the floor (the sharp view
+    // at rest, else the cache transformed); the outlines; the dots; the buildings' names.
+    function frame() {
+      const [w, h] = size(), r = ratio();
+      if (canvas.width !== Math.round(w * r) || canvas.height !== Math.round(h * r)) {
+        canvas.width = Math.round(w * r);
+        canvas.height = Math.round(h * r);
+        canvas.style.width = w + "px";
+        canvas.style.height = h + "px";
+      }
+      const s = pixelsPerMetre(camera.zoom), k = s * r;
+      const toScreen = [k, 0, 0, k, (w / 2 - camera.x * s) * r, (h / 2 - camera.y * s) * r];
+      screen.setTransform(1, 0, 0, 1, 0, 0);
+      screen.clearRect(0, 0, canvas.width, canvas.height);
+      screen.setTransform(...toScreen);
+      const looks = new Map();
+      for (const item of buildings.values()) {
+        const look = facadeLook(item);
+        looks.set(item, look);
+        screen.globalAlpha = look.alpha;
+        screen.fillStyle = look.fill;
+        screen.fill(item.shape, "evenodd");
+      }
+      screen.globalAlpha = 1;
+      if (extent && ordered.length > 0) {
+        // Many changes at once (a snapshot) are one painting afresh.
+        if (changed.size > 64 && changed.size > ordered.length / 8) { cache = null; sharp = null; changed.clear(); }
+        // The cache follows the scale of the rests: painted again when it is off by more
+        // than half a zoom level and a closer one fits.
+        const wanted = Math.min(k, 2048 / Math.max(extent.x1 - extent.x0, extent.y1 - extent.y0, 1));
+        if (!cache || (!moving && Math.abs(Math.log2(cache.scale / wanted)) > 0.5)) { cache = makeCache(k); changed.clear(); }
+        if (moving) sharp = null;
+        else if (!sharp || !sameView(sharp)) { repaint(cache, false); sharp = makeSharp(); changed.clear(); }
+        if (changed.size > 0) {
+          repaint(cache, false);
+          if (sharp) repaint(sharp, true);
+          changed.clear();
+        }
+        if (sharp) {
+          screen.setTransform(1, 0, 0, 1, 0, 0);
+          screen.drawImage(sharp.canvas, 0, 0);
+          screen.setTransform(...toScreen);
+        } else {
+          screen.drawImage(cache.canvas, cache.x, cache.y, cache.canvas.width / cache.scale, cache.canvas.height / cache.scale);
+        }
+      }
+      for (const item of buildings.values()) {
+        const look = looks.get(item);
+        screen.strokeStyle = look.stroke;
+        screen.lineWidth = look.width / s;
+        screen.stroke(item.shape);
+      }
+      // Dots and names keep their size on screen.
+      screen.setTransform(1, 0, 0, 1, 0, 0);
+      const at = ([x, y]) => [(x - camera.x) * k + (w / 2) * r, (y - camera.y) * k + (h / 2) * r];
+      screen.strokeStyle = "#ffffff";
+      screen.lineWidth = 2 * r;
+      for (const [id, where] of dots) {
+        const item = items.get(id);
+        if (item && item.look && item.look.hidden) continue;
+        const [x, y] = at(where);
+        if (x < -10 || y < -10 || x > canvas.width + 10 || y > canvas.height + 10) continue;
+        dot(x, y, 5, "#2458c6", r);
+      }
+      if (followedAt) dot(...at(followedAt), 6, "#e07b00", r);
+      screen.textAlign = "center";
+      screen.textBaseline = "alphabetic";
+      screen.lineJoin = "round";
+      screen.strokeStyle = "#ffffffd0";
+      screen.lineWidth = 3 * r;
+      screen.fillStyle = "#1d2330";
+      for (const item of buildings.values()) {
+        // An open building's name stands above its outline, off the floor it shows.
+        const open = focus && focus.building === item.info.building;
+        const [x, y0] = at(open ? [item.centre[0], item.bounds.y0] : item.centre);
+        const y = open ? y0 - 26 * r : y0;
+        if (x < -200 * r || y < -40 * r || x > canvas.width + 200 * r || y > canvas.height + 40 * r) continue;
+        screen.font = `600 ${12 * r}px system-ui, sans-serif`;
+        screen.strokeText(item.info.name || item.info.building, x, y);
+        screen.fillText(item.info.name || item.info.building, x, y);
+        screen.font = `400 ${12 * r}px system-ui, sans-serif`;
+        screen.strokeText(item.short, x, y + 14.4 * r);
+        screen.fillText(item.short, x, y + 14.4 * r);
+      }
+    }
+
+    return { clear, add, shapesAdded, setLook, setDot, setHovered, setFollowed, frame };
+  })();
 
   function setViewport(state) {
     viewport = state;
@@ -185,11 +557,10 @@
       camera.x = from.x + (target.x - from.x) * e;
       camera.y = from.y + (target.y - from.y) * e;
       camera.zoom = from.zoom + (target.zoom - from.zoom) * e;
-      requestFrame();
-      if (t < 1) { animation.frame = requestAnimationFrame(step); return; }
+      if (t < 1) { requestFrame(); animation.frame = requestAnimationFrame(step); return; }
       animation = null;
+      cameraJumped();
       setViewport(then);
-      scheduleViewWork();
     };
     animation = { frame: requestAnimationFrame(step) };
   }
@@ -206,8 +577,15 @@
     if (following) stopFollowing(true);
     const target = overviewCamera();
     if (animated) flyTo(target, "overview");
-    else { Object.assign(camera, target); setViewport("overview"); cameraMoved(); }
+    else { Object.assign(camera, target); setViewport("overview"); cameraJumped(); }
   }
+
+  // The facade under the pointer is outlined.
+  facadeLayer.addEventListener("pointerover", (event) => {
+    const building = event.target.closest(".building");
+    paint.setHovered(building ? building.dataset.building : null);
+  });
+  facadeLayer.addEventListener("pointerout", () => paint.setHovered(null));
 
   // Wheel: zoom around the pointer.
   map.addEventListener("wheel", (event) => {
@@ -294,11 +672,11 @@
   document.getElementById("zoom-in").addEventListener("click", () => { userMoved(); flyTo({ x: camera.x, y: camera.y, zoom: clampZoom(camera.zoom + 1) }, "idle", 250); });
   document.getElementById("zoom-out").addEventListener("click", () => { userMoved(); flyTo({ x: camera.x, y: camera.y, zoom: clampZoom(camera.zoom - 1) }, "idle", 250); });
   document.getElementById("overview").addEventListener("click", () => showOverview(true));
-  window.addEventListener("resize", requestFrame);
 
   // A click (a press without a drag): an asset is followed; with auto focus off, a
   // facade takes the focus.
   function click(event) {
+    if (moving) place();
     const target = document.elementFromPoint(event.clientX, event.clientY);
     const asset = target && target.closest("[data-asset]");
     if (asset) { follow(asset.dataset.asset); return; }
@@ -343,19 +721,10 @@
         }
       }
       const centre = area !== 0 ? [cx / (3 * area), cy / (3 * area)] : [(x0 + x1) / 2, (y0 + y1) / 2];
-      const label = document.createElementNS(svgNS, "text");
-      label.dataset.building = info.building;
-      const name = document.createElementNS(svgNS, "tspan");
-      name.setAttribute("x", "0");
-      name.textContent = info.name || info.building;
-      const line = document.createElementNS(svgNS, "tspan");
-      line.setAttribute("x", "0");
-      line.setAttribute("dy", "1.2em");
-      line.setAttribute("class", "sub");
-      line.textContent = "no reports yet";
-      label.append(name, line);
-      labelLayer.appendChild(label);
-      buildings.set(info.building, { info, group, path, label, line, title, bounds: { x0, y0, x1, y1 }, rings: info.footprint.map((r) => r.map(projection.at)), centre, summary: null });
+      buildings.set(info.building, {
+        info, group, path, title, bounds: { x0, y0, x1, y1 }, rings: info.footprint.map((r) => r.map(projection.at)), centre, summary: null,
+        shape: new Path2D(pathData(info.footprint)), busy: false, short: shortText(null),
+      });
     }
     return true;
   }
@@ -376,11 +745,13 @@
 
   function renderBuildingSummary(item) {
     const text = summaryText(item.summary);
-    item.line.textContent = shortText(item.summary);
+    item.short = shortText(item.summary);
     item.title.textContent = "Building " + (item.info.name || item.info.building) + ": " + text;
     item.group.dataset.summary = text;
     const s = item.summary;
-    item.group.classList.toggle("busy", !!(s && s.capacity > 0 && s.people / s.capacity >= 0.5));
+    item.busy = !!(s && s.capacity > 0 && s.people / s.capacity >= 0.5);
+    item.group.classList.toggle("busy", item.busy);
+    requestFrame();
     const entry = document.querySelector(`#buildings li[data-building="${CSS.escape(item.info.building)}"]`);
     if (entry) entry.textContent = (item.info.name || item.info.building) + ": " + text;
   }
@@ -455,6 +826,7 @@
     floorLayer.replaceChildren();
     shapes.clear();
     records.clear();
+    paint.clear();
     body.dataset.focus = "";
     body.dataset.live = "";
     document.getElementById("focus-title").textContent = "";
@@ -518,6 +890,7 @@
     floorLayer.replaceChildren();
     shapes.clear();
     records.clear();
+    paint.clear();
     let features = [];
     try { features = (await (await fetch("/v1/geometry?" + scope)).json()).features; } catch (e) { /* drawn as it reports */ }
     if (generation !== floorGeneration) return;
@@ -562,12 +935,15 @@
     render(id);
     const dot = floorLayer.querySelector(`circle.asset-dot[data-asset="${CSS.escape(id)}"]`);
     if (dot) dot.remove();
+    paint.setDot(id, null);
   }
 
   function renderFloorSummary(summary) {
     document.getElementById("summary").textContent = summary ? "This floor: " + summary.locations + " locations; " + summaryText(summary) + "." : "";
   }
 
+  // Each location is an unpainted SVG element (its title, its style as attributes) that
+  // takes the pointer, and a shape of the painter.
   function drawFloor(features) {
     for (const feature of features) {
       const id = feature.properties.id;
@@ -586,25 +962,20 @@
         shape.setAttribute("r", (5 / pixelsPerMetre(camera.zoom)).toFixed(4));
         shape.setAttribute("class", "shape asset-dot");
         group.dataset.asset = id;
+        paint.add(id, null, anchor);
       } else {
         const polygons = g.type === "Polygon" ? [g.coordinates] : g.coordinates;
         shape = document.createElementNS(svgNS, "path");
         shape.setAttribute("d", polygons.map(pathData).join(" "));
         shape.setAttribute("fill-rule", "evenodd");
         shape.setAttribute("class", "shape");
-        const ring = polygons[0][0].map(projection.at);
-        anchor = ring.slice(0, -1).reduce((a, p) => [a[0] + p[0] / (ring.length - 1), a[1] + p[1] / (ring.length - 1)], [0, 0]);
+        paint.add(id, polygons.map((rings) => rings.map((ring) => ring.map(projection.at))));
       }
       group.appendChild(shape);
-      const label = document.createElementNS(svgNS, "text");
-      label.setAttribute("x", anchor[0]);
-      label.setAttribute("y", anchor[1]);
-      group.appendChild(label);
       floorLayer.appendChild(group);
-      shapes.set(id, { group, shape, title, label, anchor, name: feature.properties.name || id });
+      shapes.set(id, { group, shape, title, name: feature.properties.name || id });
     }
-    lastFontZoom = null;
-    requestFrame();
+    paint.shapesAdded();
   }
 
   // A location that reports a position is drawn there (an asset), on its floor.
@@ -626,6 +997,7 @@
     }
     dot.setAttribute("cx", x.toFixed(2));
     dot.setAttribute("cy", y.toFixed(2));
+    paint.setDot(record.location, [x, y]);
   }
 
   function stateOf(record) {
@@ -653,16 +1025,27 @@
     item.shape.style.display = hidden.has("shape") ? "none" : "";
     item.group.dataset.state = state;
     const label = content.label !== undefined && !hidden.has("label") ? String(content.label) : "";
-    item.label.textContent = label;
     const parts = [item.name + ": " + state];
     if (label) parts.push(label);
     item.title.textContent = parts.join(" · ");
-    const elements = { location: item.group, shape: item.shape, label: item.label };
+    const elements = { location: item.group, shape: item.shape };
+    const drawn = {};
     for (const [part, attribute, value] of attributes) {
       // The zoom range is the map's to apply, not the floor's: left as data attributes.
       if (elements[part]) elements[part].setAttribute(attribute, value);
+      if (part === "shape") drawn[attribute] = value;
     }
     if (item.shape.tagName === "circle") item.shape.setAttribute("class", "shape asset-dot");
+    paint.setLook(id, {
+      hidden: hidden.has("location"), shapeHidden: hidden.has("shape"), label,
+      fill: drawn["fill"], fillOpacity: number(drawn["fill-opacity"], 1),
+      stroke: drawn["stroke"], strokeWidth: number(drawn["stroke-width"], 1), strokeOpacity: number(drawn["stroke-opacity"], 1),
+    });
+  }
+
+  function number(value, fallback) {
+    const n = parseFloat(value);
+    return isFinite(n) ? n : fallback;
   }
 
   // --- Following an asset ------------------------------------------------------------
@@ -703,6 +1086,7 @@
     if (!following) return;
     if (followStream) { followStream.close(); followStream = null; }
     for (const dot of assetLayer.querySelectorAll("circle")) dot.remove();
+    paint.setFollowed(null);
     following = null;
     followed = null;
     body.dataset.following = "";
@@ -735,6 +1119,7 @@
     marker.dataset.asset = record.location;
     marker.setAttribute("cx", at[0].toFixed(2));
     marker.setAttribute("cy", at[1].toFixed(2));
+    paint.setFollowed(at);
     centreOn(at, animated);
   }
 
@@ -747,7 +1132,7 @@
       cancelAnimation();
       camera.x = at[0]; camera.y = at[1]; camera.zoom = zoom;
       setViewport("following");
-      cameraMoved();
+      cameraJumped();
     }
   }
 
@@ -834,6 +1219,8 @@
       Object.assign(camera, overviewCamera());
       setViewport("overview");
     }
+    // The first view is a jump: a frame drawn before (the map's first size) took the first.
+    jumped = true;
     drawFrame();
     if (query.get("building") && buildings.has(query.get("building"))) {
       const building = query.get("building"), floor = query.get("floor");
