@@ -20,6 +20,12 @@ enum PeerState {
     /// Locations in one part.
     static let partSize = 4_096
 
+    /// How long a peer rests after serving a part, as a multiple of the time the part took
+    /// (taken, encoded and written): a copy then has at most a third of the peer's time, so
+    /// that the updates it takes meanwhile keep their pace; a joining replica, which is not
+    /// serving yet, waits longer for its copy instead.
+    static let restAfterPart = 2
+
     /// A part of the state: some locations' values, and the position of the next part
     /// (nil after the last).
     struct Part: Sendable {

@@ -155,11 +155,14 @@ public enum HTTPInterface {
                     status: .ok, headers: [.contentType: "text/tab-separated-values"],
                     body: ResponseBody { writer in
                         var part = first
+                        var started = ContinuousClock.now
                         while true {
                             let lines = PeerState.lines(part.locations)
                             // An empty chunk would read as the last one.
                             if !lines.isEmpty { try await writer.write(ByteBuffer(bytes: lines)) }
                             guard let next = part.next else { break }
+                            try await Task.sleep(for: (ContinuousClock.now - started) * PeerState.restAfterPart)
+                            started = .now
                             guard let following = await queries.stateCopyPart(from: next) else { throw PeerState.Failure(description: "the replica stopped serving its state") }
                             part = following
                         }
