@@ -19,7 +19,8 @@ struct LatencyHistogramTests {
     func sameTextAsTheLibrary() {
         let ours = LatencyHistogram(name: "test_seconds", buckets: Self.buckets)
         let registry = PrometheusCollectorRegistry()
-        let library = registry.makeDurationHistogram(name: "test_seconds", labels: [], buckets: Self.buckets)
+        let library = registry.makeDurationHistogram(
+            descriptor: MetricNameDescriptor(metricName: "test", unitName: "seconds", helpText: ""), buckets: Self.buckets)
         for duration in Self.recorded {
             ours.record(duration: duration)
             library.record(duration)
