@@ -51,10 +51,14 @@ def stop(process):
 
 
 class Sampler:
-    """Samples the daemon's resident memory and its outstanding publications while it runs."""
+    """Samples the daemon's resident memory and its outstanding publications while it runs:
+    those of the republication that follows the convergence after `finished_before` (until it
+    begins, the metric still tells of the one before, such as the start's, when the fill's
+    live changes may have waited with it)."""
 
-    def __init__(self, pid, http, interval=0.1):
+    def __init__(self, pid, http, finished_before=0, interval=0.1):
         self.pid, self.http, self.interval = pid, http, interval
+        self.finished_before = finished_before
         self.peak_rss = 0
         self.peak_outstanding = 0
         self.running = True
@@ -66,7 +70,8 @@ class Sampler:
             try:
                 self.peak_rss = max(self.peak_rss, bench.resident_bytes(self.pid))
                 values = bench.metrics(self.http)
-                self.peak_outstanding = max(self.peak_outstanding, int(values.get("livedata_republish_outstanding_peak", 0)))
+                if values.get(FINISHED, 0) > self.finished_before:
+                    self.peak_outstanding = max(self.peak_outstanding, int(values.get("livedata_republish_outstanding_peak", 0)))
             except Exception:
                 pass
             time.sleep(self.interval)
@@ -160,7 +165,7 @@ def run(args, folder):
         finished = bench.metrics(http).get(FINISHED, 0)
         reset_peak(daemon.pid)
         stop(broker)
-        sampler = Sampler(daemon.pid, http)
+        sampler = Sampler(daemon.pid, http, finished)
         broker = start_broker(broker_folder, port, args.broker_inflight)
         result["reconnect_republish_s"] = wait_republished(http, 1200, finished)
         sampler.finish()

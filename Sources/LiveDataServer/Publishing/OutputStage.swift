@@ -168,7 +168,6 @@ final class OutputStage {
         while true {
             refill()
             let drained = publisher.drain()
-            if republishing != nil { noteOutstanding() }
             switch drained {
             case .empty where republishing != nil: continue
             case .empty, .disconnected: return
@@ -253,12 +252,15 @@ final class OutputStage {
             return
         }
         let now = LiveTimestamp.now
+        var added = false
         while publisher.shortestLine < Self.republishAhead, publisher.waiting < Self.republishLimit,
             let change = republishing?.next(now: now)
         {
             publisher.send(change: change)
             republish.republished += 1
+            added = true
         }
+        if added { noteOutstanding() }
         republish.remaining = republishing?.remaining ?? 0
         republish.bound = Self.republishLimit + publisher.window * client.connectionCount
         guard let walk = republishing, walk.isFinished else { return }
@@ -270,7 +272,11 @@ final class OutputStage {
             metadata: ["republish.milliseconds": "\((ContinuousClock.now - republishingSince).milliseconds)"])
     }
 
-    /// Notes the publications waiting or awaiting acknowledgement while a republication runs.
+    /// Notes the publications waiting or awaiting acknowledgement as the republication adds
+    /// to them: what its pacing answers for. Between two additions, live changes may fill the
+    /// line beyond the bound (a burst of updates faster than the window, which the walk then
+    /// waits behind); they wait as they would without a republication, one per location, and
+    /// ``Counts/waiting`` reports them.
     private func noteOutstanding() {
         republish.outstanding = publisher.waiting + publisher.client.inFlight
         republish.outstandingPeak = max(republish.outstandingPeak, republish.outstanding)

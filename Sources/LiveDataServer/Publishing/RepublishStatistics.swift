@@ -5,8 +5,10 @@ public struct RepublishStatistics: Sendable, Equatable {
     public var remaining = 0
     /// Styles published again so far, by every republication.
     public var republished = 0
-    /// Publications waiting or awaiting the broker's acknowledgement, at the last drain of a
-    /// republication, and the most of them since the last republication began.
+    /// Publications waiting or awaiting the broker's acknowledgement as the republication
+    /// last added to them, and the most of them since the last republication began (live
+    /// changes that fill the line between two additions are not the republication's: it
+    /// waits behind them).
     public var outstanding = 0
     public var outstandingPeak = 0
     /// What `outstanding` stays within while only republications go out: the republications
