@@ -272,6 +272,55 @@ struct CrashRecoveryTests {
         await watcher.disconnect()
     }
 
+    @Test("the broker restored again and again from a save that lacks its last seconds, under a stream: no retained style stays stale")
+    func brokerRestoredFromSave() async throws {
+        let locations = Self.floors * Self.perFloor
+        // No autosave: the broker saves when the test says (SIGUSR1), and a kill loses what
+        // it acknowledged since, styles and sync markers alike.
+        let broker = try await MosquittoBroker.start(MosquittoBroker.Options(extra: ["persistence true", "autosave_interval 0"]))
+        let (watcher, seen) = try await watcher(broker)
+        let daemon = try await DaemonTests().startDaemon(port: broker.port)
+        #expect(await daemon.notify.wait(for: "READY=1"))
+        let stream = Stream()
+        try await publish(stream, count: locations, locations: locations, broker: broker)
+        try await waitForOutput(port: daemon.httpPort)
+        var configuration = MQTTConfiguration.test(port: broker.port)
+        configuration.clientID = "crash-streamer"
+        let publisher = try MQTTClient(configuration: configuration, logger: logger)
+        try await publisher.connect()
+        // About 150 updates a second through every save, kill and restart.
+        let streaming = Task {
+            var index = locations
+            while !Task.isCancelled {
+                let location = index % locations
+                let payload = stream.payload(index, location: location)
+                while !Self.send(publisher, Self.topic(location), payload) { try await Task.sleep(for: .milliseconds(50)) }
+                index += 1
+                try await Task.sleep(for: .milliseconds(5))  // the stream's pace
+            }
+        }
+        for _ in 0..<4 {
+            // The stream's time before the save, then after it: the seconds the kill takes
+            // away, across which the daemon's markers keep being acknowledged.
+            try await Task.sleep(for: .seconds(1))
+            #expect(try await broker.save(), "mosquitto did not save on SIGUSR1:\n\(broker.log.suffix(2000))")
+            try await Task.sleep(for: .milliseconds(2500))
+            try await broker.restart(after: .seconds(1))
+            try await waitForConvergence(daemon)
+        }
+        streaming.cancel()
+        _ = await streaming.result
+        await publisher.disconnect()
+        try await waitForConvergence(daemon)
+        try await waitForOutput(port: daemon.httpPort)
+        // What the broker lost of the stream before the daemon got it is the broker's loss;
+        // what the daemon holds, the broker must hold.
+        try await checkConvergence(port: daemon.httpPort, broker: broker, seen: seen)
+        daemon.signal(SIGTERM)
+        _ = try await daemon.running.wait(timeout: .seconds(10))
+        await watcher.disconnect()
+    }
+
     @Test("a torn journal tail and a corrupt record in the middle: the start succeeds, counts them, and loses nothing else")
     func damagedJournal() async throws {
         let broker = try await MosquittoBroker.start()

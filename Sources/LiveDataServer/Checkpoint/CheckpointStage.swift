@@ -223,34 +223,52 @@ final class CheckpointStage {
     /// A marker held by the broker was checked: everything handed over so far is marked.
     func adopt(_ payload: String, position: Int) { markers.adopt(payload, position: position) }
 
+    /// The output's accepted connections now (``MQTTClient/acceptedConnections``): a run
+    /// that checks the broker notes them as it begins, for ``verified(since:)``.
+    var outputConnections: Int { client.acceptedConnections }
+
+    /// A check of the last marker or a convergence that began under `connections` is done:
+    /// markers go out again, unless the output reconnected meanwhile.
+    func verified(since connections: Int) { markers.verified(since: connections, now: client.acceptedConnections) }
+
     /// The marker to publish now, if one is due (after a drain of what waits), with the
     /// publications it follows: only while the versions are known and the output is
     /// connected. A marker of an output of several connections waits for the others'
     /// acknowledgements first (``SyncMarkers/Barrier``).
     func dueMarker() -> (payload: String, position: Int)? {
         guard output.hasTrustedVersions, client.state == .connected else { return nil }
+        let connections = client.acceptedConnections
         if markers.barrier == nil {
-            guard markers.isDue(now: .now, handedOver: output.handedOver) else { return nil }
+            guard markers.isDue(now: .now, handedOver: output.handedOver, connections: connections) else { return nil }
             output.drain()
-            guard client.connectionCount > 1 else { return nextMarker(position: output.handedOver, locations: markedLocations) }
+            guard client.connectionCount > 1 else {
+                return nextMarker(position: output.handedOver, locations: markedLocations, connections: connections)
+            }
             markers.barrier = SyncMarkers.Barrier(
                 position: output.handedOver, targets: (1..<client.connectionCount).map { client.handedOver(connection: $0).sent },
-                locations: markedLocations)
+                locations: markedLocations, connections: connections)
         }
-        guard let barrier = markers.barrier,
-            barrier.targets.indices.allSatisfy({ client.handedOver(connection: $0 + 1).acknowledged >= barrier.targets[$0] })
-        else { return nil }
+        guard let barrier = markers.barrier else { return nil }
+        // Acknowledgements counted across a reconnection may be a restarted broker's.
+        guard barrier.connections == connections else {
+            markers.barrier = nil
+            return nil
+        }
+        guard barrier.targets.indices.allSatisfy({ client.handedOver(connection: $0 + 1).acknowledged >= barrier.targets[$0] }) else {
+            return nil
+        }
         markers.barrier = nil
-        return nextMarker(position: barrier.position, locations: barrier.locations)
+        return nextMarker(position: barrier.position, locations: barrier.locations, connections: connections)
     }
 
     /// Locations with a style handed over: every waiting publication may be a location's
     /// first style, and those are not counted.
     private var markedLocations: Int { core.locationCount - output.waiting }
 
-    /// The next marker, after the first `position` publications.
-    private func nextMarker(position: Int, locations: Int) -> (payload: String, position: Int) {
-        (markers.next(locations: locations, scope: scope), position)
+    /// The next marker, after the first `position` publications, fallen due while the
+    /// output's accepted connections were `connections`.
+    private func nextMarker(position: Int, locations: Int, connections: Int) -> (payload: String, position: Int) {
+        (markers.next(locations: locations, scope: scope, connections: connections), position)
     }
 
     /// Publishes a marker and notes whether the broker acknowledged it (`timeout`: how long
@@ -269,7 +287,7 @@ final class CheckpointStage {
         } else {
             acknowledged = (try? await publish()) != nil
         }
-        if markers.done(marker.payload, position: marker.position, acknowledged: acknowledged) {
+        if markers.done(marker.payload, position: marker.position, acknowledged: acknowledged, connections: client.acceptedConnections) {
             markersAcknowledged += 1
             output.forgetRecent(before: marker.position)
         }
@@ -289,6 +307,7 @@ final class CheckpointStage {
     /// after `settle` instead of `timeout`.
     nonisolated(nonsending) func stop(timeout: Duration, settle: Duration = .milliseconds(500), receiving: () -> Bool) async {
         guard writer != nil, output.hasTrustedVersions, client.state == .connected else { return }
+        guard isVerifiedNow() else { return }
         let started = ContinuousClock.now
         while output.waiting > 0 || client.inFlight > 0 || markers.inFlight {
             let waited = ContinuousClock.now - started
@@ -301,14 +320,27 @@ final class CheckpointStage {
             try? await Task.sleep(for: .milliseconds(10))
         }
         let puts = output.puts
+        let connections = client.acceptedConnections
+        guard isVerifiedNow() else { return }
         // Nothing is in flight on any connection: the marker covers everything handed over.
         markers.barrier = nil
-        let marker = nextMarker(position: output.handedOver, locations: markedLocations)
+        let marker = nextMarker(position: output.handedOver, locations: markedLocations, connections: connections)
         if await deliver(marker, timeout: .seconds(2)) {
             markers.stopCheckpoint = (marker.payload, puts)
         } else {
             logger.notice("the broker did not acknowledge the stop's marker: the next start converges with the broker")
         }
+    }
+
+    /// Whether what the broker holds was verified since the output's last reconnection;
+    /// if not, a stop's checkpoint would vouch for what a restarted broker may lack.
+    private func isVerifiedNow() -> Bool {
+        guard markers.isVerified(under: client.acceptedConnections) else {
+            logger.notice(
+                "stopping before what the broker holds was checked since the output's last reconnection: the next start converges with the broker")
+            return false
+        }
+        return true
     }
 
     /// Writes the stop's checkpoint into the state file when it still holds: nothing was put

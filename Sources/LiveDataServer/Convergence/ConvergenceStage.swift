@@ -99,14 +99,21 @@ final class ConvergenceStage {
         var delay = Self.retry.initial
         repeat {
             again = false
+            // What the run finds holds for the output's connections as they are now; a
+            // reconnection meanwhile asks for another run (see ``SyncMarkers``).
+            let connections = checkpoint.outputConnections
             do {
                 if let check = checkpoint.check {
                     // No marker goes out while one is checked.
                     let held = try await markerHolds(check, isolation: isolation, configuration: configuration, datasets: datasets)
                     checkpoint.setCheck(nil)
-                    if held { continue }
+                    if held {
+                        checkpoint.verified(since: connections)
+                        continue
+                    }
                 }
                 try await converge(isolation: isolation, configuration: configuration, datasets: datasets)
+                checkpoint.verified(since: connections)
                 delay = Self.retry.initial
             } catch is CancellationError {
                 break
