@@ -288,24 +288,32 @@ struct CrashRecoveryTests {
         configuration.clientID = "crash-streamer"
         let publisher = try MQTTClient(configuration: configuration, logger: logger)
         try await publisher.connect()
-        // About 150 updates a second through every save, kill and restart.
+        // About 150 updates a second through every save, kill and restart, over one floor's
+        // locations at a time: the floor of a cycle gets no update after its kill, so that
+        // none of its styles is published again but by what the daemon does after the restart.
+        let floor = Atomic<Int>(0)
         let streaming = Task {
             var index = locations
             while !Task.isCancelled {
-                let location = index % locations
+                let location = floor.load(ordering: .relaxed) + Self.floors * (index % Self.perFloor)
                 let payload = stream.payload(index, location: location)
                 while !Self.send(publisher, Self.topic(location), payload) { try await Task.sleep(for: .milliseconds(50)) }
                 index += 1
                 try await Task.sleep(for: .milliseconds(5))  // the stream's pace
             }
         }
-        for _ in 0..<4 {
+        for cycle in 0..<Self.floors - 1 {
             // The stream's time before the save, then after it: the seconds the kill takes
             // away, across which the daemon's markers keep being acknowledged.
             try await Task.sleep(for: .seconds(1))
             #expect(try await broker.save(), "mosquitto did not save on SIGUSR1:\n\(broker.log.suffix(2000))")
             try await Task.sleep(for: .milliseconds(2500))
-            try await broker.restart(after: .seconds(1))
+            floor.store(cycle + 1, ordering: .relaxed)
+            let checked = checks(daemon)
+            try await broker.restart(after: .seconds(5))
+            try await eventually("the daemon to find its session at the restored broker", timeout: .seconds(60)) {
+                checks(daemon) > checked
+            }
             try await waitForConvergence(daemon)
         }
         streaming.cancel()
@@ -313,12 +321,23 @@ struct CrashRecoveryTests {
         await publisher.disconnect()
         try await waitForConvergence(daemon)
         try await waitForOutput(port: daemon.httpPort)
+        let reconnections = daemon.running.standardError.split(separator: "\n").filter { $0.contains(Self.sessionResumed) }
+        print("broker restored from its save: \(reconnections.map { $0.contains("holds the last marker") ? "marker held" : "full read" })")
         // What the broker lost of the stream before the daemon got it is the broker's loss;
         // what the daemon holds, the broker must hold.
         try await checkConvergence(port: daemon.httpPort, broker: broker, seen: seen)
         daemon.signal(SIGTERM)
         _ = try await daemon.running.wait(timeout: .seconds(10))
         await watcher.disconnect()
+    }
+
+    /// The start of both lines a reconnection to a broker that kept the daemon's session logs:
+    /// the marker held, or a full read follows.
+    static let sessionResumed = "the broker resumed the session"
+
+    /// How many times the daemon found its session at a broker after a reconnection.
+    func checks(_ daemon: DaemonTests.Daemon) -> Int {
+        daemon.running.standardError.components(separatedBy: Self.sessionResumed).count - 1
     }
 
     @Test("a torn journal tail and a corrupt record in the middle: the start succeeds, counts them, and loses nothing else")
