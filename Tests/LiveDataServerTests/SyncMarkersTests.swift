@@ -77,6 +77,20 @@ struct SyncMarkersTests {
         #expect(markers.acknowledged == first && markers.markedPosition == 10 && !markers.inFlight)
     }
 
+    @Test("markers take turns between the two topics: the one in flight never lands where the last acknowledged one is")
+    func slots() {
+        var markers = SyncMarkers()
+        markers.verified(since: 4, now: 4)
+        var slots: [Int] = []
+        for position in 1...4 {
+            let payload = markers.next(locations: 1, connections: 4)
+            slots.append(markers.slot)
+            _ = markers.done(payload, position: position, acknowledged: true, connections: 4)
+        }
+        #expect(slots == [0, 1, 0, 1])
+        #expect(SyncMarkers.slot(ofSequence: 1) == 0 && SyncMarkers.slot(ofSequence: 2) == 1)
+    }
+
     @Test("two runs' markers differ by their token")
     func tokens() {
         var a = SyncMarkers()

@@ -6,8 +6,8 @@ import Mosquitto
 
 /// The checkpoint stage: what is written to the state file and what vouches for the broker.
 /// It owns the snapshot's bookkeeping (the writer, the journal positions, the last fault,
-/// the heap's trimming) and the sync markers (``SyncMarkers``: the retained marker at
-/// `{prefix}/checkpoint/{client id}`, the stop's checkpoint).
+/// the heap's trimming) and the sync markers (``SyncMarkers``: the retained markers at
+/// `{prefix}/checkpoint/{client id}` and its alternate, the stop's checkpoint).
 ///
 /// Write-behind: every `store.snapshotInterval` the changed locations go to the state file,
 /// and the journal's segments they cover are deleted. The markers let a start after a clean
@@ -40,8 +40,9 @@ final class CheckpointStage {
     private let path: String
     private let interval: Duration
     private let logger: Logger
-    /// `{prefix}/checkpoint/{client id}`: where the markers and a clean stop's checkpoint go.
-    let topic: String
+    /// `{prefix}/checkpoint/{client id}` and `{prefix}/checkpoint/{client id}/alternate`:
+    /// where the markers and a clean stop's checkpoint go, taking turns (``SyncMarkers/slot``).
+    let topics: [String]
     /// What the markers' counts are of: the partition's shares, or everything.
     let scope: String
 
@@ -55,7 +56,7 @@ final class CheckpointStage {
         self.journal = journal
         self.path = path
         self.interval = interval
-        self.topic = topic
+        topics = [topic, topic + "/alternate"]
         self.scope = scope
         self.logger = logger
     }
@@ -235,7 +236,7 @@ final class CheckpointStage {
     /// publications it follows: only while the versions are known and the output is
     /// connected. A marker of an output of several connections waits for the others'
     /// acknowledgements first (``SyncMarkers/Barrier``).
-    func dueMarker() -> (payload: String, position: Int)? {
+    func dueMarker() -> Marker? {
         guard output.hasTrustedVersions, client.state == .connected else { return nil }
         let connections = client.acceptedConnections
         if markers.barrier == nil {
@@ -266,20 +267,27 @@ final class CheckpointStage {
     private var markedLocations: Int { core.locationCount - output.waiting }
 
     /// The next marker, after the first `position` publications, fallen due while the
-    /// output's accepted connections were `connections`.
-    private func nextMarker(position: Int, locations: Int, connections: Int) -> (payload: String, position: Int) {
-        (markers.next(locations: locations, scope: scope, connections: connections), position)
+    /// output's accepted connections were `connections`, and the topic it goes to.
+    private func nextMarker(position: Int, locations: Int, connections: Int) -> Marker {
+        let payload = markers.next(locations: locations, scope: scope, connections: connections)
+        return Marker(payload: payload, position: position, topic: topics[markers.slot])
+    }
+
+    /// A sync marker to publish: its payload, the publications it follows, its topic.
+    struct Marker: Sendable {
+        var payload: String
+        var position: Int
+        var topic: String
     }
 
     /// Publishes a marker and notes whether the broker acknowledged it (`timeout`: how long
     /// to wait for that, at most). What it covers is then known to be stored.
     /// - Returns: whether it was acknowledged.
     @discardableResult
-    nonisolated(nonsending) func deliver(_ marker: (payload: String, position: Int), timeout: Duration? = nil) async -> Bool {
+    nonisolated(nonsending) func deliver(_ marker: Marker, timeout: Duration? = nil) async -> Bool {
         let client = client
-        let topic = topic
         let publish: @Sendable () async throws -> Void = {
-            try await client.publish(topic, payload: Array(marker.payload.utf8), qos: .atLeastOnce, retain: true)
+            try await client.publish(marker.topic, payload: Array(marker.payload.utf8), qos: .atLeastOnce, retain: true)
         }
         let acknowledged: Bool
         if let timeout {

@@ -23,6 +23,12 @@ import LiveTopics
 /// connections (``MQTTClient/acceptedConnections``), which a reconnection of any of them
 /// raises before it reads an acknowledgement.
 ///
+/// Markers take turns between two retained topics (``slot``): the marker in flight when a
+/// connection drops, which libmosquitto sends again after the reconnection, never
+/// overwrites the last one acknowledged before it. A broker that holds that one holds what
+/// came before it, whether it kept running (a network cut) or restored a save made after
+/// it, whatever it did with the one in flight.
+///
 /// The pipeline asks it what to do (``isDue(now:handedOver:connections:)``,
 /// ``next(locations:scope:connections:)``) and tells it what happened
 /// (``done(_:position:acknowledged:connections:)``); it does no I/O.
@@ -37,6 +43,13 @@ struct SyncMarkers {
         /// A reconnection that resumed the session: the last marker acknowledged.
         case resumed(String)
     }
+
+    /// The topic a marker of this sequence goes to: 0, the checkpoint topic, for odd
+    /// sequences, 1, its alternate, for even ones.
+    static func slot(ofSequence sequence: Int) -> Int { sequence % 2 == 1 ? 0 : 1 }
+
+    /// The topic of the last marker made (``next(locations:scope:connections:)``).
+    var slot: Int { Self.slot(ofSequence: sequence) }
 
     /// This run's token: a marker of another run (or another daemon) never matches.
     let token: String = {
