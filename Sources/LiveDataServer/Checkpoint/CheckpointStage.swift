@@ -281,32 +281,35 @@ final class CheckpointStage {
     }
 
     /// Publishes a marker and notes whether the broker acknowledged it (`timeout`: how long
-    /// to wait for that, at most). What it covers is then known to be stored.
-    /// - Returns: whether it was acknowledged.
+    /// to wait for that, at most) on the connections it fell due on. What it covers is then
+    /// known to be stored.
+    /// - Returns: whether it vouches for what it covers.
     @discardableResult
     nonisolated(nonsending) func deliver(_ marker: Marker, timeout: Duration? = nil) async -> Bool {
+        let acknowledged = await publishRetained(marker.payload, to: marker.topic, timeout: timeout)
+        guard markers.done(marker.payload, position: marker.position, acknowledged: acknowledged, connections: client.acceptedConnections)
+        else { return false }
+        markersAcknowledged += 1
+        output.forgetRecent(before: marker.position)
+        return true
+    }
+
+    /// Publishes `payload` retained at QoS 1 on the output's first connection.
+    /// - Returns: whether the broker acknowledged it within `timeout` (nil: no bound).
+    private nonisolated(nonsending) func publishRetained(_ payload: String, to topic: String, timeout: Duration?) async -> Bool {
         let client = client
         let publish: @Sendable () async throws -> Void = {
-            try await client.publish(marker.topic, payload: Array(marker.payload.utf8), qos: .atLeastOnce, retain: true)
+            try await client.publish(topic, payload: Array(payload.utf8), qos: .atLeastOnce, retain: true)
         }
-        let acknowledged: Bool
-        if let timeout {
-            acknowledged = ((try? await withTimeout(timeout, publish)) ?? nil) != nil
-        } else {
-            acknowledged = (try? await publish()) != nil
-        }
-        if markers.done(marker.payload, position: marker.position, acknowledged: acknowledged, connections: client.acceptedConnections) {
-            markersAcknowledged += 1
-            output.forgetRecent(before: marker.position)
-        }
-        return acknowledged
+        guard let timeout else { return (try? await publish()) != nil }
+        return ((try? await withTimeout(timeout, publish)) ?? nil) != nil
     }
 
     // MARK: - The stop's checkpoint
 
     /// At a clean stop, while still connected: waits (at most `timeout`) until everything
-    /// put in line has been acknowledged, then publishes a retained checkpoint and waits (at
-    /// most 2 s) for its acknowledgement. If nothing is put in line after it, the state file
+    /// put in line has been acknowledged, then publishes a retained checkpoint to both
+    /// markers' topics and waits (at most 2 s each) for their acknowledgements. If nothing is put in line after it, the state file
     /// records it with the last snapshot (``recordCheckpoint()``); the next start, finding the
     /// same checkpoint at a broker that resumed its session, skips reading every style back.
     ///
@@ -333,7 +336,12 @@ final class CheckpointStage {
         // Nothing is in flight on any connection: the marker covers everything handed over.
         markers.barrier = nil
         let marker = nextMarker(position: output.handedOver, locations: markedLocations, connections: connections)
-        if await deliver(marker, timeout: .seconds(2)) {
+        // At both topics: the next start finds it at both, unless a marker was published since
+        // (another run's under this client id), and then reads every style back.
+        if await deliver(marker, timeout: .seconds(2)),
+            await publishRetained(marker.payload, to: topics[1 - markers.slot], timeout: .seconds(2)),
+            markers.isVerified(under: client.acceptedConnections)
+        {
             markers.stopCheckpoint = (marker.payload, puts)
         } else {
             logger.notice("the broker did not acknowledge the stop's marker: the next start converges with the broker")
