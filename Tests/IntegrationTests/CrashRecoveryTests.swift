@@ -331,6 +331,42 @@ struct CrashRecoveryTests {
         await watcher.disconnect()
     }
 
+    @Test(
+        "after a clean stop the start skips the read when both markers' topics show the stop's marker, and reads every style back when another marker came to either since",
+        arguments: [nil, "", "/alternate"])
+    func markerSinceTheStop(at suffix: String?) async throws {
+        let broker = try await MosquittoBroker.start()
+        let daemons = DaemonTests()
+        let first = try await daemons.startDaemon(port: broker.port)
+        #expect(await first.notify.wait(for: "READY=1"))
+        let stream = Stream()
+        try await publish(stream, count: 50, locations: 50, broker: broker)
+        _ = try await waitForLastValues(stream, locations: 50, port: first.httpPort, timeout: .seconds(20))
+        try await waitForOutput(port: first.httpPort)
+        first.signal(SIGTERM)
+        #expect(try await first.running.wait(timeout: .seconds(10)) == .exited(0))
+        if let suffix {
+            // What a run under the same client id leaves: a marker of its own.
+            let client = try MQTTClient(configuration: .test(port: broker.port), logger: logger)
+            try await client.connect()
+            try await client.publish(
+                "livedata/checkpoint/daemon-test\(suffix)", text: #"{"token": "another", "sequence": 1, "locations": 50, "scope": "*"}"#,
+                qos: .atLeastOnce, retain: true)
+            await client.disconnect()
+        }
+        let second = try await daemons.startDaemon(port: broker.port, directory: first.directory)
+        #expect(await second.notify.wait(for: "READY=1"))
+        let log = second.running.standardError
+        if suffix == nil {
+            #expect(log.contains("the broker holds the marker of the last stop: nothing to converge"), "\(log.suffix(2000))")
+        } else {
+            #expect(log.contains("the broker does not hold the marker of the last stop: converging"), "\(log.suffix(2000))")
+            #expect(log.contains("converged with the broker: "))
+        }
+        second.signal(SIGTERM)
+        _ = try await second.running.wait(timeout: .seconds(10))
+    }
+
     /// The start of both lines a reconnection to a broker that kept the daemon's session logs:
     /// the marker held, or a full read follows.
     static let sessionResumed = "the broker resumed the session"
