@@ -7,8 +7,8 @@ import LiveTopics
 /// that resumes the session and still holds the last acknowledged marker lacks at most what
 /// was handed over after it (``Publisher/recent``); one that holds another (it restored an
 /// older save) or none calls for a full convergence. A clean stop ends with a marker once
-/// everything is acknowledged, and the state file records it (see
-/// ``LivePipeline/checkpoint(timeout:)``).
+/// everything is acknowledged, at both topics (see below), and the state file records it
+/// (see ``LivePipeline/checkpoint(timeout:)``).
 ///
 /// That order holds within one run of the broker, and a broker's save is one moment of it
 /// (mosquitto writes its store from its one thread): a save that holds a marker holds
