@@ -272,6 +272,110 @@ struct CrashRecoveryTests {
         await watcher.disconnect()
     }
 
+    @Test("the broker restored again and again from a save that lacks its last seconds, under a stream: no retained style stays stale")
+    func brokerRestoredFromSave() async throws {
+        let locations = Self.floors * Self.perFloor
+        // No autosave: the broker saves when the test says (SIGUSR1), and a kill loses what
+        // it acknowledged since, styles and sync markers alike.
+        let broker = try await MosquittoBroker.start(MosquittoBroker.Options(extra: ["persistence true", "autosave_interval 0"]))
+        let (watcher, seen) = try await watcher(broker)
+        let daemon = try await DaemonTests().startDaemon(port: broker.port)
+        #expect(await daemon.notify.wait(for: "READY=1"))
+        let stream = Stream()
+        try await publish(stream, count: locations, locations: locations, broker: broker)
+        try await waitForOutput(port: daemon.httpPort)
+        var configuration = MQTTConfiguration.test(port: broker.port)
+        configuration.clientID = "crash-streamer"
+        let publisher = try MQTTClient(configuration: configuration, logger: logger)
+        try await publisher.connect()
+        // About 150 updates a second through every save, kill and restart, over one floor's
+        // locations at a time: the floor of a cycle gets no update after its kill, so that
+        // none of its styles is published again but by what the daemon does after the restart.
+        let floor = Atomic<Int>(0)
+        let streaming = Task {
+            var index = locations
+            while !Task.isCancelled {
+                let location = floor.load(ordering: .relaxed) + Self.floors * (index % Self.perFloor)
+                let payload = stream.payload(index, location: location)
+                while !Self.send(publisher, Self.topic(location), payload) { try await Task.sleep(for: .milliseconds(50)) }
+                index += 1
+                try await Task.sleep(for: .milliseconds(5))  // the stream's pace
+            }
+        }
+        for cycle in 0..<Self.floors - 1 {
+            // The stream's time before the save, then after it: the seconds the kill takes
+            // away, across which the daemon's markers keep being acknowledged.
+            try await Task.sleep(for: .seconds(1))
+            #expect(try await broker.save(), "mosquitto did not save on SIGUSR1:\n\(broker.log.suffix(2000))")
+            try await Task.sleep(for: .milliseconds(2500))
+            floor.store(cycle + 1, ordering: .relaxed)
+            let checked = checks(daemon)
+            try await broker.restart(after: .seconds(5))
+            try await eventually("the daemon to find its session at the restored broker", timeout: .seconds(60)) {
+                checks(daemon) > checked
+            }
+            try await waitForConvergence(daemon)
+        }
+        streaming.cancel()
+        _ = await streaming.result
+        await publisher.disconnect()
+        try await waitForConvergence(daemon)
+        try await waitForOutput(port: daemon.httpPort)
+        let reconnections = daemon.running.standardError.split(separator: "\n").filter { $0.contains(Self.sessionResumed) }
+        print("broker restored from its save: \(reconnections.map { $0.contains("holds the last marker") ? "marker held" : "full read" })")
+        // What the broker lost of the stream before the daemon got it is the broker's loss;
+        // what the daemon holds, the broker must hold.
+        try await checkConvergence(port: daemon.httpPort, broker: broker, seen: seen)
+        daemon.signal(SIGTERM)
+        _ = try await daemon.running.wait(timeout: .seconds(10))
+        await watcher.disconnect()
+    }
+
+    @Test(
+        "after a clean stop the start skips the read when both markers' topics show the stop's marker, and reads every style back when another marker came to either since",
+        arguments: [nil, "", "/alternate"])
+    func markerSinceTheStop(at suffix: String?) async throws {
+        let broker = try await MosquittoBroker.start()
+        let daemons = DaemonTests()
+        let first = try await daemons.startDaemon(port: broker.port)
+        #expect(await first.notify.wait(for: "READY=1"))
+        let stream = Stream()
+        try await publish(stream, count: 50, locations: 50, broker: broker)
+        _ = try await waitForLastValues(stream, locations: 50, port: first.httpPort, timeout: .seconds(20))
+        try await waitForOutput(port: first.httpPort)
+        first.signal(SIGTERM)
+        #expect(try await first.running.wait(timeout: .seconds(10)) == .exited(0))
+        if let suffix {
+            // What a run under the same client id leaves: a marker of its own.
+            let client = try MQTTClient(configuration: .test(port: broker.port), logger: logger)
+            try await client.connect()
+            try await client.publish(
+                "livedata/checkpoint/daemon-test\(suffix)", text: #"{"token": "another", "sequence": 1, "locations": 50, "scope": "*"}"#,
+                qos: .atLeastOnce, retain: true)
+            await client.disconnect()
+        }
+        let second = try await daemons.startDaemon(port: broker.port, directory: first.directory)
+        #expect(await second.notify.wait(for: "READY=1"))
+        let log = second.running.standardError
+        if suffix == nil {
+            #expect(log.contains("the broker holds the marker of the last stop: nothing to converge"), "\(log.suffix(2000))")
+        } else {
+            #expect(log.contains("the broker does not hold the marker of the last stop: converging"), "\(log.suffix(2000))")
+            #expect(log.contains("converged with the broker: "))
+        }
+        second.signal(SIGTERM)
+        _ = try await second.running.wait(timeout: .seconds(10))
+    }
+
+    /// The start of both lines a reconnection to a broker that kept the daemon's session logs:
+    /// the marker held, or a full read follows.
+    static let sessionResumed = "the broker resumed the session"
+
+    /// How many times the daemon found its session at a broker after a reconnection.
+    func checks(_ daemon: DaemonTests.Daemon) -> Int {
+        daemon.running.standardError.components(separatedBy: Self.sessionResumed).count - 1
+    }
+
     @Test("a torn journal tail and a corrupt record in the middle: the start succeeds, counts them, and loses nothing else")
     func damagedJournal() async throws {
         let broker = try await MosquittoBroker.start()

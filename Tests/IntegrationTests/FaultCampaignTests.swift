@@ -52,16 +52,6 @@ struct FaultCampaignTests {
     @Test("at 50,000 locations the fault loses nothing, sends no version back, and the broker converges", arguments: faults)
     func fault(_ fault: String) async throws {
         let outcome = try await campaign(fault)
-        if fault == "broker-saved" {
-            // The broker restored from its autosave holds the daemon's last acknowledged sync
-            // marker, so the daemon sends again only what it published after it ("holds the last
-            // marker: N publications sent again, nothing else to converge"), yet the save can
-            // lack styles published before that marker: those stay stale on the broker.
-            withKnownIssue("a broker restored from a save that holds the last marker lacks styles published before it", isIntermittent: true) {
-                check(outcome, fault)
-            }
-        } else {
-            check(outcome, fault)
-        }
+        check(outcome, fault)
     }
 }

@@ -208,6 +208,18 @@ public final class MosquittoBroker: Sendable {
         holdPort()
     }
 
+    /// Makes the broker write its persistence file now (SIGUSR1), as its autosave does, and
+    /// waits until its log says it did. What it takes after this, a ``stop()`` loses.
+    /// - Returns: whether it saved within `timeout`.
+    @discardableResult
+    public func save(timeout: Duration = .seconds(10)) async throws -> Bool {
+        let saved = { [self] in log.components(separatedBy: "Saving in-memory database").count - 1 }
+        let before = saved()
+        guard let running = process.withLock({ $0 }) else { return false }
+        running.signal(SIGUSR1)
+        return try await polling(timeout: timeout, every: .milliseconds(20), { saved() > before }, until: { $0 }).held
+    }
+
     /// Kills the broker and starts it again on the same port.
     public func restart(after delay: Duration = .zero) async throws {
         await stop()

@@ -6,8 +6,8 @@ import Mosquitto
 
 /// The checkpoint stage: what is written to the state file and what vouches for the broker.
 /// It owns the snapshot's bookkeeping (the writer, the journal positions, the last fault,
-/// the heap's trimming) and the sync markers (``SyncMarkers``: the retained marker at
-/// `{prefix}/checkpoint/{client id}`, the stop's checkpoint).
+/// the heap's trimming) and the sync markers (``SyncMarkers``: the retained markers at
+/// `{prefix}/checkpoint/{client id}` and its alternate, the stop's checkpoint).
 ///
 /// Write-behind: every `store.snapshotInterval` the changed locations go to the state file,
 /// and the journal's segments they cover are deleted. The markers let a start after a clean
@@ -40,8 +40,9 @@ final class CheckpointStage {
     private let path: String
     private let interval: Duration
     private let logger: Logger
-    /// `{prefix}/checkpoint/{client id}`: where the markers and a clean stop's checkpoint go.
-    let topic: String
+    /// `{prefix}/checkpoint/{client id}` and `{prefix}/checkpoint/{client id}/alternate`:
+    /// where the markers and a clean stop's checkpoint go, taking turns (``SyncMarkers/slot``).
+    let topics: [String]
     /// What the markers' counts are of: the partition's shares, or everything.
     let scope: String
 
@@ -55,7 +56,7 @@ final class CheckpointStage {
         self.journal = journal
         self.path = path
         self.interval = interval
-        self.topic = topic
+        topics = [topic, topic + "/alternate"]
         self.scope = scope
         self.logger = logger
     }
@@ -223,64 +224,92 @@ final class CheckpointStage {
     /// A marker held by the broker was checked: everything handed over so far is marked.
     func adopt(_ payload: String, position: Int) { markers.adopt(payload, position: position) }
 
+    /// The output's accepted connections now (``MQTTClient/acceptedConnections``): a run
+    /// that checks the broker notes them as it begins, for ``verified(since:)``.
+    var outputConnections: Int { client.acceptedConnections }
+
+    /// A check of the last marker or a convergence that began under `connections` is done:
+    /// markers go out again, unless the output reconnected meanwhile.
+    func verified(since connections: Int) { markers.verified(since: connections, now: client.acceptedConnections) }
+
     /// The marker to publish now, if one is due (after a drain of what waits), with the
     /// publications it follows: only while the versions are known and the output is
     /// connected. A marker of an output of several connections waits for the others'
     /// acknowledgements first (``SyncMarkers/Barrier``).
-    func dueMarker() -> (payload: String, position: Int)? {
+    func dueMarker() -> Marker? {
         guard output.hasTrustedVersions, client.state == .connected else { return nil }
+        let connections = client.acceptedConnections
         if markers.barrier == nil {
-            guard markers.isDue(now: .now, handedOver: output.handedOver) else { return nil }
+            guard markers.isDue(now: .now, handedOver: output.handedOver, connections: connections) else { return nil }
             output.drain()
-            guard client.connectionCount > 1 else { return nextMarker(position: output.handedOver, locations: markedLocations) }
+            guard client.connectionCount > 1 else {
+                return nextMarker(position: output.handedOver, locations: markedLocations, connections: connections)
+            }
             markers.barrier = SyncMarkers.Barrier(
                 position: output.handedOver, targets: (1..<client.connectionCount).map { client.handedOver(connection: $0).sent },
-                locations: markedLocations)
+                locations: markedLocations, connections: connections)
         }
-        guard let barrier = markers.barrier,
-            barrier.targets.indices.allSatisfy({ client.handedOver(connection: $0 + 1).acknowledged >= barrier.targets[$0] })
-        else { return nil }
+        guard let barrier = markers.barrier else { return nil }
+        // Acknowledgements counted across a reconnection may be a restarted broker's.
+        guard barrier.connections == connections else {
+            markers.barrier = nil
+            return nil
+        }
+        guard barrier.targets.indices.allSatisfy({ client.handedOver(connection: $0 + 1).acknowledged >= barrier.targets[$0] }) else {
+            return nil
+        }
         markers.barrier = nil
-        return nextMarker(position: barrier.position, locations: barrier.locations)
+        return nextMarker(position: barrier.position, locations: barrier.locations, connections: connections)
     }
 
     /// Locations with a style handed over: every waiting publication may be a location's
     /// first style, and those are not counted.
     private var markedLocations: Int { core.locationCount - output.waiting }
 
-    /// The next marker, after the first `position` publications.
-    private func nextMarker(position: Int, locations: Int) -> (payload: String, position: Int) {
-        (markers.next(locations: locations, scope: scope), position)
+    /// The next marker, after the first `position` publications, fallen due while the
+    /// output's accepted connections were `connections`, and the topic it goes to.
+    private func nextMarker(position: Int, locations: Int, connections: Int) -> Marker {
+        let payload = markers.next(locations: locations, scope: scope, connections: connections)
+        return Marker(payload: payload, position: position, topic: topics[markers.slot])
+    }
+
+    /// A sync marker to publish: its payload, the publications it follows, its topic.
+    struct Marker: Sendable {
+        var payload: String
+        var position: Int
+        var topic: String
     }
 
     /// Publishes a marker and notes whether the broker acknowledged it (`timeout`: how long
-    /// to wait for that, at most). What it covers is then known to be stored.
-    /// - Returns: whether it was acknowledged.
+    /// to wait for that, at most) on the connections it fell due on. What it covers is then
+    /// known to be stored.
+    /// - Returns: whether it vouches for what it covers.
     @discardableResult
-    nonisolated(nonsending) func deliver(_ marker: (payload: String, position: Int), timeout: Duration? = nil) async -> Bool {
+    nonisolated(nonsending) func deliver(_ marker: Marker, timeout: Duration? = nil) async -> Bool {
+        let acknowledged = await publishRetained(marker.payload, to: marker.topic, timeout: timeout)
+        guard markers.done(marker.payload, position: marker.position, acknowledged: acknowledged, connections: client.acceptedConnections)
+        else { return false }
+        markersAcknowledged += 1
+        output.forgetRecent(before: marker.position)
+        return true
+    }
+
+    /// Publishes `payload` retained at QoS 1 on the output's first connection.
+    /// - Returns: whether the broker acknowledged it within `timeout` (nil: no bound).
+    private nonisolated(nonsending) func publishRetained(_ payload: String, to topic: String, timeout: Duration?) async -> Bool {
         let client = client
-        let topic = topic
         let publish: @Sendable () async throws -> Void = {
-            try await client.publish(topic, payload: Array(marker.payload.utf8), qos: .atLeastOnce, retain: true)
+            try await client.publish(topic, payload: Array(payload.utf8), qos: .atLeastOnce, retain: true)
         }
-        let acknowledged: Bool
-        if let timeout {
-            acknowledged = ((try? await withTimeout(timeout, publish)) ?? nil) != nil
-        } else {
-            acknowledged = (try? await publish()) != nil
-        }
-        if markers.done(marker.payload, position: marker.position, acknowledged: acknowledged) {
-            markersAcknowledged += 1
-            output.forgetRecent(before: marker.position)
-        }
-        return acknowledged
+        guard let timeout else { return (try? await publish()) != nil }
+        return ((try? await withTimeout(timeout, publish)) ?? nil) != nil
     }
 
     // MARK: - The stop's checkpoint
 
     /// At a clean stop, while still connected: waits (at most `timeout`) until everything
-    /// put in line has been acknowledged, then publishes a retained checkpoint and waits (at
-    /// most 2 s) for its acknowledgement. If nothing is put in line after it, the state file
+    /// put in line has been acknowledged, then publishes a retained checkpoint to both
+    /// markers' topics and waits (at most 2 s each) for their acknowledgements. If nothing is put in line after it, the state file
     /// records it with the last snapshot (``recordCheckpoint()``); the next start, finding the
     /// same checkpoint at a broker that resumed its session, skips reading every style back.
     ///
@@ -289,6 +318,7 @@ final class CheckpointStage {
     /// after `settle` instead of `timeout`.
     nonisolated(nonsending) func stop(timeout: Duration, settle: Duration = .milliseconds(500), receiving: () -> Bool) async {
         guard writer != nil, output.hasTrustedVersions, client.state == .connected else { return }
+        guard isVerifiedNow() else { return }
         let started = ContinuousClock.now
         while output.waiting > 0 || client.inFlight > 0 || markers.inFlight {
             let waited = ContinuousClock.now - started
@@ -301,14 +331,32 @@ final class CheckpointStage {
             try? await Task.sleep(for: .milliseconds(10))
         }
         let puts = output.puts
+        let connections = client.acceptedConnections
+        guard isVerifiedNow() else { return }
         // Nothing is in flight on any connection: the marker covers everything handed over.
         markers.barrier = nil
-        let marker = nextMarker(position: output.handedOver, locations: markedLocations)
-        if await deliver(marker, timeout: .seconds(2)) {
+        let marker = nextMarker(position: output.handedOver, locations: markedLocations, connections: connections)
+        // At both topics: the next start finds it at both, unless a marker was published since
+        // (another run's under this client id), and then reads every style back.
+        if await deliver(marker, timeout: .seconds(2)),
+            await publishRetained(marker.payload, to: topics[1 - markers.slot], timeout: .seconds(2)),
+            markers.isVerified(under: client.acceptedConnections)
+        {
             markers.stopCheckpoint = (marker.payload, puts)
         } else {
             logger.notice("the broker did not acknowledge the stop's marker: the next start converges with the broker")
         }
+    }
+
+    /// Whether what the broker holds was verified since the output's last reconnection;
+    /// if not, a stop's checkpoint would vouch for what a restarted broker may lack.
+    private func isVerifiedNow() -> Bool {
+        guard markers.isVerified(under: client.acceptedConnections) else {
+            logger.notice(
+                "stopping before what the broker holds was checked since the output's last reconnection: the next start converges with the broker")
+            return false
+        }
+        return true
     }
 
     /// Writes the stop's checkpoint into the state file when it still holds: nothing was put

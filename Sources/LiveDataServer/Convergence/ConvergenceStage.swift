@@ -99,14 +99,21 @@ final class ConvergenceStage {
         var delay = Self.retry.initial
         repeat {
             again = false
+            // What the run finds holds for the output's connections as they are now; a
+            // reconnection meanwhile asks for another run (see ``SyncMarkers``).
+            let connections = checkpoint.outputConnections
             do {
                 if let check = checkpoint.check {
                     // No marker goes out while one is checked.
                     let held = try await markerHolds(check, isolation: isolation, configuration: configuration, datasets: datasets)
                     checkpoint.setCheck(nil)
-                    if held { continue }
+                    if held {
+                        checkpoint.verified(since: connections)
+                        continue
+                    }
                 }
                 try await converge(isolation: isolation, configuration: configuration, datasets: datasets)
+                checkpoint.verified(since: connections)
                 delay = Self.retry.initial
             } catch is CancellationError {
                 break
@@ -131,24 +138,26 @@ final class ConvergenceStage {
         fault = nil
     }
 
-    /// Reads the retained marker. At a start, the one the state file recorded means the
-    /// broker holds every style acknowledged, and the changes held since go out under their
-    /// versions; after a reconnection, the last one acknowledged means only what was handed
-    /// over after it is sent again.
+    /// Reads the retained markers (both topics, see ``SyncMarkers/slot``). At a start, the
+    /// one the state file recorded means the broker holds every style acknowledged, and the
+    /// changes held since go out under their versions; after a reconnection, the last one
+    /// acknowledged means only what was handed over after it is sent again.
     /// - Returns: whether the marker held (else a full convergence follows).
     private func markerHolds(
         _ check: SyncMarkers.Check, isolation: isolated any Actor, configuration: MQTTConfiguration, datasets: () -> Set<String>
     ) async throws -> Bool {
-        let reader = try RetainedReader(
-            configuration: configuration, prefix: output.topics.prefix, filters: [checkpoint.topic], logger: logger)
+        let topics = checkpoint.topics
+        let reader = try RetainedReader(configuration: configuration, prefix: output.topics.prefix, filters: topics, logger: logger)
         defer { read += reader.count }
-        var found: [UInt8]?
+        var found: [[UInt8]] = []
         try await reader.read { batch in
-            for message in batch where message.retain && message.topic == self.checkpoint.topic { found = message.payload }
+            for message in batch where message.retain && topics.contains(message.topic) { found.append(message.payload) }
         }
         switch check {
         case .start(let expected):
-            guard !output.hasTrustedVersions, var held = output.takeHeld(), found == Array(expected.utf8) else {
+            // The stop left it at both topics: another marker at either was published since.
+            guard !output.hasTrustedVersions, var held = output.takeHeld(), !found.isEmpty, found.allSatisfy({ $0 == Array(expected.utf8) })
+            else {
                 output.dropHeld()
                 logger.info("the broker does not hold the marker of the last stop: converging")
                 return false
@@ -159,7 +168,7 @@ final class ConvergenceStage {
             while let (_, entry) = held.take() { output.send(entry.item, since: entry.since) }
             logger.info("the broker holds the marker of the last stop: nothing to converge")
         case .resumed(let expected):
-            guard found == Array(expected.utf8), output.recentIsWhole else {
+            guard found.contains(Array(expected.utf8)), output.recentIsWhole else {
                 logger.info("the broker resumed the session without the last marker acknowledged: converging")
                 return false
             }
@@ -219,7 +228,7 @@ final class ConvergenceStage {
         let started = ContinuousClock.now
         let topics = output.topics
         let reader = try RetainedReader(
-            configuration: configuration, prefix: topics.prefix, filters: topics.convergenceFilters(partition) + [checkpoint.topic], logger: logger)
+            configuration: configuration, prefix: topics.prefix, filters: topics.convergenceFilters(partition) + checkpoint.topics, logger: logger)
         self.reader = reader
         current = Convergence(core: core, topics: topics)
         output.dropHeld()
@@ -233,9 +242,10 @@ final class ConvergenceStage {
         }
         var legends: [String: [UInt8]] = [:]
         let legendPrefix = topics.prefix + "/legend/"
-        // The locations the last marker the broker holds counted: it held their styles then.
+        // The locations the markers the broker holds counted (the larger count of the two
+        // topics'): it held their styles then.
         var markedLocations: Int?
-        let checkpointTopic = checkpoint.topic
+        let checkpointTopics = checkpoint.topics
         let scope = checkpoint.scope
         try await reader.read { batch in
             let now = LiveTimestamp.now
@@ -250,8 +260,10 @@ final class ConvergenceStage {
                         legends[String(decoding: topic, as: UTF8.self)] = message.payload
                         return []
                     }
-                    if topic.elementsEqual(checkpointTopic.utf8) {
-                        markedLocations = SyncMarkers.locations(in: message.payload, scope: scope)
+                    if checkpointTopics.contains(where: { topic.elementsEqual($0.utf8) }) {
+                        if let count = SyncMarkers.locations(in: message.payload, scope: scope) {
+                            markedLocations = max(markedLocations ?? 0, count)
+                        }
                         return []
                     }
                     return message.withPayload { self.current?.retained(topicBytes: topic, payload: $0, now: now) ?? [] }

@@ -121,8 +121,8 @@ extension LivePipeline {
             await replica?.publishLease(on: holder, epoch: epoch)
         case .disconnect(let connection):
             await connection.disconnect()
-        case .marker(let payload, let position):
-            await checkpoints.deliver((payload, position))
+        case .marker(let marker):
+            await checkpoints.deliver(marker)
         case .republishClears:
             if await partition?.republishClears(checkpoints: checkpoints, publishing: { self.publishes }) == true {
                 jobs.start(.republishClears)
@@ -187,7 +187,7 @@ extension LivePipeline {
             return
         }
         guard let marker = checkpoints.dueMarker() else { return }
-        jobs.start(.marker(payload: marker.payload, position: marker.position))
+        jobs.start(.marker(marker))
     }
 
     /// Writes every changed location to the state file (see ``CheckpointStage/flush()``).

@@ -13,8 +13,8 @@ struct PipelineJobs: Sendable {
         case renew(MQTTClient, epoch: UInt64)
         /// Close a connection that is no longer used.
         case disconnect(MQTTClient)
-        /// Publish a sync marker after the first `position` publications.
-        case marker(payload: String, position: Int)
+        /// Publish a sync marker after the publications it follows.
+        case marker(CheckpointStage.Marker)
         /// Publish again the recorded clears still right (the watched bridge came back).
         case republishClears
         /// Open a gate (a takeover that needed no convergence has converged).

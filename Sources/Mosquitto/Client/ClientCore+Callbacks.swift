@@ -92,6 +92,8 @@ extension ClientCore {
             state.withLock { $0.refusal = "the broker refused the connection: \(reason)" }
             return
         }
+        // Ahead of every acknowledgement this connection brings (see ``MQTTClient/acceptedConnections``).
+        acceptedCount.add(1, ordering: .releasing)
         setGate(true)
         setLibraryLog(on: false)
         // The broker's Receive Maximum caps ours (libmosquitto applies it the same way);

@@ -102,6 +102,9 @@ final class ClientCore: Sendable {
     /// QoS 1 and 2 publications handed to libmosquitto, and those acknowledged, ever.
     let sentCount = Atomic<Int>(0)
     let acknowledgedCount = Atomic<Int>(0)
+    /// Connections the broker accepted, ever: counted from the CONNACK's callback, on the
+    /// network thread, before anything else that connection reads.
+    let acceptedCount = Atomic<Int>(0)
     /// Messages received in the network loop's current pass (see `takePassCounts()`).
     let readInPass = Atomic<Int>(0)
     /// ``acknowledgedCount`` when the network loop's current pass began.

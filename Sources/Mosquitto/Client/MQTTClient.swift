@@ -157,6 +157,15 @@ public final class MQTTClient: Sendable {
         return (member.sentCount.load(ordering: .relaxed), member.acknowledgedCount.load(ordering: .relaxed))
     }
 
+    /// How many times the broker has accepted one of the client's connections (the first
+    /// connection of each, and every reconnection). Counted before anything the accepted
+    /// connection brings is read: a publication acknowledged while the count is the one it
+    /// was handed over under went out and came back on one connection, to a broker that
+    /// has not been restarted in between (a restart closes every connection). libmosquitto
+    /// sends a QoS 1 publication again after a reconnection, and its acknowledgement then
+    /// comes from a broker that may have lost what it acknowledged before.
+    public var acceptedConnections: Int { cores.reduce(0) { $0 + $1.acceptedCount.load(ordering: .acquiring) } }
+
     /// Messages handed over with ``send(_:payload:qos:retain:)`` that the broker refused
     /// (not sent again), and the last refusal.
     public var refusedPublishes: (count: Int, last: MQTTError?) {
