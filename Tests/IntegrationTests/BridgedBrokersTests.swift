@@ -347,7 +347,10 @@ struct BridgedBrokersTests {
 
         // The daemon starts, finds its bridge up, and clears them there.
         south = try await partitions.start(yaml, in: directory)
-        try await eventually("the first half's old styles cleared on the central broker", timeout: .seconds(60), every: .milliseconds(250)) {
+        try await eventually(
+            "the first half's old styles cleared on the central broker; the daemon's log:\n\(south.running.standardError.suffix(4000))",
+            timeout: .seconds(60), every: .milliseconds(250)
+        ) {
             let onCentral = try await retainedStyles(central, building: "C")
             return beforeRestart.allSatisfy { onCentral[Self.southTopic($0, floor: "F1")] == nil }
         }
@@ -377,7 +380,8 @@ struct BridgedBrokersTests {
         let held = try await held(by: south, building: "C")
         #expect(held.count == count && held[Self.southTopic(0, floor: "F1")] != nil)
         let onCentral = try await eventually(
-            "the central broker's styles of building C as the daemon holds them", timeout: .seconds(60), every: .milliseconds(250),
+            "the central broker's styles of building C as the daemon holds them; the daemon's log:\n\(south.running.standardError.suffix(4000))",
+            timeout: .seconds(60), every: .milliseconds(250),
             observing: { try await retainedStyles(central, building: "C") },
             until: { Set($0.keys) == Set(held.keys) })
         #expect(onCentral[Self.southTopic(0, floor: "F1")] != nil, "location 0 came back to F1 after its clear: not cleared again")
