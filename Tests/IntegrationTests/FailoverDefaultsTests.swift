@@ -15,16 +15,8 @@ struct FailoverDefaultsTests {
     static func yaml(port: Int, instance: String, store: String) -> String {
         var file = DaemonConfigFile(brokerPort: port, clientId: instance, store: store)
         file.keepalive = nil
-        file.instance = instance
-        file.partition = "east"
-        file.owns = [DaemonConfigFile.Share()]
-        file.failover = true
-        file.rules = """
-              - name: occupied
-                domain: occupancy
-                when: nrOfPeople > 0
-                style: {polygonFillColor: "#D64545", label: "{nrOfPeople}/{capacity}"}
-            """
+        file.replica(instance, of: "east")
+        file.rules = DaemonConfigFile.occupiedRule(label: "{nrOfPeople}/{capacity}")
         return file.yaml
     }
 

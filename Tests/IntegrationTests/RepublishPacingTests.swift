@@ -132,16 +132,8 @@ struct RepublishPacingTests {
         defer { Task { await broker.stop() } }
         let directory = try TestDirectory.make(prefix: "republish-failover")
         var file = DaemonConfigFile(brokerPort: broker.port, clientId: "republish", store: directory.appendingPathComponent("state.db").path)
-        file.instance = "republish-1"
-        file.partition = "republish"
-        file.owns = [DaemonConfigFile.Share()]
-        file.failover = true
-        file.rules = """
-              - name: occupied
-                domain: occupancy
-                when: nrOfPeople > 0
-                style: {polygonFillColor: "#D64545", label: "{nrOfPeople}"}
-            """
+        file.replica("republish-1", of: "republish")
+        file.rules = DaemonConfigFile.occupiedRule(label: "{nrOfPeople}")
         let daemon = try await kit.start(file.yaml, in: directory)
         // From the start on, as an operator's scrape would: the figure is to hold whenever read.
         let samples = OutstandingSamples()

@@ -37,6 +37,24 @@ public struct DaemonConfigFile: Sendable {
         self.store = store
     }
 
+    /// The replica `instance` of failover partition `partition`, which owns the whole venue `hq`.
+    public mutating func replica(_ instance: String, of partition: String) {
+        self.instance = instance
+        self.partition = partition
+        owns = [Share()]
+        failover = true
+    }
+
+    /// One rule: an occupied room is red, with a label.
+    public static func occupiedRule(label: String) -> String {
+        """
+          - name: occupied
+            domain: occupancy
+            when: nrOfPeople > 0
+            style: {polygonFillColor: "#D64545", label: "\(label)"}
+        """
+    }
+
     /// One rule: an occupied room is red.
     public static let occupiedRule = """
           - name: occupied
