@@ -58,7 +58,7 @@ struct SyncMarkers {
     }()
     private var sequence = 0
     /// A marker is published and not yet acknowledged (or refused).
-    private(set) var inFlight = false
+    var inFlight: Bool { inFlightUnder != nil }
     /// A marker waits for the output's other connections (see ``Barrier``).
     var barrier: Barrier?
 
@@ -87,7 +87,7 @@ struct SyncMarkers {
     /// ``verified(since:now:)``); `nil` before the first time. No marker goes out under
     /// other connections than these.
     private(set) var verifiedUnder: Int?
-    /// The accepted connections the marker in flight was handed over under.
+    /// The accepted connections the marker in flight was handed over under; nil when none is.
     private var inFlightUnder: Int?
     var check: Check?
     /// What the last clean stop left: the payload of the retained checkpoint it published,
@@ -128,7 +128,6 @@ struct SyncMarkers {
     ///     if they are the same when it is acknowledged.
     mutating func next(locations: Int, scope: String = "*", connections: Int) -> String {
         sequence += 1
-        inFlight = true
         inFlightUnder = connections
         lastSent = .now
         return #"{"token": "\#(token)", "sequence": \#(sequence), "locations": \#(max(locations, 0)), "scope": \#(jsonQuoted(scope))}"#
@@ -140,9 +139,9 @@ struct SyncMarkers {
     ///   never for an acknowledgement that came after a reconnection, which may be a
     ///   restarted broker's, that lost what its previous run acknowledged.
     mutating func done(_ payload: String, position: Int, acknowledged: Bool, connections: Int) -> Bool {
-        inFlight = false
-        defer { inFlightUnder = nil }
-        guard acknowledged, inFlightUnder == connections else { return false }
+        let sentUnder = inFlightUnder
+        inFlightUnder = nil
+        guard acknowledged, sentUnder == connections else { return false }
         markedPosition = max(markedPosition, position)
         self.acknowledged = payload
         return true
