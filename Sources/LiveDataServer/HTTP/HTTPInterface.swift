@@ -144,6 +144,7 @@ public enum HTTPInterface {
         // A failover replica's state, for one that starts with none (see `PeerState`).
         router.group("/v1/state").add(middleware: StateCopyTokenMiddleware(token: token))
             .get { _, _ in
+                let firstTaken = ContinuousClock.now
                 guard let first = await queries.stateCopyPart(from: 0) else {
                     return error(.serviceUnavailable, "this replica has not joined its partition yet: its state may be incomplete")
                 }
@@ -155,7 +156,7 @@ public enum HTTPInterface {
                     status: .ok, headers: [.contentType: "text/tab-separated-values"],
                     body: ResponseBody { writer in
                         var part = first
-                        var started = ContinuousClock.now
+                        var started = firstTaken
                         while true {
                             let lines = PeerState.lines(part.locations)
                             // An empty chunk would read as the last one.
