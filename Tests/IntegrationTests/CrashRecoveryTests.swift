@@ -358,13 +358,22 @@ struct CrashRecoveryTests {
         #expect(await second.notify.wait(for: "READY=1"))
         let log = second.running.standardError
         if suffix == nil {
-            #expect(log.contains("the broker holds the marker of the last stop: nothing to converge"), "\(log.suffix(2000))")
+            #expect(
+                log.contains("the broker holds the marker of the last stop: nothing to converge"),
+                "first run: \(Self.notDebug(first.running.standardError))\nsecond run: \(Self.notDebug(log))")
         } else {
-            #expect(log.contains("the broker does not hold the marker of the last stop: converging"), "\(log.suffix(2000))")
+            #expect(
+                log.contains("the broker does not hold the marker of the last stop: converging"),
+                "first run: \(Self.notDebug(first.running.standardError))\nsecond run: \(Self.notDebug(log))")
             #expect(log.contains("converged with the broker: "))
         }
         second.signal(SIGTERM)
         _ = try await second.running.wait(timeout: .seconds(10))
+    }
+
+    /// A daemon's log without its debug lines, for a failure's message.
+    static func notDebug(_ log: String) -> String {
+        log.split(separator: "\n").filter { !$0.hasPrefix("debug ") }.suffix(40).joined(separator: "\n")
     }
 
     /// The start of both lines a reconnection to a broker that kept the daemon's session logs:

@@ -258,6 +258,12 @@ struct LiveStoreTests {
         let later = store.takeDueSummaries(now: at(1000))
         #expect(later.count == 2)
         #expect(later.first { $0.key.floor == "F3" }?.people == 5)
+
+        // A clean stop takes every changed one, its interval passed or not.
+        _ = store.apply(try update(["nrOfPeople": "6"], at: 1100), now: at(1100))
+        #expect(store.takeDueSummaries(now: at(1200)).isEmpty)
+        let last = store.takeDueSummaries(now: at(1200), all: true)
+        #expect(last.count == 2 && last.first { $0.key.floor == "F3" }?.people == 6)
         #expect(store.takeDueSummaries(now: at(5000)).isEmpty)
     }
 

@@ -362,7 +362,12 @@ final class CheckpointStage {
     /// Writes the stop's checkpoint into the state file when it still holds: nothing was put
     /// in line after it, and the last snapshot was written.
     nonisolated(nonsending) func recordCheckpoint() async {
-        guard let writer, let stop = markers.stopCheckpoint, output.puts == stop.puts, fault == nil else { return }
+        guard let writer, let stop = markers.stopCheckpoint else { return }
+        guard output.puts == stop.puts, fault == nil else {
+            logger.notice(
+                "\(fault == nil ? "\(output.puts - stop.puts) publications went out after the stop's marker" : "the last snapshot failed"): the next start converges with the broker")
+            return
+        }
         await writer.setCheckpoint(stop.payload)
     }
 }

@@ -202,9 +202,13 @@ extension LivePipeline {
         await publishing.publishOffline()
     }
 
-    /// At a clean stop: the stop's checkpoint (``CheckpointStage/stop(timeout:settle:receiving:)``).
+    /// At a clean stop: the stop's checkpoint (``CheckpointStage/stop(timeout:settle:receiving:)``),
+    /// after every summary that waits for its interval: one published after the marker would
+    /// void it.
     public func checkpoint(timeout: Duration = .seconds(5)) async {
         guard replica == nil else { return }
+        publishSummaries(now: .now, all: true)
+        drainOutput()
         var processed = processing.processed
         await checkpoints.stop(timeout: timeout) {
             defer { processed = processing.processed }

@@ -298,21 +298,25 @@ public actor LivePipeline {
         processing.followClockSteps()
         let now = LiveTimestamp.now
         for change in processing.core.expire(now: now) { queue(change, arrived: nil) }
-        let summaries = processing.core.takeDueSummaries(now: now)
-        // A standby keeps its summaries and publishes none.
-        if publishes {
-            for summary in summaries {
-                let publication = publishing.topics.publication(summary, updatedAt: now)
-                feed.summary(summary.key, json: publication.payload)
-                publishing.send(summary: publication)
-            }
-        }
+        publishSummaries(now: now)
         feed.heartbeatIfDue()
         drainOutput()
         publishMarkerIfDue()
         publishing.reportRefusals(broker: refusedPublishes)
         if checkpoints.isDue { await flush() }
         checkpoints.trimHeapAfterBurst(waiting: publishing.waiting, processed: processing.processed)
+    }
+
+    /// Publishes the summaries due at `now` (`all`: every one that changed, due or not). A
+    /// standby keeps its summaries and publishes none.
+    func publishSummaries(now: LiveTimestamp, all: Bool = false) {
+        let summaries = processing.core.takeDueSummaries(now: now, all: all)
+        guard publishes else { return }
+        for summary in summaries {
+            let publication = publishing.topics.publication(summary, updatedAt: now)
+            feed.summary(summary.key, json: publication.payload)
+            publishing.send(summary: publication)
+        }
     }
 
     /// Publications the broker refused, on every connection, and the last refusal.

@@ -413,8 +413,9 @@ public final class LiveCore {
         return changed
     }
 
-    public func takeDueSummaries(now: LiveTimestamp) -> [SummaryTracker.Summary] {
-        store.takeDueSummaries(now: now)
+    /// Summaries due for publishing; `all`: every one that changed, due or not.
+    public func takeDueSummaries(now: LiveTimestamp, all: Bool = false) -> [SummaryTracker.Summary] {
+        store.takeDueSummaries(now: now, all: all)
     }
 
     public func takeDirty() -> [LocationRow] { store.takeDirty() }

@@ -651,9 +651,9 @@ public final class LiveStore {
         return .init(state: legendState ?? -1, people: people, capacity: total)
     }
 
-    /// Summaries due for publishing (see ``SummaryTracker/takeDue(now:)``).
-    public func takeDueSummaries(now: LiveTimestamp) -> [SummaryTracker.Summary] {
-        summaries.takeDue(now: now)
+    /// Summaries due for publishing (see ``SummaryTracker/takeDue(now:all:)``).
+    public func takeDueSummaries(now: LiveTimestamp, all: Bool = false) -> [SummaryTracker.Summary] {
+        summaries.takeDue(now: now, all: all)
     }
 }
 

@@ -316,15 +316,16 @@ public struct SummaryTracker {
         for aggregate in aggregates.values { aggregate.reset() }
     }
 
-    /// The summaries that changed and whose interval has passed; the rest wait.
-    public mutating func takeDue(now: LiveTimestamp) -> [Summary] {
+    /// The summaries that changed and whose interval has passed; the rest wait. `all`: every
+    /// summary that changed, its interval passed or not (a clean stop's last ones).
+    public mutating func takeDue(now: LiveTimestamp, all: Bool = false) -> [Summary] {
         var due: [Summary] = []
         var waiting: [Aggregate] = []
         let intervalMilliseconds = interval.milliseconds
         for aggregate in dirty {
             // A negative time since the last one is a step back of the clock: due, rather
             // than held until the clock is back where it was.
-            if let last = aggregate.lastHandedOut, case let elapsed = now.millisecondsSince1970 - last.millisecondsSince1970,
+            if !all, let last = aggregate.lastHandedOut, case let elapsed = now.millisecondsSince1970 - last.millisecondsSince1970,
                 elapsed >= 0, elapsed < intervalMilliseconds
             {
                 waiting.append(aggregate)
