@@ -17,6 +17,9 @@ let package = Package(
         .library(name: "LiveDataServer", targets: ["LiveDataServer"]),
         .library(name: "LiveDataConfiguration", targets: ["LiveDataConfiguration"]),
         .library(name: "LiveDataClient", targets: ["LiveDataClient"]),
+        // The fuzz targets, for libFuzzer's driver in `Fuzz/` (a package of its own, built
+        // with sanitizers by scripts/fuzz).
+        .library(name: "FuzzTargets", targets: ["FuzzTargets"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -142,6 +145,14 @@ let package = Package(
         .testTarget(
             name: "LiveDataConfigurationTests", dependencies: ["LiveDataConfiguration", "DisplayRules", "LiveTopics"]),
         .testTarget(name: "MosquittoTests", dependencies: ["Mosquitto", "LiveTopics", "CMosquittoIO"]),
+        // Each parser of outside input with the properties that must hold of what it accepts;
+        // the tests run every committed input of `Fuzz/Corpus/TARGET` through it.
+        .target(
+            name: "FuzzTargets",
+            dependencies: ["LiveTopics", "DisplayRules", "LiveState", "LiveStatePersistence", "LiveDataConfiguration"],
+            path: "Fuzz/Sources/FuzzTargets"
+        ),
+        .testTarget(name: "FuzzCorpusTests", dependencies: ["FuzzTargets"], path: "Fuzz/Tests/FuzzCorpusTests"),
         // The daemon's parts in process, with no broker: the HTTP routes, the event hub and
         // stream, logging, systemd notification.
         .testTarget(
