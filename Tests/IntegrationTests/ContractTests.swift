@@ -231,6 +231,26 @@ struct ContractTests {
         try lines.joined(separator: "\n").write(to: file, atomically: true, encoding: .utf8)
         let result = try await Contract.check(["http", file.path])
         #expect(result.status == 0, "\(result.standardOutput)\(result.standardError)")
+
+        // A floor of 1,000 locations three times: whole the first time, then on a sample of
+        // its items, which still finds a broken one among the first hundred or between.
+        let floor = try await LoopbackHTTP.request("GET", port: daemon.httpPort, path: "/v1/floors/ds1/hq/A/F1")
+        var object = try #require(try JSONSerialization.jsonObject(with: Data(floor.body.utf8)) as? [String: Any])
+        let location = try #require((object["locations"] as? [Any])?.first)
+        func floorLine(breaking index: Int?) throws -> String {
+            var locations = Array(repeating: location, count: 1_000)
+            if let index { locations[index] = ["location": 12345] }
+            object["locations"] = locations
+            let body = String(decoding: try JSONSerialization.data(withJSONObject: object), as: UTF8.self)
+            return Contract.httpLine(method: "GET", path: "/v1/floors/ds1/hq/A/F1", status: 200, contentType: "application/json", body: body)
+        }
+        try [floorLine(breaking: nil), floorLine(breaking: 1), floorLine(breaking: 500)].joined(separator: "\n")
+            .write(to: file, atomically: true, encoding: .utf8)
+        let sampled = try await Contract.check(["http", file.path])
+        #expect(sampled.status == 1)
+        #expect(sampled.standardOutput.contains("$.locations[1]"), "\(sampled.standardOutput)")
+        #expect(sampled.standardOutput.contains("$.locations[500]"), "\(sampled.standardOutput)")
+        #expect(sampled.standardOutput.contains("2 responses with an array of more than 300 items"), "\(sampled.standardOutput)")
     }
 
     /// Examples schemathesis generates for each operation in the bounded run (`scripts/fuzz-http`
