@@ -17,7 +17,7 @@ public enum ConfigKeys {
         // bufferedSocket: one switch for the whole redirection of libmosquitto's imports:
         // buffered socket reads and writes, wake-up writes left out, the coarse monotonic
         // clock, and its locks checked instead of taken (see BrokerSettings.bufferedSocket).
-        ("broker", ["host", "port", "clientId", "protocol", "username", "passwordFile", "keepalive", "qos", "cleanStart", "bufferedSocket", "outputConnection", "outputConnections", "tls"]),
+        ("broker", ["host", "port", "clientId", "protocol", "username", "passwordFile", "keepalive", "reconnectMaximum", "qos", "cleanStart", "bufferedSocket", "outputConnection", "outputConnections", "tls"]),
         ("broker.tls", ["caFile", "certFile", "keyFile"]),
         ("subscriptions[]", LiveTopic.Component.allCases.map(\.rawValue) + ["filter"]),
         ("domains.*", ["staleAfter", "moves"]),

@@ -264,6 +264,9 @@ extension LiveDataConfig {
                 } else {
                     broker.keepalive = keepalive
                 }
+            case "reconnectMaximum":
+                broker.reconnectMaximum =
+                    reader.duration(value, "broker.reconnectMaximum", range: BrokerSettings.reconnectMaximumRange) ?? broker.reconnectMaximum
             case "qos": broker.qos = reader.int(value, "broker.qos", range: 0...2) ?? broker.qos
             case "cleanStart": broker.cleanStart = reader.bool(value, "broker.cleanStart") ?? broker.cleanStart
             case "bufferedSocket":

@@ -99,6 +99,12 @@ public struct BrokerSettings: Sendable, Equatable {
     public static let failoverKeepalive: Duration = .seconds(5)
     /// The keepalives the broker and libmosquitto take.
     public static let keepaliveRange: ClosedRange<Duration> = .seconds(5)...(.seconds(65_535))
+    /// `reconnectMaximum`, default 10s (1s to 10m): the longest wait between two attempts to
+    /// connect to the broker (the waits start at half a second and double). A broker or a link
+    /// that comes back is found at most this long after it did.
+    public var reconnectMaximum: Duration = .seconds(10)
+    /// The `reconnectMaximum`s taken.
+    public static let reconnectMaximumRange: ClosedRange<Duration> = .seconds(1)...(.seconds(600))
     /// `qos` of the subscriptions, default 1.
     public var qos = 1
     /// `cleanStart`, default false: a persistent session keeps updates while the daemon is down.

@@ -98,7 +98,7 @@ struct ConfigLoadingTests {
         arguments: [
             (
                 "broker:\n  hots: x\n",
-                #"test.yaml:2:3: unknown key "hots" in broker (did you mean "host"? expected one of: host, port, clientId, protocol, username, passwordFile, keepalive, qos, cleanStart, bufferedSocket, outputConnection, outputConnections, tls)"#
+                #"test.yaml:2:3: unknown key "hots" in broker (did you mean "host"? expected one of: host, port, clientId, protocol, username, passwordFile, keepalive, reconnectMaximum, qos, cleanStart, bufferedSocket, outputConnection, outputConnections, tls)"#
             ),
             ("colour: red\n", #"test.yaml:1:1: unknown key "colour" in the config file (expected one of: instance, partition, broker, subscriptions, domains, catalog, geometry, styles, rules, output, store, http, log, limits, venueView)"#),
             (

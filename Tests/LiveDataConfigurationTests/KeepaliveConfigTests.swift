@@ -3,7 +3,7 @@ import Testing
 
 /// `broker.keepalive`: refused outside what libmosquitto and MQTT take (never raised or cut
 /// silently), and 5 s by default for a failover replica, whose takeover time follows it.
-@Suite("broker.keepalive")
+@Suite("broker.keepalive and broker.reconnectMaximum")
 struct KeepaliveConfigTests {
     static func errors(_ yaml: String) -> [String] {
         do {
@@ -64,5 +64,17 @@ struct KeepaliveConfigTests {
         let slow = try LiveDataConfig.parse(yaml: Self.failover + "broker: {keepalive: 30s}\n", file: "test.yaml")
         #expect(slow.broker.keepalive == .seconds(30))
         #expect(slow.warnings.contains { $0.contains("broker.keepalive 30s") && $0.contains("about 46 s") }, "\(slow.warnings)")
+    }
+
+    @Test("broker.reconnectMaximum: 10s by default, 1s to 10m taken, anything else refused with the range")
+    func reconnectMaximum() throws {
+        #expect(try LiveDataConfig.parse(yaml: "rules: []\n", file: "test.yaml").broker.reconnectMaximum == .seconds(10))
+        #expect(try LiveDataConfig.parse(yaml: "broker: {reconnectMaximum: 1s}\n", file: "test.yaml").broker.reconnectMaximum == .seconds(1))
+        #expect(try LiveDataConfig.parse(yaml: "broker: {reconnectMaximum: 10m}\n", file: "test.yaml").broker.reconnectMaximum == .seconds(600))
+        #expect(
+            Self.errors("broker: {reconnectMaximum: 500ms}\n") == [
+                "test.yaml:1:28: broker.reconnectMaximum must be between 1s and 600s, found 500ms"
+            ])
+        #expect(Self.errors("broker: {reconnectMaximum: 1h}\n").first?.contains("must be between 1s and 600s, found 3600s") == true)
     }
 }

@@ -24,11 +24,13 @@ public struct LiveDataDaemon: Sendable {
 
     /// Builds everything; starts nothing (the state is restored by ``PipelineService``, inside
     /// the service group, so that SIGTERM during a long start stops it cleanly).
+    /// - Parameter reconnect: the waits between attempts to connect (tests); by default half
+    ///   a second, doubling up to `broker.reconnectMaximum`.
     /// - Throws: ``StartFailure`` when the intake journal cannot be opened; when the broker
     ///   or HTTP settings are not usable.
     public init(
         config: LiveDataConfig, configPath: String, logger: Logger, notifier: SystemdNotifier = SystemdNotifier(),
-        reconnect: MQTTBackoff = MQTTBackoff(initial: .milliseconds(500), maximum: .seconds(30))
+        reconnect: MQTTBackoff? = nil
     ) async throws {
         let topics = config.outputFormat
         let files: [(String?, String)] = [
@@ -39,7 +41,7 @@ public struct LiveDataDaemon: Sendable {
         ]
         for case (let path?, let key) in files { try StartFailure.checkReadable(path, key: key) }
         var mqtt = try config.broker.mqttConfiguration(topics: topics, payloadLimit: config.limits.payload.size)
-        mqtt.reconnect = reconnect
+        mqtt.reconnect = reconnect ?? MQTTBackoff(initial: .milliseconds(500), maximum: config.broker.reconnectMaximum)
         let intake: Intake
         do {
             intake = try Intake(config: config, logger: logger)
