@@ -69,6 +69,12 @@ struct RepublishPacingTests {
         }
     }
 
+    /// The daemon's metrics, read once, as a lookup (-1 for one it does not report).
+    func metrics(_ daemon: PartitionedDaemonsTests.Daemon) async throws -> (String) -> Double {
+        let text = try await LoopbackHTTP.request("GET", port: daemon.httpPort, path: "/metrics").body
+        return { CrashRecoveryTests.metric(text, $0) ?? -1 }
+    }
+
     @Test(
         "a broker restarted empty gets every style again through a small in-flight window, with the daemon's waiting and unacknowledged publications within the bound the metrics report"
     )
@@ -85,8 +91,7 @@ struct RepublishPacingTests {
         // Without persistence, the broker comes back with nothing retained and no session.
         try await broker.restart()
         try await eventually("a convergence after the broker's restart, and the output drained", timeout: .seconds(90)) {
-            let metrics = try await LoopbackHTTP.request("GET", port: daemon.httpPort, path: "/metrics").body
-            func value(_ name: String) -> Double { CrashRecoveryTests.metric(metrics, name) ?? -1 }
+            let value = try await metrics(daemon)
             return value(#"livedata_convergences_total{outcome="finished"}"#) > finishedBefore && value("livedata_republish_remaining") == 0
                 && value("livedata_output_waiting") == 0 && value("livedata_output_in_flight") == 0
         }
@@ -162,16 +167,14 @@ struct RepublishPacingTests {
         // lease's connection ends with it, the replica claims again and converges.
         try await broker.restart()
         try await eventually("a republication under way after the broker's restart", timeout: .seconds(60)) {
-            let metrics = try await LoopbackHTTP.request("GET", port: daemon.httpPort, path: "/metrics").body
-            func value(_ name: String) -> Double { CrashRecoveryTests.metric(metrics, name) ?? -1 }
+            let value = try await metrics(daemon)
             return value(#"livedata_convergences_total{outcome="finished"}"#) > finishedBefore && value("livedata_republish_remaining") > 0
         }
         // Live updates of every location while the walk runs: they fill the line faster than
         // the window empties it, and the walk waits behind them.
         try await fill(broker, shift: 3)
         try await eventually("the republication over and the output drained", timeout: .seconds(120)) {
-            let metrics = try await LoopbackHTTP.request("GET", port: daemon.httpPort, path: "/metrics").body
-            func value(_ name: String) -> Double { CrashRecoveryTests.metric(metrics, name) ?? -1 }
+            let value = try await metrics(daemon)
             return value("livedata_republish_remaining") == 0 && value("livedata_output_waiting") == 0 && value("livedata_output_in_flight") == 0
                 && value("livedata_updates_received_total") >= Double(2 * Self.locations)
         }
