@@ -17,17 +17,21 @@ extension StateDatabase {
     /// - Throws: ``Failure``; the transaction is rolled back.
     public func recordCleared(_ topics: [String: Int64]) throws(Failure) {
         guard !topics.isEmpty else { return }
+        try inTransaction { () throws(Failure) in try insertCleared(topics) }
+    }
+
+    /// Records topics as cleared within the caller's transaction.
+    func insertCleared(_ topics: [String: Int64]) throws(Failure) {
+        guard !topics.isEmpty else { return }
         let statement = try prepare(
             "INSERT INTO cleared_topics (topic, cleared_at) VALUES (?1, ?2) ON CONFLICT (topic) DO UPDATE SET cleared_at = max(cleared_at, excluded.cleared_at)"
         )
         defer { sqlite3_finalize(statement) }
-        try inTransaction { () throws(Failure) in
-            for (topic, time) in topics {
-                sqlite3_reset(statement)
-                sqlite3_bind_text(statement, 1, topic, -1, transient)
-                sqlite3_bind_int64(statement, 2, time)
-                guard sqlite3_step(statement) == SQLITE_DONE else { throw failure("recording the cleared topic \(topic)") }
-            }
+        for (topic, time) in topics {
+            sqlite3_reset(statement)
+            sqlite3_bind_text(statement, 1, topic, -1, transient)
+            sqlite3_bind_int64(statement, 2, time)
+            guard sqlite3_step(statement) == SQLITE_DONE else { throw failure("recording the cleared topic \(topic)") }
         }
     }
 

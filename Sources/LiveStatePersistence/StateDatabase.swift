@@ -31,7 +31,7 @@ public final class StateDatabase {
     public let path: String
     private var db: OpaquePointer?
     private var upsert: OpaquePointer?
-    /// ``upsert`` for ``rowsAtOnce`` rows (see ``write(_:deleting:journalPosition:)``).
+    /// ``upsert`` for ``rowsAtOnce`` rows (see ``write(_:deleting:cleared:journalPosition:)``).
     private var upsertMany: OpaquePointer?
     private var delete: OpaquePointer?
 
@@ -152,7 +152,7 @@ public final class StateDatabase {
 
     static let journalKey = "journal"
 
-    /// Writes these rows (see ``write(_:deleting:journalPosition:)-(EncodedRecords,_,_)``).
+    /// Writes these rows (see ``write(_:deleting:cleared:journalPosition:)``).
     public func write(
         _ rows: [LocationRow], deleting vacated: [Int64] = [], journalPosition: UInt64? = nil
     ) throws(Failure) {
@@ -161,14 +161,17 @@ public final class StateDatabase {
 
     /// Deletes the rows of `vacated` (the second rows of locations a restore found stored
     /// twice) and writes these records under their rows, in one transaction, with the
-    /// journal position they bring the snapshot up to.
+    /// topics cleared up to the state they hold (see ``recordCleared(_:)``) and the journal
+    /// position they bring the snapshot up to.
     /// - Throws: ``Failure``; the transaction is rolled back.
     public func write(
-        _ records: EncodedRecords, deleting vacated: [Int64] = [], journalPosition: UInt64? = nil
+        _ records: EncodedRecords, deleting vacated: [Int64] = [], cleared: [String: Int64] = [:],
+        journalPosition: UInt64? = nil
     ) throws(Failure) {
-        guard !records.isEmpty || !vacated.isEmpty || journalPosition != nil else { return }
+        guard !records.isEmpty || !vacated.isEmpty || !cleared.isEmpty || journalPosition != nil else { return }
         try execute("BEGIN")
         do throws(Failure) {
+            try insertCleared(cleared)
             for row in vacated {
                 sqlite3_reset(delete)
                 sqlite3_bind_int64(delete, 1, row)

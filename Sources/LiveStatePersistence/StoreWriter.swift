@@ -34,16 +34,17 @@ public actor StoreWriter {
         }
     }
 
-    /// Writes a batch in one transaction, with the journal position the snapshot then
-    /// covers; the journal's segments before it are deleted.
+    /// Writes a batch in one transaction, with the topics cleared up to the state it holds
+    /// and the journal position the snapshot then covers; the journal's segments before it
+    /// are deleted.
     /// - Returns: `nil` when written, or the failure (the caller keeps the batch for the next try).
     @discardableResult
     public func write(
-        _ records: EncodedRecords, deleting vacated: [Int64] = [], journalPosition: UInt64? = nil,
-        journal: IntakeJournal? = nil
+        _ records: EncodedRecords, deleting vacated: [Int64] = [], cleared: [String: Int64] = [:],
+        journalPosition: UInt64? = nil, journal: IntakeJournal? = nil
     ) -> StateDatabase.Failure? {
         do {
-            try database.write(records, deleting: vacated, journalPosition: journalPosition)
+            try database.write(records, deleting: vacated, cleared: cleared, journalPosition: journalPosition)
             written += records.count
             if let journal, let journalPosition { journal.covered(through: journalPosition) }
             return nil

@@ -1,6 +1,8 @@
 import Foundation
 import LiveDataTestSupport
+import LiveState
 import LiveStatePersistence
+import LiveTopics
 import Logging
 import Testing
 
@@ -53,6 +55,20 @@ struct ClearedTopicsTableTests {
         #expect(try walk(database, batch: 10) == ["a", "d"])
         #expect(try database.forgetCleared(before: 10_000) == 2)
         #expect(try database.countCleared() == 0)
+    }
+
+    @Test("clears written with a snapshot's records are in the file with them and the journal position they go with")
+    func clearsWithRecords() async throws {
+        let path = try path()
+        let moved = LocationAddress(dataset: "ds1", venue: "hq", building: "B", floor: "F2", room: "R1", location: "loc-1")
+        let writer = try StoreWriter(path: path, logger: .init(label: "test"))
+        let records = EncodedRecords([LocationRow(row: 1, record: LocationRecord(address: moved))])
+        #expect(await writer.write(records, cleared: ["livedata/style/ds1/hq/B/F1/R1/loc-1": 7], journalPosition: 42) == nil)
+        #expect(await writer.write(EncodedRecords([]), cleared: ["livedata/summary/ds1/hq/B/F1": 8]) == nil, "clears alone")
+        let reopened = try StateDatabase(path: path)
+        #expect(try walk(reopened, batch: 10) == ["livedata/style/ds1/hq/B/F1/R1/loc-1", "livedata/summary/ds1/hq/B/F1"])
+        #expect(try reopened.journalPosition() == 42)
+        #expect(try reopened.readAll().records.map(\.address) == [moved])
     }
 
     @Test("the writer records, walks and forgets, and reports a failure instead of throwing")

@@ -105,26 +105,34 @@ final class CheckpointStage {
             core.discardSnapshotChanges()
             return
         }
-        // The clears a bridge may lose go in first, in a transaction of their own: the
-        // journal position that follows never covers an update whose clear is not recorded.
-        guard await writeClears() else { return }
         let (changed, vacated) = core.takeSnapshotChanges()
         if changed.count >= Self.burstSize { burstToTrim = true }
         let position = journal != nil ? appliedPosition : nil
-        guard changed.count > 0 || !vacated.isEmpty || position != coveredPosition else { return }
+        guard changed.count > 0 || !vacated.isEmpty || position != coveredPosition else {
+            _ = await writeClears()
+            return
+        }
         // In parts, each its own transaction, so that the records of a large batch are never
         // all in memory at once; the journal position goes with the last part, once
-        // everything it covers is written.
+        // everything it covers is written. Each part carries the clears a bridge may lose
+        // made up to the moment its records are encoded (the pipeline runs on while a part
+        // is written, so a record may hold a later state than the part before): no record
+        // and no journal position is ever written ahead of a clear it implies, since a
+        // restart that finds a location already moved in its record, or the update that
+        // moved it behind the journal position, has nothing to note that clear again from.
         var start = 0
         repeat {
             let end = min(start + Self.snapshotPart, changed.count)
             let records = EncodedRecords(changed, in: start..<end, of: core)
+            let clears = output.takeUnwrittenClears()
             let isLast = end == changed.count
             if let failure = await writer.write(
-                records, deleting: start == 0 ? vacated : [], journalPosition: isLast ? position : nil, journal: isLast ? journal : nil)
+                records, deleting: start == 0 ? vacated : [], cleared: clears, journalPosition: isLast ? position : nil,
+                journal: isLast ? journal : nil)
             {
                 // Kept for the next try: the store still holds these records, and the journal
                 // everything since the last snapshot.
+                output.returnUnwrittenClears(clears)
                 core.returnSnapshotChanges(changed, in: start..<changed.count, vacated: start == 0 ? vacated : nil)
                 noteWriteFailure(failure)
                 return
@@ -134,6 +142,8 @@ final class CheckpointStage {
         if fault != nil { logger.notice("the state file is writable again", metadata: ["store.path": "\(path)"]) }
         fault = nil
         coveredPosition = position
+        // The clears made while the last part was written, and the horizon's prune when due.
+        _ = await writeClears()
     }
 
     /// Writes the clears recorded since the last snapshot (with a watched bridge), and, when
