@@ -5,8 +5,7 @@ import Testing
 /// The fault campaign's short form: `scripts/fault-campaign --short --only FAULT` for each fault
 /// of the long form but the soak (the broker killed with and without its store, the disk full,
 /// SIGKILL during a restore and during a convergence, the state file truncated, the wall clock
-/// stepped, the broker cut off), at 20,000 locations (the kill during a restore at 50,000: a
-/// smaller restore is over before it could land in it), against the daemon built with the tests,
+/// stepped, the broker cut off), at 50,000 locations, against the daemon built with the tests,
 /// with a broker of its own on a loopback port. The script needs root (a tmpfs, a network
 /// namespace) and Debian's `faketime`; without them it refuses, and the test fails.
 @Suite("Fault campaign", .timeLimit(.minutes(10)), .serialized)
@@ -50,7 +49,7 @@ struct FaultCampaignTests {
         #expect((outcome.figures["peak_rss_bytes"] as? Int ?? 0) > 0, "\(fault): no memory sampled")
     }
 
-    @Test("at 20,000 locations the fault loses nothing, sends no version back, and the broker converges", arguments: faults)
+    @Test("at 50,000 locations the fault loses nothing, sends no version back, and the broker converges", arguments: faults)
     func fault(_ fault: String) async throws {
         let outcome = try await campaign(fault)
         check(outcome, fault)

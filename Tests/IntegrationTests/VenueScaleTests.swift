@@ -10,12 +10,12 @@ import Testing
 
 /// A venue's scale: starts with tens of thousands of retained styles and queued updates,
 /// reconnections that must not read every style back, and a watchdog that must see a stuck
-/// pipeline. `LIVEDATA_SCALE_LOCATIONS` sets the size (20,000 in the test suite;
-/// `scripts/venue-scale` runs the long form).
+/// pipeline. `LIVEDATA_SCALE_LOCATIONS` sets the size (`scripts/venue-scale` runs the long
+/// form).
 @Suite("Venue scale", .timeLimit(.minutes(40)), .serialized)
 struct VenueScaleTests {
     let logger = Logger(label: "test")
-    static let locations = Int(ProcessInfo.processInfo.environment["LIVEDATA_SCALE_LOCATIONS"] ?? "") ?? 20_000
+    static let locations = Int(ProcessInfo.processInfo.environment["LIVEDATA_SCALE_LOCATIONS"] ?? "") ?? 50_000
     /// How long a fill may take to show: longer for the long form's million locations.
     static let patience = Duration.seconds(max(90, locations / 4000))
     let crash = CrashRecoveryTests()
@@ -95,7 +95,7 @@ struct VenueScaleTests {
         return (daemon, start.seconds)
     }
 
-    @Test("a start with every location's style retained and an update queued for each at the broker, after SIGTERM and after SIGKILL: not ready before it has converged, nothing lost, the broker's styles are the state's")
+    @Test("a start with 50,000 retained styles and 50,000 updates queued at the broker, after SIGTERM and after SIGKILL: not ready before it has converged, nothing lost, the broker's styles are the state's")
     func startWithBacklog() async throws {
         let locations = Self.locations
         // The daemon's session must hold a whole fill while it falls behind or is down.
