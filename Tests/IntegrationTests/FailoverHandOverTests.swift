@@ -7,8 +7,8 @@ import Testing
 
 /// Failover's hand-overs without a crash (a clean stop, a pause past the lease), the takeover
 /// that skips the full read, and the state copy, with ``FailoverTests``' replicas, recorder
-/// and feed: a suite of its own, so that it runs beside the crashes and cuts of
-/// ``FailoverTests`` rather than after them.
+/// and feed: a suite of its own, so that it runs beside the crashes of ``FailoverTests``
+/// and the cut of ``FailoverCutTests`` rather than after them.
 @Suite("Failover: hand-overs, takeovers without the read, the state copy", .serialized, .timeLimit(.minutes(5)))
 struct FailoverHandOverTests {
     let logger = Logger(label: "test")
