@@ -37,12 +37,7 @@ struct FailoverDefaultsTests {
         let broker = try await MosquittoBroker.start()
         defer { Task { await broker.stop() } }
         let failover = FailoverTests()
-        let first = try await start("east-1", broker: broker)
-        let second = try await start("east-2", broker: broker)
-        let (active, epoch) = try await failover.active(among: [first, second])
-        let standby = active === first ? second : first
-        let recorder = try await FailoverTests.Recorder(port: broker.port, logger: logger)
-        let feed = try await FailoverTests.Feed(port: broker.port, logger: logger)
+        let (active, standby, epoch, recorder, feed) = try await failover.pair(broker) { try await start($0, broker: broker) }
         try await feed.send(200)
         let diedAt = ContinuousClock.now
         active.running.signal(signal)

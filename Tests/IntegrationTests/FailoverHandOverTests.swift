@@ -18,15 +18,10 @@ struct FailoverHandOverTests {
     func cleanStop() async throws {
         let broker = try await MosquittoBroker.start()
         defer { Task { await broker.stop() } }
-        let first = try await failover.start("east-1", broker: broker)
-        let second = try await failover.start("east-2", broker: broker)
-        let (stopping, epoch) = try await failover.active(among: [first, second])
-        let other = stopping === first ? second : first
+        let (stopping, other, epoch, recorder, feed) = try await failover.pair(broker)
         try await eventually("STATUS= to name the roles", timeout: .seconds(15), every: .milliseconds(200)) {
             stopping.saidStatus(startingWith: "active, epoch \(epoch);") && other.saidStatus(startingWith: "standby (\(stopping.name) active, epoch \(epoch));")
         }
-        let recorder = try await FailoverTests.Recorder(port: broker.port, logger: logger)
-        let feed = try await FailoverTests.Feed(port: broker.port, logger: logger)
         try await feed.send(400)
         let stoppedAt = ContinuousClock.now
         stopping.running.signal(SIGTERM)
@@ -57,12 +52,7 @@ struct FailoverHandOverTests {
     func pausedActive() async throws {
         let broker = try await MosquittoBroker.start()
         defer { Task { await broker.stop() } }
-        let first = try await failover.start("east-1", broker: broker)
-        let second = try await failover.start("east-2", broker: broker)
-        let (paused, epoch) = try await failover.active(among: [first, second])
-        let other = paused === first ? second : first
-        let recorder = try await FailoverTests.Recorder(port: broker.port, logger: logger)
-        let feed = try await FailoverTests.Feed(port: broker.port, logger: logger)
+        let (paused, other, epoch, recorder, feed) = try await failover.pair(broker)
         try await feed.send(400)
         let pausedAt = ContinuousClock.now
         paused.running.signal(SIGSTOP)

@@ -256,13 +256,8 @@ struct FailoverTests {
     func killedActive() async throws {
         let broker = try await MosquittoBroker.start()
         defer { Task { await broker.stop() } }
-        let first = try await start("east-1", broker: broker)
-        let second = try await start("east-2", broker: broker)
-        let (active, epoch) = try await active(among: [first, second])
-        let standby = active === first ? second : first
+        let (active, standby, epoch, recorder, feed) = try await pair(broker)
         #expect(await role(standby)?.role == "standby")
-        let recorder = try await Recorder(port: broker.port, logger: logger)
-        let feed = try await Feed(port: broker.port, logger: logger)
         try await feed.send(600)
         let killedAt = ContinuousClock.now
         active.running.signal(SIGKILL)
@@ -414,19 +409,29 @@ extension FailoverTests {
 
     /// Two replicas, the feed's first 600 updates in, and the standby following the active's
     /// markers (one that covers a fence seen after the feed).
-    func followedPair(_ broker: MosquittoBroker) async throws -> (active: Replica, standby: Replica, epoch: Int, recorder: Recorder, feed: Feed) {
-        let first = try await start("east-1", broker: broker)
-        let second = try await start("east-2", broker: broker)
+    func followedPair(_ broker: MosquittoBroker) async throws -> Pair {
+        let pair = try await pair(broker)
+        try await pair.feed.send(600)
+        let fed = pair.recorder.markers.count
+        try await eventually("the active's markers to cover a fence after the feed", timeout: .seconds(10), every: .milliseconds(100)) {
+            pair.recorder.markers.dropFirst(fed).contains { $0["covers"] != nil }
+        }
+        return pair
+    }
+
+    typealias Pair = (active: Replica, standby: Replica, epoch: Int, recorder: Recorder, feed: Feed)
+
+    /// Two replicas of one partition on `broker` (east-1 and east-2, made by `start`: this
+    /// suite's configuration by default), once one of them holds the lease, with a recorder
+    /// of the broker's traffic and a feed of updates.
+    func pair(_ broker: MosquittoBroker, start: ((String) async throws -> Replica)? = nil) async throws -> Pair {
+        let start = start ?? { try await self.start($0, broker: broker) }
+        let first = try await start("east-1")
+        let second = try await start("east-2")
         let (active, epoch) = try await active(among: [first, second])
-        let standby = active === first ? second : first
         let recorder = try await Recorder(port: broker.port, logger: logger)
         let feed = try await Feed(port: broker.port, logger: logger)
-        try await feed.send(600)
-        let fed = recorder.markers.count
-        try await eventually("the active's markers to cover a fence after the feed", timeout: .seconds(10), every: .milliseconds(100)) {
-            recorder.markers.dropFirst(fed).contains { $0["covers"] != nil }
-        }
-        return (active, standby, epoch, recorder, feed)
+        return (active, active === first ? second : first, epoch, recorder, feed)
     }
 
 }
