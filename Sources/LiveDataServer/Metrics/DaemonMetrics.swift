@@ -58,7 +58,18 @@ public final class DaemonMetrics: Sendable {
         total("summaries_published", "Summaries published.", statistics.summariesPublished)
         total("publishes_refused", "Publications refused, by whom: the broker, or the MQTT library (dropped: too large for the broker, an invalid topic).", statistics.publishesRefused, label: ("by", "broker"))
         total("publishes_refused", "Publications refused, by whom: the broker, or the MQTT library (dropped: too large for the broker, an invalid topic).", statistics.publishesDropped, label: ("by", "library"))
-        gauge("output_waiting", "Publications waiting for room in the broker's in-flight window (at most one per topic).", statistics.outputWaiting)
+        gauge(
+            "output_waiting",
+            "Publications waiting for room in the broker's in-flight window (at most one per topic), new locations' first styles waiting as their locations, and the locations a republication has still to look at.",
+            statistics.outputWaiting)
+        gauge(
+            "output_first_styles_waiting",
+            "New locations' first styles waiting as their locations, each made from the state as the window makes room (a burst of new locations while the line is long).",
+            statistics.outputFirstStylesWaiting)
+        total(
+            "output_first_styles_waited",
+            "New locations' first styles that waited as their locations rather than as changes in line (the line was long).",
+            statistics.outputFirstStylesKept)
         gauge("output_in_flight", "Publications awaiting the broker's acknowledgement.", statistics.outputInFlight)
         gauge(
             "output_unmarked",

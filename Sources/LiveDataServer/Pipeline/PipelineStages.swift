@@ -24,7 +24,7 @@ struct PipelineStages {
         processing = ProcessingStage(core: core, logger: logger)
         publishing = OutputStage(
             client: output, qos: MQTTQoS(rawValue: Int32(config.output.qos)) ?? .atLeastOnce, topics: topics,
-            minInterval: config.output.minInterval, ruleSet: config.ruleSet, window: window, logger: logger)
+            minInterval: config.output.minInterval, ruleSet: config.ruleSet, window: window, store: core.store, logger: logger)
         checkpoints = CheckpointStage(
             core: core, output: publishing, client: output, journal: intake.journal, path: config.store.path,
             interval: config.store.snapshotInterval,

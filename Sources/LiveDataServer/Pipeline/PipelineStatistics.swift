@@ -19,8 +19,14 @@ public struct PipelineStatistics: Sendable, Equatable {
     /// library refused them (too large for the broker, an invalid topic).
     public var publishesRefused = 0
     public var publishesDropped = 0
-    /// Publications waiting for room in the broker's in-flight window (one per topic).
+    /// Publications waiting for room in the broker's in-flight window (one per topic), the
+    /// new locations' first styles waiting as their locations, and the locations a
+    /// republication has still to look at.
     public var outputWaiting = 0
+    /// New locations' first styles waiting as their locations (in `outputWaiting` too).
+    public var outputFirstStylesWaiting = 0
+    /// New locations' first styles that waited as their locations so far.
+    public var outputFirstStylesKept = 0
     /// Our publications awaiting the broker's acknowledgement.
     public var outputInFlight = 0
     /// Publications handed over that no acknowledged sync marker covers yet.
@@ -73,7 +79,8 @@ extension PipelineStatistics {
             refusedSubscriptions: pipeline.connection.refused.count, intake: pipeline.intake.statistics,
             replayed: pipeline.processing.replayed, snapshotFailures: pipeline.checkpoints.failures,
             publishesRefused: pipeline.refusedPublishes.count, publishesDropped: output.dropped,
-            outputWaiting: output.waiting, outputInFlight: output.inFlight,
+            outputWaiting: output.waiting, outputFirstStylesWaiting: output.firstStylesWaiting,
+            outputFirstStylesKept: output.firstStylesKept, outputInFlight: output.inFlight,
             unmarked: max(0, pipeline.publishing.handedOver - pipeline.checkpoints.markers.markedPosition),
             markersAcknowledged: pipeline.checkpoints.markersAcknowledged, convergences: pipeline.convergence.finished,
             convergenceFailures: pipeline.convergence.failures, convergencesSkipped: pipeline.convergence.skipped,

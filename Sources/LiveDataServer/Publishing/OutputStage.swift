@@ -45,6 +45,10 @@ final class OutputStage {
     /// The styles a convergence found missing at the broker, still to publish again: taken
     /// from the state as the line empties (see ``refill()``).
     private var republishing: Republication?
+    /// New locations' first styles that came while the line was long: each waits as its
+    /// location, and its change is made from the state as the line empties (see
+    /// ``refill()``), so that a burst of new locations costs the line no change each.
+    private var firstStyles: FirstStyles
     private var republishingSince = ContinuousClock.now
     /// What the republications have done, for the metrics.
     private(set) var republish = RepublishStatistics()
@@ -55,8 +59,12 @@ final class OutputStage {
     private var refusalLog = RateLimitedLog(interval: .seconds(10))
     private let logger: Logger
 
-    init(client: MQTTClient, qos: MQTTQoS, topics: OutputFormat, minInterval: Duration, ruleSet: RuleSet, window: OutputWindow, logger: Logger) {
+    init(
+        client: MQTTClient, qos: MQTTQoS, topics: OutputFormat, minInterval: Duration, ruleSet: RuleSet, window: OutputWindow,
+        store: LiveStore, logger: Logger
+    ) {
         publisher = Publisher(client: client, qos: qos, topics: topics)
+        firstStyles = FirstStyles(store: store)
         home = client
         self.minInterval = minInterval
         coalescer = minInterval > .zero ? PublishCoalescer(interval: minInterval) : nil
@@ -74,9 +82,9 @@ final class OutputStage {
     var client: MQTTClient { publisher.client }
     /// Publishing on a lease connection (an active failover replica).
     var isOnLease: Bool { publisher.client !== home }
-    /// Publications waiting for the window, and the locations a republication has still to
-    /// look at (each may be one).
-    var waiting: Int { publisher.waiting + (republishing?.remaining ?? 0) }
+    /// Publications waiting for the window, the first styles waiting as their locations, and
+    /// the locations a republication has still to look at (each may be one).
+    var waiting: Int { publisher.waiting + firstStyles.count + (republishing?.remaining ?? 0) }
     /// Nothing waits to be handed over, nor for its interval: every change put in line so
     /// far is with the client.
     var isIdle: Bool { waiting == 0 && (coalescer?.waitingCount ?? 0) == 0 }
@@ -109,6 +117,10 @@ final class OutputStage {
         if let old { clear(old) }
         republishing?.published(change.address)
         guard coalescer != nil else {
+            // A location whose first style waits as the location needs no change: the style
+            // made when it leaves is the one it has then.
+            if !firstStyles.isEmpty, firstStyles.holds(change.address) { return true }
+            if change.isFirst, publisher.waiting >= Self.republishLimit, firstStyles.keep(change.address) { return true }
             publisher.send(change: change, since: arrived)
             return true
         }
@@ -169,7 +181,7 @@ final class OutputStage {
             refill()
             let drained = publisher.drain()
             switch drained {
-            case .empty where republishing != nil: continue
+            case .empty where republishing != nil || !firstStyles.isEmpty: continue
             case .empty, .disconnected: return
             case .more: continue
             case .windowFull:
@@ -247,6 +259,14 @@ final class OutputStage {
     /// taken from the state and is not acknowledged yet stays within
     /// ``RepublishStatistics/bound``; the acknowledgements that empty the lines bring the next.
     private func refill() {
+        if !firstStyles.isEmpty {
+            let now = LiveTimestamp.now
+            while publisher.shortestLine < Self.republishAhead, publisher.waiting < Self.republishLimit,
+                let change = firstStyles.next(now: now)
+            {
+                publisher.send(change: change)
+            }
+        }
         guard republishing != nil else {
             republish.remaining = 0
             return
@@ -342,6 +362,7 @@ final class OutputStage {
     /// until it has, and the legends are held until compared with the retained ones.
     func publish(on connection: MQTTClient, epoch: UInt64?) {
         _ = publisher.discardWaiting()
+        firstStyles.removeAll()
         republishing = nil
         publisher.client = connection
         publisher.topics.epoch = epoch
@@ -420,14 +441,18 @@ final class OutputStage {
         var coalesced: Int
         var summaries: Int
         var dropped: Int
+        /// Everything that waits (``waiting``).
         var waiting: Int
+        var firstStylesWaiting: Int
+        var firstStylesKept: Int
         var inFlight: Int
     }
 
     var counts: Counts {
         Counts(
             changes: publisher.changes, coalesced: (coalescer?.coalesced ?? 0) + publisher.coalesced, summaries: publisher.summaries,
-            dropped: publisher.dropped, waiting: publisher.waiting, inFlight: publisher.client.inFlight)
+            dropped: publisher.dropped, waiting: waiting, firstStylesWaiting: firstStyles.count,
+            firstStylesKept: firstStyles.kept, inFlight: publisher.client.inFlight)
     }
 
     /// Logs the publications refused since the last report, at most every 10 s: by the

@@ -60,7 +60,10 @@ final class LocationState {
     @exclusivity(unchecked) var outOfScope: UInt32 = 0
     /// Changed since the last write.
     @exclusivity(unchecked) var dirty = false
-    /// Its row in the state file (``LocationRow``); in the padding after `dirty`.
+    /// Its first style waits in the output's ``FirstStyles`` rather than as a change in
+    /// line; in the padding after `dirty`.
+    @exclusivity(unchecked) var firstStyleWaits = false
+    /// Its row in the state file (``LocationRow``); in the padding after the flags.
     @exclusivity(unchecked) var row: UInt32 = 0
     @exclusivity(unchecked) var version: UInt64
     /// One bit per domain with a `staleAfter` (the store numbers them) that has an entry in

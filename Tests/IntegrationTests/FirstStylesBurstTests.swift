@@ -1,0 +1,48 @@
+import Foundation
+import LiveDataTestSupport
+import Logging
+import Mosquitto
+import Testing
+
+/// A burst of new locations faster than the broker's window lets their styles out: their
+/// first styles wait as the locations, each made from the state as the window makes room,
+/// rather than as a change each in the output's line.
+@Suite("New locations' first styles in a burst", .timeLimit(.minutes(5)))
+struct FirstStylesBurstTests {
+    let pacing = RepublishPacingTests()
+
+    @Test(
+        "new locations queued while the daemon was down, each twice, come faster than a small window: their first styles wait as locations, and every location ends with its last style, those that changed while waiting too"
+    )
+    func burstOfNewLocations() async throws {
+        let broker = try await MosquittoBroker.start(
+            MosquittoBroker.Options(extra: ["max_inflight_messages \(RepublishPacingTests.inFlight)", "max_queued_messages 100000"]))
+        defer { Task { await broker.stop() } }
+        let directory = try TestDirectory.make(prefix: "first-styles")
+        let yaml = RepublishPacingTests.yaml(port: broker.port, store: directory.appendingPathComponent("state.db").path)
+        var daemon = try await pacing.kit.start(yaml, in: directory)
+        daemon.running.signal(SIGTERM)
+        #expect(try await daemon.running.result(timeout: .seconds(15)).status == 0)
+
+        // Every location twice while it is down: its session holds them, and the start takes
+        // them far faster than the broker's window lets their styles out.
+        try await pacing.fill(broker)
+        try await pacing.fill(broker, shift: 3)
+        daemon = try await pacing.kit.start(yaml, in: directory)
+        try await eventually("the backlog taken and the output drained", timeout: .seconds(120)) {
+            let value = try await pacing.metrics(daemon)
+            return value("livedata_updates_received_total") >= Double(2 * RepublishPacingTests.locations)
+                && value("livedata_output_waiting") == 0 && value("livedata_output_in_flight") == 0
+        }
+        try await eventually("every style retained with its last label, none lost", timeout: .seconds(30)) {
+            try await pacing.everyStyleRetained(broker, shift: 3)
+        }
+        let waited = try await pacing.kit.metric(daemon, "livedata_output_first_styles_waited_total")
+        print("first styles behind a window of \(RepublishPacingTests.inFlight): \(Int(waited)) of \(RepublishPacingTests.locations) waited as their locations")
+        #expect(waited > 0, "no first style waited as its location")
+        #expect(try await pacing.kit.metric(daemon, "livedata_output_first_styles_waiting") == 0)
+
+        daemon.running.signal(SIGTERM)
+        #expect(try await daemon.running.result(timeout: .seconds(15)).status == 0)
+    }
+}
