@@ -32,11 +32,12 @@ public struct Convergence {
     private let stylePrefix: [UInt8]
     /// With a partition, only its places are converged: the others are other daemons'.
     let partition: Partition?
-    private var seen = Set<ObjectIdentifier>()
+    private var seen: SeenLocations
     public private(set) var counts = Counts()
 
     public init(core: LiveCore, topics: OutputFormat) {
         store = core.store
+        seen = SeenLocations(store: core.store)
         self.topics = topics
         stylePrefix = Array(topics.stylePrefix.utf8)
         partition = core.partition
@@ -44,7 +45,7 @@ public struct Convergence {
 
     /// A location of the partition whose retained style the read has not returned (nor a
     /// change published meanwhile): what the end of the read publishes again.
-    private func isUnseen(_ state: LocationState) -> Bool { !seen.contains(ObjectIdentifier(state)) && owns(state.address) }
+    private func isUnseen(_ state: LocationState) -> Bool { !seen.contains(state) && owns(state.address) }
 
     /// Whether convergence may touch what is published for `address` or `place`.
     private func owns(_ address: LocationAddress) -> Bool { partition?.owns(address) ?? true }
@@ -126,11 +127,11 @@ public struct Convergence {
             counts.cleared += 1
             return [.publication(topics.clearing(styleOf: address()))]
         case .agrees(let state):
-            seen.insert(ObjectIdentifier(state))
+            seen.insert(state)
             counts.agreed += 1
             return []
         case .republish(let state, let change):
-            seen.insert(ObjectIdentifier(state))
+            seen.insert(state)
             counts.republished += 1
             return [.change(change)]
         }
@@ -150,14 +151,14 @@ public struct Convergence {
     /// The daemon publishes this location's style now (a live change during the read):
     /// the broker will hold it, so it needs no publishing again at the end.
     public mutating func published(_ address: LocationAddress) {
-        if let state = store.locations.find(at: address) { seen.insert(ObjectIdentifier(state)) }
+        if let state = store.locations.find(at: address) { seen.insert(state) }
     }
 
     /// A style this convergence returned to publish again was not published: the
     /// ``Republication`` after the read publishes it (under a later version).
     public mutating func leaveForLater(_ address: LocationAddress) {
         guard let state = store.locations.find(at: address) else { return }
-        seen.remove(ObjectIdentifier(state))
+        seen.remove(state)
         counts.republished -= 1
     }
 
@@ -192,7 +193,7 @@ public struct Convergence {
     /// the locations the read did not see (``Republication``). The locations seen go with it:
     /// this convergence sees none after.
     public mutating func takeRepublication() -> Republication {
-        defer { seen = [] }
+        defer { seen = SeenLocations(store: store) }
         return Republication(store: store, seen: seen, partition: partition)
     }
 
@@ -211,7 +212,7 @@ public struct Convergence {
     /// (its retained style read, or a change published since the read began).
     public func hasSeen(_ address: LocationAddress) -> Bool {
         guard let state = store.locations.find(at: address) else { return false }
-        return seen.contains(ObjectIdentifier(state))
+        return seen.contains(state)
     }
 }
 

@@ -59,6 +59,8 @@ public final class LiveStore {
     /// What locations' addresses leave out under the current rules (see ``LocationState/outOfScope``).
     @exclusivity(unchecked) var outOfScopeSelections = SharedSelections()
     @exclusivity(unchecked) var dirty: [LocationState] = []
+    /// The last convergence's number for the locations it saw (``SeenLocations``).
+    @exclusivity(unchecked) var seenGeneration: UInt16 = 0
     /// New locations beyond this many are refused (``Outcome/tooManyLocations``); a restore
     /// puts back every stored one.
     @exclusivity(unchecked) public var maximumLocations = LiveLimits.standard.locations

@@ -63,6 +63,9 @@ final class LocationState {
     /// Its first style waits in the output's ``FirstStyles`` rather than as a change in
     /// line; in the padding after `dirty`.
     @exclusivity(unchecked) var firstStyleWaits = false
+    /// The convergence that last saw its style at the broker (``SeenLocations``); in the
+    /// padding after the flags.
+    @exclusivity(unchecked) var seenBy: UInt16 = 0
     /// Its row in the state file (``LocationRow``); in the padding after the flags.
     @exclusivity(unchecked) var row: UInt32 = 0
     @exclusivity(unchecked) var version: UInt64

@@ -16,7 +16,7 @@ import LiveTopics
 public struct Republication {
     private let store: LiveStore
     /// The locations whose style the broker holds, or that were published since the read began.
-    private var seen: Set<ObjectIdentifier>
+    private var seen: SeenLocations
     private let partition: Partition?
     /// The next location to look at, and the count of locations when the walk began.
     private var position = 0
@@ -24,7 +24,7 @@ public struct Republication {
     /// Changes made so far.
     public private(set) var republished = 0
 
-    init(store: LiveStore, seen: Set<ObjectIdentifier>, partition: Partition?) {
+    init(store: LiveStore, seen: SeenLocations, partition: Partition?) {
         self.store = store
         self.seen = seen
         self.partition = partition
@@ -45,19 +45,18 @@ public struct Republication {
             position += 1
             // A location outside the partition (kept from a run with other `partition.owns`)
             // is another daemon's to publish.
-            guard !seen.contains(ObjectIdentifier(state)), partition?.owns(state.address) ?? true,
+            guard !seen.contains(state), partition?.owns(state.address) ?? true,
                 let change = store.republication(state, now: now)
             else { continue }
             republished += 1
             return change
         }
-        if !seen.isEmpty { seen = [] }
         return nil
     }
 
     /// A change of this location went out: the broker gets it, and it needs no publishing again.
     public mutating func published(_ address: LocationAddress) {
         guard position < end, let state = store.locations.find(at: address) else { return }
-        seen.insert(ObjectIdentifier(state))
+        seen.insert(state)
     }
 }
