@@ -2,11 +2,25 @@ import LiveTopics
 
 /// When values go stale, earliest first (a binary min-heap).
 struct ExpiryQueue {
+    /// 16 bytes: every location with a `staleAfter` has one, so at a million a field more
+    /// is megabytes more.
     struct Entry {
-        var deadline: LiveTimestamp
+        /// The deadline's milliseconds shifted left by ``domainBits``, the domain's number in
+        /// the bits below: ordered as the deadlines are (ties by domain).
+        private var packed: Int64
         var location: LocationState
+
+        /// The domain numbers fit ``domainBits`` (a location's expiries are a 64-bit mask).
+        static let domainBits: Int64 = 6
+
+        init(deadline: LiveTimestamp, location: LocationState, domain: Int32) {
+            packed = deadline.millisecondsSince1970 << Self.domainBits | Int64(domain)
+            self.location = location
+        }
+
+        var deadline: LiveTimestamp { LiveTimestamp(millisecondsSince1970: packed >> Self.domainBits) }
         /// The store's number for the domain (see `LiveStore.staleDomains`).
-        var domain: Int32
+        var domain: Int32 { Int32(packed & (1 << Self.domainBits - 1)) }
     }
 
     private var heap: [Entry] = []
@@ -14,8 +28,11 @@ struct ExpiryQueue {
     var count: Int { heap.count }
     var next: LiveTimestamp? { heap.first?.deadline }
 
-    mutating func removeAll() {
-        heap.removeAll()
+    /// Forgets every entry; `keepingCapacity` when about as many are scheduled again at once
+    /// (a clock step), so that the heap is not grown again from nothing while the old one
+    /// is still held.
+    mutating func removeAll(keepingCapacity: Bool = false) {
+        heap.removeAll(keepingCapacity: keepingCapacity)
     }
 
     mutating func push(_ entry: Entry) {

@@ -11,7 +11,7 @@ extension LiveStore {
     /// - Returns: the values moved.
     public func clockStepped(by milliseconds: Int64, stampedAfter: ClosedRange<LiveTimestamp>? = nil) -> Int {
         var moved = 0
-        expiries.removeAll()
+        expiries.removeAll(keepingCapacity: true)
         for state in locations.locations {
             var movedHere = false
             for index in state.values.indices where state.values[index].stampedOnReceipt {
