@@ -50,6 +50,26 @@ struct FirstStylesTests {
         #expect(waiting.count == 1)
     }
 
+    @Test("the output's one question: a change needs no place in line when its location's first style waits, or when it is a first style and the line is long")
+    func takes() throws {
+        let store = try Fixture.store()
+        var waiting = FirstStyles(store: store)
+        let first = try #require(Fixture.change(store.apply(try Fixture.occupancy(floor: "F1", people: 2, at: 0), now: Fixture.at(0))))
+        var taken = waiting.takes(first, lineIsLong: false)
+        #expect(!taken, "a short line takes a first style")
+        taken = waiting.takes(first, lineIsLong: true)
+        #expect(taken && waiting.count == 1)
+        let later = try #require(Fixture.change(store.apply(try Fixture.occupancy(floor: "F1", people: 0, at: 1), now: Fixture.at(1))))
+        #expect(!later.isFirst)
+        taken = waiting.takes(later, lineIsLong: false)
+        #expect(taken, "its first style waits: the later change is not needed")
+        #expect(waiting.count == 1)
+        _ = waiting.next(now: Fixture.at(2))
+        let third = try #require(Fixture.change(store.apply(try Fixture.occupancy(floor: "F1", people: 5, at: 3), now: Fixture.at(3))))
+        taken = waiting.takes(third, lineIsLong: true)
+        #expect(!taken, "not a first style, and none waits: it goes in line")
+    }
+
     @Test("many wait and leave in the order they came; forgetting them all leaves none marked")
     func orderAndForget() throws {
         let store = try Fixture.store()

@@ -117,10 +117,7 @@ final class OutputStage {
         if let old { clear(old) }
         republishing?.published(change.address)
         guard coalescer != nil else {
-            // A location whose first style waits as the location needs no change: the style
-            // made when it leaves is the one it has then.
-            if !firstStyles.isEmpty, firstStyles.holds(change.address) { return true }
-            if change.isFirst, publisher.waiting >= Self.republishLimit, firstStyles.keep(change.address) { return true }
+            if firstStyles.takes(change, lineIsLong: publisher.waiting >= Self.republishLimit) { return true }
             publisher.send(change: change, since: arrived)
             return true
         }
@@ -254,16 +251,21 @@ final class OutputStage {
     /// Stops publishing the state again (a convergence that starts over, a change of role).
     func stopRepublishing() { republishing = nil }
 
-    /// Puts republications in line while a connection has fewer than ``republishAhead``
-    /// publications waiting (and fewer than ``republishLimit`` wait in all), so that what was
-    /// taken from the state and is not acknowledged yet stays within
-    /// ``RepublishStatistics/bound``; the acknowledgements that empty the lines bring the next.
+    /// Whether the lines may take one more change made from the state (a waiting first
+    /// style, a republication): a connection has fewer than ``republishAhead`` waiting, and
+    /// fewer than ``republishLimit`` wait in all.
+    private var lineTakesFromState: Bool {
+        publisher.shortestLine < Self.republishAhead && publisher.waiting < Self.republishLimit
+    }
+
+    /// Puts the waiting first styles, then republications, in line while
+    /// ``lineTakesFromState``, so that what was taken from the state and is not acknowledged
+    /// yet stays within ``RepublishStatistics/bound``; the acknowledgements that empty the
+    /// lines bring the next.
     private func refill() {
         if !firstStyles.isEmpty {
             let now = LiveTimestamp.now
-            while publisher.shortestLine < Self.republishAhead, publisher.waiting < Self.republishLimit,
-                let change = firstStyles.next(now: now)
-            {
+            while lineTakesFromState, let change = firstStyles.next(now: now) {
                 publisher.send(change: change)
             }
         }
@@ -273,9 +275,7 @@ final class OutputStage {
         }
         let now = LiveTimestamp.now
         var added = false
-        while publisher.shortestLine < Self.republishAhead, publisher.waiting < Self.republishLimit,
-            let change = republishing?.next(now: now)
-        {
+        while lineTakesFromState, let change = republishing?.next(now: now) {
             publisher.send(change: change)
             republish.republished += 1
             added = true

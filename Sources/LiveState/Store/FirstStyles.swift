@@ -4,9 +4,9 @@ import LiveTopics
 /// location rather than as a change in the output's line: its change is made from the
 /// state when the output has room for it (``next(now:)``).
 ///
-/// A million new locations arriving faster than the broker's window lets their styles out
-/// would otherwise wait as a million changes, each with its key in the line's table and its
-/// order (about 140 bytes a location on top of the state); here one waits as 8 bytes. A
+/// A burst of new locations arriving faster than the broker's window lets their styles out
+/// would otherwise wait as a change each, with its key in the line's table and in its order
+/// (docs/performance.md has what that costs); here one waits as a reference. A
 /// location's later changes while its first style waits are not needed: the style made when
 /// it leaves is the location's style then, at its place then, all its fields counting as
 /// changed (nothing of it was published before).
@@ -24,16 +24,31 @@ public struct FirstStyles {
     public var count: Int { waiting.count - head }
     public var isEmpty: Bool { head == waiting.count }
 
+    /// Whether the output need not put `change` in line: its location's first style waits
+    /// here already (the style made when it leaves is the one it has then), or `change` is a
+    /// first style and `lineIsLong`, and from now on it waits here. One lookup of the
+    /// location, and none while nothing waits and `change` is not a first style.
+    public mutating func takes(_ change: DerivedChange, lineIsLong: @autoclosure () -> Bool) -> Bool {
+        let keeps = change.isFirst && lineIsLong()
+        guard keeps || !isEmpty, let state = store.locations.find(at: change.address) else { return false }
+        if state.firstStyleWaits { return true }
+        guard keeps else { return false }
+        keep(state)
+        return true
+    }
+
     /// Makes the first style of the location at `address` wait here.
     /// - Returns: false when there is no such location (the caller publishes its change).
     public mutating func keep(_ address: LocationAddress) -> Bool {
         guard let state = store.locations.find(at: address) else { return false }
-        if !state.firstStyleWaits {
-            state.firstStyleWaits = true
-            waiting.append(state)
-            kept += 1
-        }
+        if !state.firstStyleWaits { keep(state) }
         return true
+    }
+
+    private mutating func keep(_ state: LocationState) {
+        state.firstStyleWaits = true
+        waiting.append(state)
+        kept += 1
     }
 
     /// Whether the first style of the location now at `address` waits here (its change is

@@ -1,7 +1,7 @@
 /// The locations a convergence has seen at the broker (their retained style read back, or a
 /// change published since the read began), kept as a stamp in each location rather than as
-/// a set: at a million locations a set would take 16 MiB for as long as the read and the
-/// walk after it (``Republication``) last, on top of the state.
+/// a set, which would hold an entry for nearly every location for as long as the read and
+/// the walk after it (``Republication``) last, on top of the state.
 ///
 /// Each convergence stamps with a number of its own, so that what an earlier one saw counts
 /// for nothing in a later one. When the numbers wrap, every stamp is wiped first.
