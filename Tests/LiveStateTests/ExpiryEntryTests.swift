@@ -8,9 +8,7 @@ struct ExpiryEntryTests {
     @Test("an entry is 16 bytes and gives back its deadline and domain, before 1970 too; the queue pops them by deadline")
     func packed() throws {
         #expect(MemoryLayout<ExpiryQueue.Entry>.stride == 16)
-        let store = try MovingLocationTests.store()
-        _ = store.apply(try MovingLocationTests.occupancy(floor: "F1", people: 2, at: 0), now: MovingLocationTests.at(0))
-        let state = try #require(store.locations.find(at: MovingLocationTests.f1))
+        let state = try MovingLocationTests.oneLocation().state
         var queue = ExpiryQueue()
         let cases: [(Int64, Int32)] = [(1_763_720_000_123, 0), (-5, 63), (0, 7), (1_763_720_000_123, 5), (4_102_444_800_000, 1)]
         for (milliseconds, domain) in cases {

@@ -30,6 +30,13 @@ struct MovingLocationTests {
 
     static func at(_ offset: Int64) -> LiveTimestamp { start.adding(milliseconds: offset) }
 
+    /// A store holding one location, at ``f1``, and that location.
+    static func oneLocation() throws -> (store: LiveStore, state: LocationState) {
+        let store = try store()
+        _ = store.apply(try occupancy(floor: "F1", people: 2, at: 0), now: at(0))
+        return (store, try #require(store.locations.find(at: f1)))
+    }
+
     static func position(floor: String, room: String = "R1", index: Int, at offset: Int64, latitude: String = "55.1") throws -> LiveUpdate {
         LiveUpdate(
             topic: try LiveTopic(parsing: "ds1/v/B/\(floor)/\(room)/asset-1/position"), timestamp: at(offset),

@@ -9,9 +9,7 @@ struct SeenLocationsTests {
 
     @Test("a convergence sees only what it stamped; a later one starts with nothing seen; a wrap of the numbers wipes every stamp first")
     func stamps() throws {
-        let store = try Fixture.store()
-        _ = store.apply(try Fixture.occupancy(floor: "F1", people: 2, at: 0), now: Fixture.at(0))
-        let state = try #require(store.locations.find(at: Fixture.f1))
+        let (store, state) = try Fixture.oneLocation()
         let first = SeenLocations(store: store)
         #expect(!first.contains(state))
         first.insert(state)
