@@ -359,9 +359,12 @@ struct CrashRecoveryTests {
         close(descriptor)
         // Updates now cannot be journaled: the daemon holds them, unacknowledged, and says why.
         try await publish(stream, count: 40, locations: 20, broker: broker)
+        // A snapshot may find the disk full before the journal does, and /readyz then names
+        // the state file; the journal's failure, once it comes, is the one it names.
         let readiness = try await eventually(
-            "/readyz to answer 503", every: .milliseconds(100),
-            observing: { try await LoopbackHTTP.request("GET", port: daemon.httpPort, path: "/readyz") }, until: { $0.status == 503 })
+            "/readyz to answer 503 for the journal", every: .milliseconds(100),
+            observing: { try await LoopbackHTTP.request("GET", port: daemon.httpPort, path: "/readyz") },
+            until: { $0.status == 503 && $0.body.contains("No space left on device") })
         #expect(readiness.body.contains("cannot write") && readiness.body.contains("No space left on device"), "\(readiness.body)")
         let metrics = try await LoopbackHTTP.request("GET", port: daemon.httpPort, path: "/metrics").body
         #expect(metrics.contains(#"livedata_storage_failures_total{reason="journal"}"#))
