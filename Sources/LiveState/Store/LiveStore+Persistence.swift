@@ -19,18 +19,34 @@ extension LiveStore {
     /// consecutive rows: no page of the table is written by two parts of one snapshot
     /// (each transaction copies every page it touches into the write-ahead log), however
     /// small the parts. A fill's locations are in that order already (rows are numbered
-    /// as locations come), which the sort sees in one pass.
+    /// as locations come), which the sort sees in one pass. When every location is to be
+    /// written (``allDirty``), they are taken as the location table holds them, in the
+    /// order they came, by position: nothing is listed.
     public func takeChangedLocations() -> ChangedLocations {
+        if allDirty {
+            allDirty = false
+            return ChangedLocations(listed: nil, count: locations.count)
+        }
         for state in dirty { state.dirty = false }
         defer { dirty = [] }
         dirty.sort { $0.row < $1.row }
-        return ChangedLocations(states: dirty)
+        return ChangedLocations(listed: dirty, count: dirty.count)
     }
 
-    /// Locations taken by ``takeChangedLocations()``.
+    /// Locations taken by ``takeChangedLocations()``: a list of them, or (`listed` nil) the
+    /// first `count` of the location table, which only grows.
     public struct ChangedLocations {
-        fileprivate let states: [LocationState]
-        public var count: Int { states.count }
+        fileprivate let listed: [LocationState]?
+        public let count: Int
+    }
+
+    /// Calls `body` with each of `changed[range]`.
+    private func forEachState(_ changed: ChangedLocations, in range: Range<Int>, _ body: (LocationState) -> Void) {
+        if let listed = changed.listed {
+            for state in listed[range] { body(state) }
+        } else {
+            for index in range { body(locations.locations[index]) }
+        }
     }
 
     /// Calls `body` with the parts of the record of each of some of the changed locations,
@@ -41,25 +57,29 @@ extension LiveStore {
         _ body: (_ row: Int64, _ address: LocationAddress, _ values: [DomainValue], _ published: RecordStyle, _ version: UInt64) -> Void
     ) {
         let ruleEngine = self.ruleEngine
-        for state in changed.states[range] {
+        forEachState(changed, in: range) { state in
             body(Int64(state.row), state.address, state.values, state.recordStyle(ruleEngine), state.version)
         }
     }
 
     /// The records of some of the changed locations, as they are now, with their rows.
     public func records(_ changed: ChangedLocations, in range: Range<Int>) -> [LocationRow] {
-        changed.states[range].map { LocationRow(row: Int64($0.row), record: $0.record(ruleEngine)) }
+        var records: [LocationRow] = []
+        records.reserveCapacity(range.count)
+        forEachState(changed, in: range) { records.append(LocationRow(row: Int64($0.row), record: $0.record(ruleEngine))) }
+        return records
     }
 
     /// Marks some of the changed locations for writing again (their write failed).
     public func markDirty(_ changed: ChangedLocations, in range: Range<Int>) {
-        for state in changed.states[range] { markDirty(state) }
+        forEachState(changed, in: range) { markDirty($0) }
     }
 
     /// Forgets which locations changed, when nothing is written (an in-memory store).
     public func discardDirty() {
         for state in dirty { state.dirty = false }
         dirty.removeAll(keepingCapacity: true)
+        allDirty = false
     }
 
     /// Puts back persisted locations: values, last published style and version. Staleness is

@@ -58,7 +58,13 @@ public final class LiveStore {
     @exclusivity(unchecked) var styleKeys = StyleKeyPool()
     /// What locations' addresses leave out under the current rules (see ``LocationState/outOfScope``).
     @exclusivity(unchecked) var outOfScopeSelections = SharedSelections()
+    /// The locations changed since the last snapshot took them, each once (its `dirty` flag
+    /// set), unless `allDirty`.
     @exclusivity(unchecked) var dirty: [LocationState] = []
+    /// Every location is to be written by the next snapshot: so many changed at once (a
+    /// clock step, a mass expiry, new rules) that listing them would cost a reference
+    /// each; `dirty` is then empty and no flag is set (see ``markDirty(_:)``).
+    @exclusivity(unchecked) var allDirty = false
     /// The last convergence's number for the locations it saw (``SeenLocations``).
     @exclusivity(unchecked) var seenGeneration: UInt16 = 0
     /// New locations beyond this many are refused (``Outcome/tooManyLocations``); a restore
@@ -560,10 +566,22 @@ public final class LiveStore {
     }
 
     func markDirty(_ state: LocationState) {
-        if !state.dirty {
+        if !state.dirty && !allDirty {
             state.dirty = true
             dirty.append(state)
+            if dirty.count >= Self.wholeTableDirty(of: locations.count) { markAllDirty() }
         }
+    }
+
+    /// How many changed locations make the next snapshot write every location rather than
+    /// a list of them: a quarter of the locations, and never fewer than 65,536.
+    static func wholeTableDirty(of count: Int) -> Int { max(1 << 16, count / 4) }
+
+    /// The next snapshot writes every location (``allDirty``): the list is let go.
+    func markAllDirty() {
+        for state in dirty { state.dirty = false }
+        dirty = []
+        allDirty = true
     }
 
     /// Re-derives a location's style; with `changedDomain`, only the rules that read that
