@@ -30,9 +30,10 @@ struct RepublishPacingTests {
         """
     }
 
-    /// One occupancy update per location, QoS 1 (a hundred of them in flight); `shift` moves
-    /// every location's count (and so its label) to another value.
-    func fill(_ broker: MosquittoBroker, shift: Int = 0) async throws {
+    /// One occupancy update per location, QoS 1 (a hundred of them in flight) unless `qos`
+    /// says otherwise; `shift` moves every location's count (and so its label) to another
+    /// value.
+    func fill(_ broker: MosquittoBroker, shift: Int = 0, qos: MQTTQoS = .atLeastOnce) async throws {
         let publisher = try MQTTClient(configuration: .test(port: broker.port), logger: kit.logger)
         try await publisher.connect()
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -41,7 +42,7 @@ struct RepublishPacingTests {
                 group.addTask {
                     try await publisher.publish(
                         "ds1/hq/B/F\(index % 10)/R\(index % 50)/loc-\(index)/occupancy",
-                        text: #"{"properties": {"nrOfPeople": "\#(Self.people(index, shift: shift))"}}"#, qos: .atLeastOnce)
+                        text: #"{"properties": {"nrOfPeople": "\#(Self.people(index, shift: shift))"}}"#, qos: qos)
                 }
             }
             try await group.waitForAll()
