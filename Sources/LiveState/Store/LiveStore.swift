@@ -565,6 +565,7 @@ public final class LiveStore {
         }
     }
 
+    @inline(__always)
     func markDirty(_ state: LocationState) {
         if !state.dirty && !allDirty {
             state.dirty = true
@@ -578,6 +579,7 @@ public final class LiveStore {
     static func wholeTableDirty(of count: Int) -> Int { max(1 << 16, count / 4) }
 
     /// The next snapshot writes every location (``allDirty``): the list is let go.
+    @inline(never)
     func markAllDirty() {
         for state in dirty { state.dirty = false }
         dirty = []
