@@ -11,27 +11,33 @@ import Testing
 struct FirstStylesTests {
     typealias Fixture = MovingLocationTests
 
+    /// Whether the first style of the location now at `address` waits.
+    static func waits(_ store: LiveStore, _ address: LocationAddress) -> Bool {
+        store.locations.find(at: address)?.firstStyleWaits ?? false
+    }
+
     @Test("a first style kept waits as its location; later changes are not needed; it leaves as the style the location has then, at its place then, every field changed, under its version")
     func keepAndTake() throws {
         let store = try Fixture.store()
         var waiting = FirstStyles(store: store)
         let first = try #require(Fixture.change(store.apply(try Fixture.occupancy(floor: "F1", people: 2, at: 0), now: Fixture.at(0))))
         #expect(first.isFirst)
-        var kept = waiting.keep(first.address)
+        var kept = waiting.takes(first, lineIsLong: true)
         #expect(kept)
-        kept = waiting.keep(first.address)
+        kept = waiting.takes(first, lineIsLong: true)
         #expect(kept, "kept twice, it waits once")
         #expect(waiting.count == 1)
-        #expect(waiting.holds(Fixture.f1))
+        #expect(Self.waits(store, Fixture.f1))
         // It moves and changes while it waits: its later changes are not needed.
         let moved = try #require(Fixture.change(store.apply(try Fixture.position(floor: "F2", room: "R9", index: 2, at: 1), now: Fixture.at(1))))
         #expect(moved.movedFrom == Fixture.f1)
-        #expect(waiting.holds(Fixture.f2), "found at its new place")
-        #expect(!waiting.holds(Fixture.f1))
-        let other = LocationAddress(dataset: "ds1", venue: "v", building: "B", floor: "F1", room: "R1", location: "elsewhere")
-        kept = waiting.keep(other)
+        #expect(Self.waits(store, Fixture.f2), "found at its new place")
+        #expect(!Self.waits(store, Fixture.f1))
+        var stray = first
+        stray.address = LocationAddress(dataset: "ds1", venue: "v", building: "B", floor: "F1", room: "R1", location: "elsewhere")
+        kept = waiting.takes(stray, lineIsLong: true)
         #expect(!kept, "no such location")
-        #expect(!waiting.holds(other))
+        #expect(!Self.waits(store, stray.address))
 
         let next = waiting.next(now: Fixture.at(5))
         let leaving = try #require(next)
@@ -41,11 +47,11 @@ struct FirstStylesTests {
         let json = try Fixture.json(leaving)
         #expect(json["changed"] as? [String] == ["visible", "icon", "polygonFillColor"])
         #expect(waiting.isEmpty)
-        #expect(!waiting.holds(Fixture.f2), "no longer waiting")
+        #expect(!Self.waits(store, Fixture.f2), "no longer waiting")
         let none = waiting.next(now: Fixture.at(6))
         #expect(none == nil)
         // Waiting no more, it is kept again as a new one would be.
-        kept = waiting.keep(Fixture.f2)
+        kept = waiting.takes(leaving, lineIsLong: true)
         #expect(kept)
         #expect(waiting.count == 1)
     }
@@ -80,7 +86,7 @@ struct FirstStylesTests {
                 topic: try LiveTopic(parsing: "ds1/v/B/F1/R\(index % 50)/desk-\(index)/occupancy"), timestamp: Fixture.at(Int64(index)),
                 properties: ["nrOfPeople": "\(index % 3)"])
             let change = try #require(Fixture.change(store.apply(update, now: Fixture.at(Int64(index)))))
-            let kept = waiting.keep(change.address)
+            let kept = waiting.takes(change, lineIsLong: true)
             #expect(kept)
             addresses.append(change.address)
         }
@@ -93,6 +99,6 @@ struct FirstStylesTests {
         #expect(waiting.count == 4_000)
         waiting.removeAll()
         #expect(waiting.isEmpty)
-        #expect(!addresses.contains { waiting.holds($0) })
+        #expect(!addresses.contains { Self.waits(store, $0) })
     }
 }

@@ -2,8 +2,7 @@ import LiveTopics
 
 /// When values go stale, earliest first (a binary min-heap).
 struct ExpiryQueue {
-    /// 16 bytes: every location with a `staleAfter` has one, so at a million a field more
-    /// is megabytes more.
+    /// Kept to 16 bytes (``ExpiryEntryTests``): every location with a `staleAfter` has one.
     struct Entry {
         /// The deadline's milliseconds shifted left by ``domainBits``, the domain's number in
         /// the bits below: ordered as the deadlines are (ties by domain).

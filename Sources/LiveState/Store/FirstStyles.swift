@@ -33,28 +33,10 @@ public struct FirstStyles {
         guard keeps || !isEmpty, let state = store.locations.find(at: change.address) else { return false }
         if state.firstStyleWaits { return true }
         guard keeps else { return false }
-        keep(state)
-        return true
-    }
-
-    /// Makes the first style of the location at `address` wait here.
-    /// - Returns: false when there is no such location (the caller publishes its change).
-    public mutating func keep(_ address: LocationAddress) -> Bool {
-        guard let state = store.locations.find(at: address) else { return false }
-        if !state.firstStyleWaits { keep(state) }
-        return true
-    }
-
-    private mutating func keep(_ state: LocationState) {
         state.firstStyleWaits = true
         waiting.append(state)
         kept += 1
-    }
-
-    /// Whether the first style of the location now at `address` waits here (its change is
-    /// then not needed).
-    public func holds(_ address: LocationAddress) -> Bool {
-        store.locations.find(at: address)?.firstStyleWaits ?? false
+        return true
     }
 
     /// The first style of the location that has waited longest, as a change made from the
